@@ -1,0 +1,89 @@
+import { type Algorithm, type ResolvedRule, type Step, ceilMs } from "./types.js";
+
+/** Concurrency's algorithm: `decide` also takes the new lease's id, and leases can be released. */
+export interface ConcurrencyAlgorithm extends Algorithm {
+  decide(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, cost: number, leaseId?: number): Step;
+  release(state: readonly number[] | undefined, nowMs: number, leaseId: number): { next: number[] | null; ttlMs: number };
+}
+
+/**
+ * Concurrency: at most `limit` leases in flight. A lease is released by its holder or expires
+ * `period` ms after it was taken, so a holder that crashed never blocks the key forever.
+ * State: [leaseId1, expiresAt1, cost1, …]. `decide` takes the new lease's id as a 5th argument.
+ */
+export const concurrency: ConcurrencyAlgorithm = {
+  capacity: (rule) => rule.limit,
+  decide(state, nowMs, rule, cost, leaseId: number = 0) {
+    const live = prune(state, nowMs);
+    const inFlight = sum(live);
+    if (inFlight + cost <= rule.limit) {
+      if (cost > 0) live.push(leaseId, nowMs + rule.periodMs, cost);
+      const ttl = maxExpiry(live) - nowMs;
+      return {
+        allowed: true,
+        remaining: rule.limit - inFlight - cost,
+        resetAfterMs: Math.max(0, ttl),
+        retryAfterMs: 0,
+        next: live.length > 0 ? live : null,
+        ttlMs: Math.max(0, ttl),
+      };
+    }
+    // If nobody releases, leases free up as they expire, earliest first.
+    const expiries: Array<[number, number]> = [];
+    for (let i = 0; i < live.length; i += 3) expiries.push([live[i + 1] ?? 0, live[i + 2] ?? 0]);
+    expiries.sort((a, b) => a[0] - b[0]);
+    let freed = 0;
+    let retry = 0;
+    for (const [exp, c] of expiries) {
+      freed += c;
+      if (inFlight - freed + cost <= rule.limit) {
+        retry = exp - nowMs;
+        break;
+      }
+    }
+    return {
+      allowed: false,
+      remaining: Math.max(0, rule.limit - inFlight),
+      resetAfterMs: maxExpiry(live) - nowMs,
+      retryAfterMs: ceilMs(retry),
+      next: state ? [...state] : null,
+      ttlMs: maxExpiry(live) - nowMs,
+    };
+  },
+  adjust(state, nowMs) {
+    // Leases are not charged by amount; reservations do not apply to concurrency.
+    const live = prune(state, nowMs);
+    return { next: live.length > 0 ? live : null, ttlMs: Math.max(0, maxExpiry(live) - nowMs) };
+  },
+  release(state, nowMs, leaseId) {
+    const live = prune(state, nowMs);
+    for (let i = 0; i < live.length; i += 3) {
+      if (live[i] === leaseId) {
+        live.splice(i, 3);
+        break;
+      }
+    }
+    return { next: live.length > 0 ? live : null, ttlMs: Math.max(0, maxExpiry(live) - nowMs) };
+  },
+};
+
+function prune(state: readonly number[] | undefined, nowMs: number): number[] {
+  const out: number[] = [];
+  if (state === undefined) return out;
+  for (let i = 0; i + 2 < state.length; i += 3) {
+    if ((state[i + 1] ?? 0) > nowMs) out.push(state[i] ?? 0, state[i + 1] ?? 0, state[i + 2] ?? 0);
+  }
+  return out;
+}
+
+function sum(live: readonly number[]): number {
+  let s = 0;
+  for (let i = 2; i < live.length; i += 3) s += live[i] ?? 0;
+  return s;
+}
+
+function maxExpiry(live: readonly number[]): number {
+  let m = 0;
+  for (let i = 1; i < live.length; i += 3) m = Math.max(m, live[i] ?? 0);
+  return m;
+}

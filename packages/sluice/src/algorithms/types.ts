@@ -1,0 +1,73 @@
+/**
+ * The contract of an algorithm: a pure function of (state, now, rule, cost).
+ *
+ * State is a flat array of numbers so that the memory store can keep it compactly and each Lua
+ * script can port the function line by line. `undefined` state means "never seen / expired":
+ * every algorithm treats it as a fresh, fully replenished key.
+ */
+
+/** A rule after validation: integers, milliseconds. */
+export interface ResolvedRule {
+  /** Requests (cost units) per period; for `concurrency`, leases in flight. */
+  readonly limit: number;
+  /** Period in milliseconds; for `concurrency`, the lease time-to-live. */
+  readonly periodMs: number;
+  /** Bucket capacity for `token-bucket` and `gcra` (defaults to `limit`); equals `limit` otherwise. */
+  readonly burst: number;
+}
+
+/** What one rule decided for one request. All times are whole milliseconds, counts whole units. */
+export interface RuleOutcome {
+  /** Whether this rule alone would admit the request. */
+  readonly allowed: boolean;
+  /** Requests of cost 1 this rule still admits right after this decision (≥ 0). */
+  readonly remaining: number;
+  /** Until this rule is fully replenished (or its window ends). */
+  readonly resetAfterMs: number;
+  /** 0 when allowed; otherwise the exact wait after which the same request would pass. */
+  readonly retryAfterMs: number;
+}
+
+/** The result of {@link Algorithm.decide}: an outcome and the state to store if it is committed. */
+export interface Step extends RuleOutcome {
+  /** State after admitting the request; `null` when nothing needs storing. Ignored when denied. */
+  readonly next: number[] | null;
+  /** How long `next` must be kept (ms); after that it is equivalent to no state. */
+  readonly ttlMs: number;
+}
+
+/** The result of {@link Algorithm.adjust}: the state after a forced charge or refund. */
+export interface Adjusted {
+  readonly next: number[] | null;
+  readonly ttlMs: number;
+}
+
+/** One rate-limiting algorithm. Implementations are pure and never read a clock. */
+export interface Algorithm {
+  /** Largest cost a single request can ever have under `rule` (larger is a validation error). */
+  capacity(rule: ResolvedRule): number;
+  /** Decide a request of `cost` (≥ 0; 0 only peeks) at `nowMs` against `state`. */
+  decide(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, cost: number): Step;
+  /**
+   * Charge `delta` unconditionally (positive: debt that later requests wait out; negative: refund,
+   * never below an empty/full limiter). Used by reservations and refunds.
+   */
+  adjust(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, delta: number): Adjusted;
+}
+
+/**
+ * Floating-point tolerance in milliseconds/units. Rates such as 1000 ms / 3 are not exact in
+ * binary; comparing with a tolerance keeps "wait exactly retryAfterMs and pass" true.
+ * The Lua ports use the same constant.
+ */
+export const EPS = 1e-6;
+
+/** Round a wait up to whole ms (a caller retrying earlier would be denied), tolerating float error. */
+export function ceilMs(ms: number): number {
+  return ms <= EPS ? 0 : Math.ceil(ms - EPS);
+}
+
+/** Round a count down (never promise more than is there), tolerating float error. */
+export function floorUnits(units: number): number {
+  return units <= 0 ? 0 : Math.floor(units + EPS);
+}

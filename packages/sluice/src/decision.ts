@@ -1,0 +1,52 @@
+import type { RuleOutcome } from "./algorithms/types.js";
+
+/**
+ * Why a decision is unusual. Absent for an ordinary decision made by the store.
+ * - `blocked`: the key is serving a penalty (`blockDuration`) after an earlier denial;
+ * - `store-error`: the store failed and the policy's `onStoreError` (allow/deny) decided;
+ * - `insurance`: the store failed and the in-memory insurance limiter decided;
+ * - `deny-cache`: answered locally: the key is known to be denied until its retry time;
+ * - `shadow`: the policy is in shadow mode and would have denied this request.
+ */
+export type DecisionReason = "blocked" | "store-error" | "insurance" | "deny-cache" | "shadow";
+
+/** One rule's part of a decision. */
+export interface RuleDecision extends RuleOutcome {
+  /** The rule's limit. */
+  readonly limit: number;
+  /** The rule's period in ms. */
+  readonly periodMs: number;
+  /** The rule's burst (capacity); equals `limit` for algorithms without one. */
+  readonly burst: number;
+}
+
+/**
+ * The answer to "may this request pass?". A value, never an exception: denials resolve too.
+ *
+ * `limit`, `remaining` and `resetAfterMs` are those of the reported rule: for a denial the rule
+ * with the longest wait, for an allowed request the rule with the least remaining.
+ */
+export interface Decision {
+  /** Whether the request may pass. */
+  readonly allowed: boolean;
+  /** The reported rule's limit (what `X-RateLimit-Limit` shows). */
+  readonly limit: number;
+  /** Requests of cost 1 still allowed right after this decision, an integer ≥ 0 (least over all rules). */
+  readonly remaining: number;
+  /** Until the reported rule is fully replenished or its window ends (ms). */
+  readonly resetAfterMs: number;
+  /** 0 when allowed; when denied, the exact wait after which the same request would pass. */
+  readonly retryAfterMs: number;
+  /** The policy's name. */
+  readonly policy: string;
+  /** Index of the reported rule in {@link Decision.rules}. */
+  readonly rule: number;
+  /** Every rule's outcome, in policy order. */
+  readonly rules: readonly RuleDecision[];
+  /** The cost this decision was asked for. */
+  readonly cost: number;
+  /** Set when something unusual decided; see {@link DecisionReason}. */
+  readonly reason?: DecisionReason;
+  /** For `concurrency`: the lease taken (release it with `limiter.release(key, leaseId)`). */
+  readonly leaseId?: string;
+}

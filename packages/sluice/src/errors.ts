@@ -1,0 +1,68 @@
+/**
+ * Error classes with stable codes. Every code is documented in docs/errors.md; a test fails
+ * when one is missing there.
+ */
+
+/** Every code sluice can raise. */
+export const ERROR_CODES = [
+  "SLUICE_ERR_POLICY",
+  "SLUICE_ERR_COST",
+  "SLUICE_ERR_KEY",
+  "SLUICE_ERR_OPTIONS",
+  "SLUICE_ERR_UNSUPPORTED",
+  "SLUICE_ERR_STORE",
+  "SLUICE_ERR_STORE_TIMEOUT",
+  "SLUICE_ERR_STORE_UNAVAILABLE",
+  "SLUICE_ERR_CORRUPT_STATE",
+] as const;
+
+/** A sluice error code, see {@link ERROR_CODES}. */
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+/** One problem found while validating input: where (a dotted path) and what. */
+export interface ValidationIssue {
+  /** Dotted path of the offending field, e.g. `rules.0.limit`; empty for the whole value. */
+  path: string;
+  /** What is wrong, in words a user can act on. */
+  message: string;
+}
+
+/** Base class of every error sluice throws; `code` is stable and documented. */
+export class SluiceError extends Error {
+  /** Stable, documented error code. */
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "SluiceError";
+    this.code = code;
+  }
+}
+
+/** Bad input (policy, cost, key, options). Carries every issue found, each naming its field. */
+export class ValidationError extends SluiceError {
+  /** Every problem found, each with the field's path. */
+  readonly issues: readonly ValidationIssue[];
+  constructor(code: ErrorCode, subject: string, issues: readonly ValidationIssue[]) {
+    const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+    super(code, `${subject}: ${detail}`);
+    this.name = "ValidationError";
+    this.issues = issues;
+  }
+}
+
+/** The counter store failed, timed out or is known to be down (circuit open). */
+export class StoreError extends SluiceError {
+  constructor(
+    code: "SLUICE_ERR_STORE" | "SLUICE_ERR_STORE_TIMEOUT" | "SLUICE_ERR_STORE_UNAVAILABLE",
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(code, message, options);
+    this.name = "StoreError";
+  }
+}
+
+/** True when `err` is a {@link SluiceError} with the given code. */
+export function isSluiceError(err: unknown, code?: ErrorCode): err is SluiceError {
+  return err instanceof SluiceError && (code === undefined || err.code === code);
+}

@@ -1,0 +1,79 @@
+import { type RuleOutcome, algorithms, concurrency } from "./algorithms/index.js";
+import type { Policy } from "./policy.js";
+
+/** A key's whole state in a store that keeps state in JS: per-rule states and a penalty block. */
+export interface KeyState {
+  /** One state per rule (undefined: fresh). */
+  states: Array<number[] | undefined>;
+  /** Epoch ms until which the key is blocked (0: not blocked). */
+  blockUntil: number;
+}
+
+/** The result of {@link evaluate}. */
+export interface Evaluation {
+  readonly allowed: boolean;
+  readonly rules: RuleOutcome[];
+  readonly blockedForMs: number;
+  /** The state to store (when `changed`), and how long to keep it. */
+  readonly next: KeyState;
+  readonly ttlMs: number;
+  readonly changed: boolean;
+}
+
+/**
+ * Multi-rule decision over JS-held state: every rule decides; the request passes only if all
+ * pass, and only then are all charged. A denial changes nothing but may start a penalty block.
+ * The Redis script (`lua/sluice.lua`) is a port of this function.
+ */
+export function evaluate(
+  policy: Policy,
+  current: KeyState | undefined,
+  nowMs: number,
+  cost: number,
+  commit: boolean,
+  leaseId = 0,
+): Evaluation {
+  const alg = algorithms[policy.algorithm];
+  const n = policy.rules.length;
+  const rules: RuleOutcome[] = new Array(n);
+  const nextStates: Array<number[] | undefined> = new Array(n);
+  let allowed = true;
+  let ttl = 0;
+  for (let i = 0; i < n; i++) {
+    const rule = policy.rules[i]!;
+    const step =
+      policy.algorithm === "concurrency"
+        ? concurrency.decide(current?.states[i], nowMs, rule, cost, leaseId)
+        : alg.decide(current?.states[i], nowMs, rule, cost);
+    rules[i] = { allowed: step.allowed, remaining: step.remaining, resetAfterMs: step.resetAfterMs, retryAfterMs: step.retryAfterMs };
+    nextStates[i] = step.next ?? undefined;
+    if (!step.allowed) allowed = false;
+    if (step.ttlMs > ttl) ttl = step.ttlMs;
+  }
+  const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
+  if (blockUntil > 0) {
+    return { allowed: false, rules, blockedForMs: blockUntil - nowMs, next: current!, ttlMs: blockUntil - nowMs, changed: false };
+  }
+  if (allowed) {
+    const next: KeyState = { states: nextStates, blockUntil: 0 };
+    return { allowed, rules, blockedForMs: 0, next, ttlMs: ttl, changed: commit && cost > 0 };
+  }
+  if (commit && policy.blockMs > 0) {
+    const until = nowMs + policy.blockMs;
+    const next: KeyState = { states: current?.states ?? new Array(n).fill(undefined), blockUntil: until };
+    return { allowed, rules, blockedForMs: policy.blockMs, next, ttlMs: Math.max(ttl, policy.blockMs), changed: true };
+  }
+  return { allowed, rules, blockedForMs: 0, next: current ?? { states: [], blockUntil: 0 }, ttlMs: ttl, changed: false };
+}
+
+/** Charge `delta` to every rule unconditionally. Returns the new state and its TTL. */
+export function adjustState(policy: Policy, current: KeyState | undefined, nowMs: number, delta: number): { next: KeyState; ttlMs: number } {
+  const alg = algorithms[policy.algorithm];
+  let ttl = current && current.blockUntil > nowMs ? current.blockUntil - nowMs : 0;
+  const states = policy.rules.map((rule, i) => {
+    const a = alg.adjust(current?.states[i], nowMs, rule, delta);
+    if (a.ttlMs > ttl) ttl = a.ttlMs;
+    return a.next ?? undefined;
+  });
+  return { next: { states, blockUntil: current && current.blockUntil > nowMs ? current.blockUntil : 0 }, ttlMs: ttl };
+}

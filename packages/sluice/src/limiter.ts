@@ -1,0 +1,281 @@
+import type { RuleOutcome } from "./algorithms/types.js";
+import type { Decision, DecisionReason, RuleDecision } from "./decision.js";
+import { SluiceError, ValidationError } from "./errors.js";
+import { type Policy, type PolicyInput, definePolicy, isResolvedPolicy, policyCapacity } from "./policy.js";
+import type { Store, StoreDecision } from "./store.js";
+import { MemoryStore } from "./stores/memory.js";
+
+/** Options of {@link createLimiter}. */
+export interface LimiterOptions {
+  /** Where counters live. Default: a new in-memory store. */
+  store?: Store;
+  /** The policy: its input form (validated here) or a policy from `definePolicy`. */
+  policy: PolicyInput | Policy;
+  /** Called when the store fails and `onStoreError` decided instead (for logs and metrics). */
+  onError?: (error: unknown, policy: Policy) => void;
+}
+
+/** Options of one call. */
+export interface LimitOptions {
+  /** Units to charge: a positive integer, at most the policy's capacity. Default 1. */
+  cost?: number;
+}
+
+/** A held concurrency lease. */
+export interface Lease {
+  /** The decision; when denied, `release` does nothing. */
+  readonly decision: Decision;
+  /** Give the slot back. Safe to call more than once. */
+  release(): Promise<void>;
+}
+
+/** A charge made before the real cost is known; settle it once the work is done. */
+export interface Reservation {
+  /** The decision for the estimate; when denied, nothing was charged. */
+  readonly decision: Decision;
+  /**
+   * Charge the actual cost instead of the estimate: the difference is refunded or charged as
+   * debt (which later requests wait out). Only the first settle/cancel counts.
+   */
+  settle(actual: number): Promise<void>;
+  /** Refund the whole estimate. */
+  cancel(): Promise<void>;
+}
+
+/** Decides whether requests may pass under one policy. */
+export interface Limiter {
+  /** The validated policy. */
+  readonly policy: Policy;
+  /** The store in use. */
+  readonly store: Store;
+  /** Decide one request and charge it if allowed. Never rejects for a denial or (per `onStoreError`) a store failure. */
+  limit(key: string, options?: LimitOptions): Promise<Decision>;
+  /** What `limit` would answer for a cost-1 request, without charging; `remaining` is what is left now. */
+  peek(key: string): Promise<Decision>;
+  /** Forget the key's counters and penalty. */
+  reset(key: string): Promise<void>;
+  /** Give back `cost` units charged earlier (e.g. to count only failed requests). */
+  refund(key: string, cost?: number): Promise<void>;
+  /** `concurrency`: take a lease; release it when the work is done. */
+  acquire(key: string, options?: LimitOptions): Promise<Lease>;
+  /** `concurrency`: release a lease by id (from `decision.leaseId`). */
+  release(key: string, leaseId: string): Promise<void>;
+  /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
+  reserve(key: string, estimate: number): Promise<Reservation>;
+}
+
+/**
+ * Creates a limiter for one policy.
+ *
+ * ```ts
+ * const limiter = createLimiter({
+ *   store: memoryStore(),
+ *   policy: { name: "api", algorithm: "gcra", rules: [{ limit: 100, period: "1m", burst: 20 }] },
+ * });
+ * const d = await limiter.limit("user:42");
+ * ```
+ */
+export function createLimiter(options: LimiterOptions): Limiter {
+  if (typeof options !== "object" || options === null) {
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [{ path: "", message: "must be an object" }]);
+  }
+  const policy = isResolvedPolicy(options.policy) ? options.policy : definePolicy(options.policy);
+  return new PolicyLimiter(policy, options.store ?? new MemoryStore(), options.onError);
+}
+
+class PolicyLimiter implements Limiter {
+  private readonly capacity: number;
+  private insurance: MemoryStore | undefined;
+  private insurancePolicy: Policy | undefined;
+
+  constructor(
+    readonly policy: Policy,
+    readonly store: Store,
+    private readonly onError: ((error: unknown, policy: Policy) => void) | undefined,
+  ) {
+    this.capacity = policyCapacity(policy);
+  }
+
+  async limit(key: string, options?: LimitOptions): Promise<Decision> {
+    const cost = this.checkCost(options?.cost ?? 1, "cost");
+    checkKey(key);
+    let sd: StoreDecision;
+    try {
+      sd = await this.store.decide({ policy: this.policy, key, cost });
+    } catch (err) {
+      return this.onStoreFailure(err, key, cost, true);
+    }
+    return this.finish(sd, cost);
+  }
+
+  async peek(key: string): Promise<Decision> {
+    checkKey(key);
+    let sd: StoreDecision;
+    try {
+      sd = await this.store.peek({ policy: this.policy, key, cost: 1 });
+    } catch (err) {
+      return this.onStoreFailure(err, key, 1, false);
+    }
+    // Report what is left now, before the hypothetical request.
+    const rules = sd.rules.map((r) => (r.allowed ? { ...r, remaining: r.remaining + 1 } : r));
+    return this.finish({ ...sd, rules }, 1);
+  }
+
+  async reset(key: string): Promise<void> {
+    checkKey(key);
+    await this.store.reset(this.policy, key);
+  }
+
+  async refund(key: string, cost = 1): Promise<void> {
+    checkKey(key);
+    this.checkCost(cost, "cost");
+    await this.store.adjust(this.policy, key, -cost);
+  }
+
+  async acquire(key: string, options?: LimitOptions): Promise<Lease> {
+    if (this.policy.algorithm !== "concurrency") {
+      throw new SluiceError("SLUICE_ERR_UNSUPPORTED", `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`);
+    }
+    const decision = await this.limit(key, options);
+    let released = decision.leaseId === undefined;
+    return {
+      decision,
+      release: async () => {
+        if (released) return;
+        released = true;
+        await this.release(key, decision.leaseId!);
+      },
+    };
+  }
+
+  async release(key: string, leaseId: string): Promise<void> {
+    checkKey(key);
+    if (typeof leaseId !== "string" || leaseId === "") {
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [{ path: "leaseId", message: "must be a non-empty string" }]);
+    }
+    await this.store.release(this.policy, key, leaseId);
+  }
+
+  async reserve(key: string, estimate: number): Promise<Reservation> {
+    if (this.policy.algorithm === "concurrency") {
+      throw new SluiceError("SLUICE_ERR_UNSUPPORTED", `reserve() does not apply to concurrency policies ("${this.policy.name}"); use acquire()`);
+    }
+    const decision = await this.limit(key, { cost: estimate });
+    let done = !decision.allowed || decision.reason !== undefined;
+    const settleBy = async (delta: number) => {
+      if (done) return;
+      done = true;
+      if (delta !== 0) await this.store.adjust(this.policy, key, delta);
+    };
+    return {
+      decision,
+      settle: async (actual: number) => {
+        if (typeof actual !== "number" || !Number.isInteger(actual) || actual < 0) {
+          throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [{ path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` }]);
+        }
+        await settleBy(actual - estimate);
+      },
+      cancel: () => settleBy(-estimate),
+    };
+  }
+
+  private checkCost(cost: unknown, field: string): number {
+    if (typeof cost !== "number" || !Number.isInteger(cost) || cost <= 0) {
+      throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
+        { path: field, message: `must be a positive integer (got ${typeof cost === "number" ? String(cost) : typeof cost})` },
+      ]);
+    }
+    if (cost > this.capacity) {
+      throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
+        { path: field, message: `${cost} can never fit policy "${this.policy.name}", whose capacity is ${this.capacity}` },
+      ]);
+    }
+    return cost;
+  }
+
+  private finish(sd: StoreDecision, cost: number, reason?: DecisionReason): Decision {
+    const d = toDecision(this.policy, sd, cost, reason ?? sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined));
+    if (this.policy.shadow && !d.allowed) return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
+    return d;
+  }
+
+  private async onStoreFailure(err: unknown, key: string, cost: number, commit: boolean): Promise<Decision> {
+    if (err instanceof ValidationError) throw err;
+    try {
+      this.onError?.(err, this.policy);
+    } catch {
+      // A throwing error hook must not turn a decision into a crash.
+    }
+    const mode = this.policy.onStoreError;
+    if (mode === "insurance") {
+      const { store, policy } = this.insuranceFor();
+      const sd = commit ? store.decideSync({ policy, key, cost: Math.min(cost, policyCapacity(policy)) }, true) : store.decideSync({ policy, key, cost: 1 }, false);
+      return toDecision(policy, sd, cost, "insurance", this.policy.name);
+    }
+    const allowed = mode === "allow";
+    const rules: RuleOutcome[] = this.policy.rules.map(() => ({ allowed, remaining: 0, resetAfterMs: 0, retryAfterMs: 0 }));
+    // Nothing is known about the counters: report no remaining and no wait rather than invent them.
+    return toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
+  }
+
+  /** The in-memory insurance limiter: this instance's share of each rule. */
+  private insuranceFor(): { store: MemoryStore; policy: Policy } {
+    const instances = Math.max(1, this.policy.insuranceInstances || this.store.liveInstances?.() || 1);
+    if (!this.insurance || !this.insurancePolicy || this.insurancePolicy.description !== `instances=${instances}`) {
+      this.insurance ??= new MemoryStore({ maxKeys: 100_000 });
+      const share = (n: number) => Math.max(1, Math.floor(n / instances));
+      this.insurancePolicy = definePolicy({
+        name: this.policy.name,
+        algorithm: this.policy.algorithm,
+        rules: this.policy.rules.map((r) => ({
+          limit: share(r.limit),
+          period: r.periodMs,
+          ...(this.policy.algorithm === "gcra" || this.policy.algorithm === "token-bucket" ? { burst: share(r.burst) } : {}),
+        })),
+        description: `instances=${instances}`,
+      });
+    }
+    return { store: this.insurance, policy: this.insurancePolicy };
+  }
+}
+
+function checkKey(key: unknown): asserts key is string {
+  if (typeof key !== "string" || key.length === 0) {
+    throw new ValidationError("SLUICE_ERR_KEY", "Invalid key", [
+      { path: "key", message: `must be a non-empty string (got ${typeof key === "string" ? "an empty string" : typeof key})` },
+    ]);
+  }
+}
+
+/** Builds a {@link Decision} from a store's answer: picks the reported rule, fills the totals. */
+export function toDecision(policy: Policy, sd: StoreDecision, cost: number, reason?: DecisionReason, policyName = policy.name): Decision {
+  const rules: RuleDecision[] = sd.rules.map((o, i) => {
+    const r = policy.rules[i]!;
+    return { limit: r.limit, periodMs: r.periodMs, burst: r.burst, allowed: o.allowed, remaining: o.remaining, resetAfterMs: o.resetAfterMs, retryAfterMs: o.retryAfterMs };
+  });
+  let pick = 0;
+  let remaining = Infinity;
+  for (let i = 0; i < rules.length; i++) {
+    const r = rules[i]!;
+    if (r.remaining < remaining) remaining = r.remaining;
+    const p = rules[pick]!;
+    if (sd.allowed ? r.remaining < p.remaining : (!r.allowed && p.allowed) || (r.allowed === p.allowed && r.retryAfterMs > p.retryAfterMs)) pick = i;
+  }
+  const reported = rules[pick]!;
+  const retry = sd.allowed ? 0 : Math.max(reported.retryAfterMs, sd.blockedForMs);
+  const d: Decision = {
+    allowed: sd.allowed,
+    limit: reported.limit,
+    remaining: Number.isFinite(remaining) ? remaining : 0,
+    resetAfterMs: Math.max(reported.resetAfterMs, sd.allowed ? 0 : sd.blockedForMs),
+    retryAfterMs: retry,
+    policy: policyName,
+    rule: pick,
+    rules,
+    cost,
+  };
+  const extra: { reason?: DecisionReason; leaseId?: string } = {};
+  if (reason !== undefined) extra.reason = reason;
+  if (sd.leaseId !== undefined) extra.leaseId = sd.leaseId;
+  return reason !== undefined || sd.leaseId !== undefined ? { ...d, ...extra } : d;
+}

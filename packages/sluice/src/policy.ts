@@ -1,0 +1,182 @@
+import { z } from "zod";
+import { ALGORITHMS, type AlgorithmName, type ResolvedRule, algorithms } from "./algorithms/index.js";
+import { type Duration, parseDurationOrMessage } from "./duration.js";
+import { ValidationError, type ValidationIssue } from "./errors.js";
+
+/** One rule as written by a user: `limit` per `period`, and for token-bucket/GCRA a `burst`. */
+export interface RuleInput {
+  /** Requests (cost units) allowed per period; for `concurrency`, leases in flight. A positive integer. */
+  limit: number;
+  /** The period, e.g. `"1m"` or `60000`; for `concurrency`, how long a lease lives if never released. */
+  period: Duration;
+  /** token-bucket and gcra only: how many may pass at once (bucket capacity). Defaults to `limit`. */
+  burst?: number;
+}
+
+/** What to do when the counter store fails or times out. */
+export type OnStoreError = "allow" | "deny" | "insurance";
+
+/** A policy as written by a user (in code, YAML or through the admin API). */
+export interface PolicyInput {
+  /** Unique name: letters, digits, `.`, `_`, `-`, `:`; 1–128 characters. */
+  name: string;
+  /** The algorithm; `gcra` by default. */
+  algorithm?: AlgorithmName;
+  /** One or more rules, all enforced together (all pass and are charged, or none is). */
+  rules: RuleInput[];
+  /** After a denial, deny the key for this long (a penalty box). Off by default. */
+  blockDuration?: Duration;
+  /**
+   * When the store fails: `allow` (fail open, the default), `deny` (fail closed), or
+   * `insurance` (an in-memory limiter enforcing this instance's share of the limit).
+   */
+  onStoreError?: OnStoreError;
+  /** For `insurance`: how many instances share the limit (default: counted by the store, else 1). */
+  insuranceInstances?: number;
+  /** Let every request pass but report what would have been denied (`reason: "shadow"`). */
+  shadow?: boolean;
+  /** Free text shown in the admin. */
+  description?: string;
+}
+
+/** A validated policy: frozen, durations in ms, defaults filled in. */
+export interface Policy {
+  readonly name: string;
+  readonly algorithm: AlgorithmName;
+  readonly rules: readonly ResolvedRule[];
+  /** 0 when no penalty is set. */
+  readonly blockMs: number;
+  readonly onStoreError: OnStoreError;
+  /** 0 means "ask the store, else 1". */
+  readonly insuranceInstances: number;
+  readonly shadow: boolean;
+  readonly description: string;
+}
+
+const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const durationSchema = z.unknown().transform((v, ctx) => {
+  const r = parseDurationOrMessage(v);
+  if (typeof r === "string") {
+    ctx.addIssue({ code: "custom", message: r });
+    return z.NEVER;
+  }
+  return r;
+});
+
+const positiveInt = (what: string) =>
+  z.unknown().transform((v, ctx) => {
+    if (typeof v !== "number" || !Number.isInteger(v) || v <= 0 || !Number.isSafeInteger(v)) {
+      ctx.addIssue({ code: "custom", message: `${what} must be a positive integer (got ${describe(v)})` });
+      return z.NEVER;
+    }
+    return v;
+  });
+
+const ruleSchema = z.strictObject({
+  limit: positiveInt("limit"),
+  period: durationSchema,
+  burst: positiveInt("burst").optional(),
+});
+
+const policySchema = z.strictObject({
+  name: z.string({ error: "name must be a string" }).regex(NAME, {
+    error: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
+  }),
+  algorithm: z.enum(ALGORITHMS, { error: `algorithm must be one of ${ALGORITHMS.join(", ")}` }).default("gcra"),
+  rules: z.array(ruleSchema, { error: "rules must be a list of { limit, period }" })
+    .min(1, { error: "rules must have at least one rule" })
+    .max(16, { error: "rules may have at most 16 rules" }),
+  blockDuration: durationSchema.optional(),
+  onStoreError: z.enum(["allow", "deny", "insurance"], { error: "onStoreError must be allow, deny or insurance" }).default("allow"),
+  insuranceInstances: positiveInt("insuranceInstances").optional(),
+  shadow: z.boolean({ error: "shadow must be true or false" }).default(false),
+  description: z.string({ error: "description must be a string" }).max(2000).default(""),
+});
+
+function describe(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v === undefined) return "nothing";
+  if (v === null) return "null";
+  if (typeof v === "number") return String(v);
+  return typeof v;
+}
+
+/** Turns zod issues into ours: a dotted path and a message. */
+export function toIssues(error: z.ZodError): ValidationIssue[] {
+  return error.issues.map((i) => {
+    const path = i.path.map(String).join(".");
+    let message = i.message;
+    if (i.code === "invalid_type" && i.input === undefined) message = "is required";
+    if (i.code === "unrecognized_keys") message = `unknown field(s): ${i.keys.join(", ")}`;
+    return { path, message };
+  });
+}
+
+/**
+ * Validates a policy and resolves it into a frozen {@link Policy}.
+ * Throws a {@link ValidationError} (code `SLUICE_ERR_POLICY`) listing every problem with its field.
+ */
+export function definePolicy(input: PolicyInput): Policy {
+  const parsed = policySchema.safeParse(input);
+  const name = typeof (input as { name?: unknown } | null)?.name === "string" ? (input as { name: string }).name : "";
+  const subject = name ? `Invalid policy "${name}"` : "Invalid policy";
+  if (!parsed.success) throw new ValidationError("SLUICE_ERR_POLICY", subject, toIssues(parsed.error));
+  const p = parsed.data;
+  const issues: ValidationIssue[] = [];
+  const usesBurst = p.algorithm === "gcra" || p.algorithm === "token-bucket";
+  const rules = p.rules.map((r, i): ResolvedRule => {
+    if (r.burst !== undefined && !usesBurst) {
+      issues.push({ path: `rules.${i}.burst`, message: `burst applies only to gcra and token-bucket, not ${p.algorithm}` });
+    }
+    if (p.algorithm === "sliding-log" && r.limit > 100_000) {
+      issues.push({ path: `rules.${i}.limit`, message: "sliding-log keeps one entry per request: limit must be at most 100000" });
+    }
+    return Object.freeze({ limit: r.limit, periodMs: r.period, burst: usesBurst ? (r.burst ?? r.limit) : r.limit });
+  });
+  if (p.algorithm === "concurrency" && rules.length > 1) {
+    issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
+  }
+  if (issues.length > 0) throw new ValidationError("SLUICE_ERR_POLICY", subject, issues);
+  return Object.freeze({
+    name: p.name,
+    algorithm: p.algorithm,
+    rules: Object.freeze(rules),
+    blockMs: p.blockDuration ?? 0,
+    onStoreError: p.onStoreError,
+    insuranceInstances: p.insuranceInstances ?? 0,
+    shadow: p.shadow,
+    description: p.description,
+  });
+}
+
+/** True when `value` is an already-resolved {@link Policy} (as returned by {@link definePolicy}). */
+export function isResolvedPolicy(value: unknown): value is Policy {
+  return typeof value === "object" && value !== null && Object.isFrozen(value) && "blockMs" in value;
+}
+
+/** Largest cost one request may have under this policy: the smallest rule capacity. */
+export function policyCapacity(policy: Policy): number {
+  const alg = algorithms[policy.algorithm];
+  return Math.min(...policy.rules.map((r) => alg.capacity(r)));
+}
+
+/** Converts a resolved policy back to its input form (for export, YAML, the admin API). */
+export function policyToInput(policy: Policy): PolicyInput {
+  const usesBurst = policy.algorithm === "gcra" || policy.algorithm === "token-bucket";
+  const out: PolicyInput = {
+    name: policy.name,
+    algorithm: policy.algorithm,
+    rules: policy.rules.map((r) => ({
+      limit: r.limit,
+      period: r.periodMs,
+      ...(usesBurst && r.burst !== r.limit ? { burst: r.burst } : {}),
+    })),
+  };
+  if (policy.blockMs > 0) out.blockDuration = policy.blockMs;
+  if (policy.onStoreError !== "allow") out.onStoreError = policy.onStoreError;
+  if (policy.insuranceInstances > 0) out.insuranceInstances = policy.insuranceInstances;
+  if (policy.shadow) out.shadow = true;
+  if (policy.description) out.description = policy.description;
+  return out;
+}

@@ -1,0 +1,53 @@
+import type { RuleOutcome } from "./algorithms/types.js";
+import type { Policy } from "./policy.js";
+
+/** One decision asked of a store. */
+export interface StoreRequest {
+  /** The resolved policy. */
+  readonly policy: Policy;
+  /** The identifier inside the policy (IP, user id, API key…). */
+  readonly key: string;
+  /** Units to charge; 0 is allowed for a peek. */
+  readonly cost: number;
+}
+
+/** What a store decided: the combined verdict and every rule's outcome. */
+export interface StoreDecision {
+  readonly allowed: boolean;
+  /** One outcome per rule, in policy order. */
+  readonly rules: readonly RuleOutcome[];
+  /** > 0 when a penalty block is in force for the key: the time left (ms). */
+  readonly blockedForMs: number;
+  /** For `concurrency`, the lease taken. */
+  readonly leaseId?: string;
+  /** Set by a store that answered without consulting its backend (`deny-cache`). */
+  readonly reason?: "deny-cache";
+}
+
+/**
+ * The narrow port every counter store implements. Decision logic (reporting, shadow mode,
+ * store-error handling) lives once in the limiter, not in each store.
+ *
+ * Contract: `decide` is atomic per request across every process sharing the store: all rules
+ * of the policy are checked and, only if all pass, all are charged. A denial changes nothing,
+ * except that it starts the policy's penalty block when one is set.
+ * Failures reject with a `StoreError`.
+ */
+export interface Store {
+  /** A short name for logs and metrics (`memory`, `redis`). */
+  readonly kind: string;
+  /** Decide and, if allowed, charge. */
+  decide(req: StoreRequest): Promise<StoreDecision>;
+  /** Evaluate as `decide` would, without changing anything. */
+  peek(req: StoreRequest): Promise<StoreDecision>;
+  /** Charge `delta` units unconditionally (negative refunds) to every rule of the key. */
+  adjust(policy: Policy, key: string, delta: number): Promise<void>;
+  /** Release a concurrency lease. Releasing an unknown or expired lease is a no-op. */
+  release(policy: Policy, key: string, leaseId: string): Promise<void>;
+  /** Forget everything about the key (counters and penalty block). */
+  reset(policy: Policy, key: string): Promise<void>;
+  /** How many instances share this store, when the store can tell (used by the insurance limiter). */
+  liveInstances?(): number | undefined;
+  /** Release resources (timers); does not close clients the caller owns. */
+  close?(): Promise<void>;
+}

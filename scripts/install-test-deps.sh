@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the system packages the test suites need, when missing: Debian's redis-server
+# (and redis-tools for redis-cli/redis-benchmark) and chromium. PostgreSQL 15's server binaries
+# ship with the machine image. Needs root (or sudo) for apt-get.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if ((${#need[@]})); then
+  echo "install-test-deps: installing ${need[*]}"
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Debian's redis-server package starts a system service on port 6379; the tests use their own
+# servers on free ports and never rely on it.
