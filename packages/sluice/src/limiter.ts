@@ -259,7 +259,10 @@ export function toDecision(policy: Policy, sd: StoreDecision, cost: number, reas
     const r = rules[i]!;
     if (r.remaining < remaining) remaining = r.remaining;
     const p = rules[pick]!;
-    if (sd.allowed ? r.remaining < p.remaining : (!r.allowed && p.allowed) || (r.allowed === p.allowed && r.retryAfterMs > p.retryAfterMs)) pick = i;
+    const better = sd.allowed
+      ? r.remaining < p.remaining || (r.remaining === p.remaining && r.resetAfterMs > p.resetAfterMs)
+      : (!r.allowed && p.allowed) || (r.allowed === p.allowed && r.retryAfterMs > p.retryAfterMs);
+    if (better) pick = i;
   }
   const reported = rules[pick]!;
   const retry = sd.allowed ? 0 : Math.max(reported.retryAfterMs, sd.blockedForMs);

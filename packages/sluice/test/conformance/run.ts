@@ -1,0 +1,113 @@
+/**
+ * Runs the conformance table against a store. Every store's test file calls
+ * `runConformance("memory", (now) => memoryStore({ now }))` (or its own factory): the same
+ * scenarios, the same expectations, time injected.
+ */
+import { afterAll, describe, expect, it } from "vitest";
+import { type Decision, type Limiter, type Store, createLimiter, isSluiceError } from "../../src/index.js";
+import { type Expect, type Scenario, scenarios } from "./scenarios.js";
+
+/** Day-aligned start time, so window boundaries fall on round offsets. */
+export const T0 = 1_700_006_400_000;
+
+/** Options of {@link runConformance}. */
+export interface ConformanceOptions {
+  /** Scenarios this store cannot run, each with the reason (shown in the test name). */
+  skip?: Array<{ reason: string; scenarios: string[] }>;
+  /** Called after all scenarios (close clients, stop servers). */
+  teardown?: () => Promise<void>;
+}
+
+/** Declares one vitest test per scenario against stores made by `makeStore`. */
+export function runConformance(
+  label: string,
+  makeStore: (now: () => number) => Store | Promise<Store>,
+  options: ConformanceOptions = {},
+): void {
+  const run = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+  describe(`conformance: ${label}`, () => {
+    if (options.teardown) afterAll(options.teardown);
+    scenarios.forEach((scenario, index) => {
+      const skip = options.skip?.find((s) => s.scenarios.includes(scenario.name));
+      if (skip) {
+        it.skip(`${scenario.name} (skipped: ${skip.reason})`, () => {});
+        return;
+      }
+      it(scenario.name, async () => {
+        await play(scenario, `c${run}-${index}`, makeStore);
+      });
+    });
+  });
+}
+
+/** Plays one scenario; fails with the step number and what differed. */
+export async function play(
+  scenario: Scenario,
+  policyName: string,
+  makeStore: (now: () => number) => Store | Promise<Store>,
+): Promise<void> {
+  let t = T0;
+  const store = await makeStore(() => t);
+  const limiter: Limiter = createLimiter({ store, policy: { ...scenario.policy, name: policyName } });
+  const leases = new Map<string, string>();
+  for (const [i, step] of scenario.steps.entries()) {
+    t = T0 + step.at;
+    const where = `step ${i} (at ${step.at}, ${step.op ?? "limit"}${step.cost !== undefined ? ` cost ${step.cost}` : ""})`;
+    const key = step.key ?? "k";
+    let decision: Decision | undefined;
+    try {
+      switch (step.op ?? "limit") {
+        case "limit":
+          decision = await limiter.limit(key, step.cost !== undefined ? { cost: step.cost } : undefined);
+          if (step.lease && decision.leaseId) leases.set(step.lease, decision.leaseId);
+          break;
+        case "peek":
+          decision = await limiter.peek(key);
+          break;
+        case "reset":
+          await limiter.reset(key);
+          break;
+        case "refund":
+          await limiter.refund(key, step.cost ?? 1);
+          break;
+        case "adjust":
+          await store.adjust(limiter.policy, key, step.cost ?? 1);
+          break;
+        case "release":
+          await limiter.release(key, leases.get(step.lease ?? "") ?? "unknown-lease");
+          break;
+      }
+    } catch (err) {
+      if (step.throws && isSluiceError(err) && err.code === step.throws) continue;
+      throw new Error(`${scenario.name}: ${where} threw ${String(err)}`, { cause: err });
+    }
+    if (step.throws) throw new Error(`${scenario.name}: ${where} should have thrown ${step.throws}`);
+    if (step.expect && decision) check(decision, step.expect, `${scenario.name}: ${where}`);
+  }
+}
+
+function check(d: Decision, e: Expect, where: string): void {
+  const got: Record<string, unknown> = {};
+  const want: Record<string, unknown> = {};
+  for (const f of ["allowed", "remaining", "retryAfterMs", "resetAfterMs", "limit", "rule"] as const) {
+    if (e[f] !== undefined) {
+      got[f] = d[f];
+      want[f] = e[f];
+    }
+  }
+  if (e.reason !== undefined) {
+    got.reason = d.reason ?? null;
+    want.reason = e.reason;
+  }
+  e.rules?.forEach((r, i) => {
+    if (!r) return;
+    for (const [k, v] of Object.entries(r)) {
+      got[`rules.${i}.${k}`] = (d.rules[i] as unknown as Record<string, unknown> | undefined)?.[k];
+      want[`rules.${i}.${k}`] = v;
+    }
+  });
+  expect(got, where).toEqual(want);
+  expect(Number.isInteger(d.remaining) && d.remaining >= 0, `${where}: remaining ${d.remaining}`).toBe(true);
+  expect(Number.isInteger(d.retryAfterMs) && d.retryAfterMs >= 0, `${where}: retryAfterMs ${d.retryAfterMs}`).toBe(true);
+  expect(Number.isInteger(d.resetAfterMs) && d.resetAfterMs >= 0, `${where}: resetAfterMs ${d.resetAfterMs}`).toBe(true);
+}

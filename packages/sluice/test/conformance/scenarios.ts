@@ -1,0 +1,424 @@
+/**
+ * The conformance table: scenarios as data, run against every store by `run.ts`.
+ *
+ * Each scenario has a policy and a list of steps at times relative to t0 (t0 is aligned to a
+ * day, so every window boundary falls on a round offset). A step calls one limiter operation
+ * and states what the decision must be. Expected values are worked out by hand from the
+ * definitions in DESIGN.md §2; the comments show the arithmetic.
+ */
+import type { PolicyInput } from "../../src/index.js";
+
+/** What a step's decision must show (only the fields given are checked). */
+export interface Expect {
+  allowed?: boolean;
+  remaining?: number;
+  retryAfterMs?: number;
+  resetAfterMs?: number;
+  limit?: number;
+  /** Index of the reported rule. */
+  rule?: number;
+  /** `null` means "no reason". */
+  reason?: string | null;
+  /** Per-rule checks, by index. */
+  rules?: Array<{ allowed?: boolean; remaining?: number; retryAfterMs?: number } | undefined>;
+}
+
+/** One operation at one time. */
+export interface Step {
+  /** ms after t0. */
+  at: number;
+  /** Limiter operation; default `limit`. `adjust` charges `cost` unconditionally (negative refunds). */
+  op?: "limit" | "peek" | "reset" | "refund" | "adjust" | "release";
+  key?: string;
+  cost?: number;
+  /** Name under which to remember a concurrency lease (op `limit`), or which lease to release. */
+  lease?: string;
+  expect?: Expect;
+  /** The operation must throw a SluiceError with this code. */
+  throws?: string;
+}
+
+/** A named scenario. The runner gives the policy a unique name per run. */
+export interface Scenario {
+  name: string;
+  policy: Omit<PolicyInput, "name">;
+  steps: Step[];
+}
+
+/** `n` limit calls at `at`, expecting remaining to count down from `from` (allowed). */
+function fill(at: number, n: number, from: number, extra: Expect = {}, key?: string): Step[] {
+  return Array.from({ length: n }, (_, i) => ({
+    at,
+    ...(key ? { key } : {}),
+    expect: { allowed: true, remaining: from - i, ...extra },
+  }));
+}
+
+export const scenarios: Scenario[] = [
+  // ─── GCRA ───────────────────────────────────────────────────────────────────────────────
+  {
+    name: "gcra: burst of limit, then one every T; retryAfterMs exact",
+    // T = 1000/5 = 200 ms, τ = 5·T = 1000 ms.
+    policy: { algorithm: "gcra", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 4, resetAfterMs: 200, retryAfterMs: 0, limit: 5, reason: null } },
+      { at: 0, expect: { remaining: 3, resetAfterMs: 400 } },
+      { at: 0, expect: { remaining: 2, resetAfterMs: 600 } },
+      { at: 0, expect: { remaining: 1, resetAfterMs: 800 } },
+      { at: 0, expect: { remaining: 0, resetAfterMs: 1000 } },
+      // TAT = 1000; the next cell is due at TAT + T − τ = 200.
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 200, resetAfterMs: 1000 } },
+      { at: 199, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 200, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
+      // Idle for a full period: back to full.
+      { at: 1200, expect: { allowed: true, remaining: 4, resetAfterMs: 200 } },
+    ],
+  },
+  {
+    name: "gcra: burst smaller than limit (100/min, burst 20)",
+    // T = 600 ms, τ = 20·600 = 12000 ms.
+    policy: { algorithm: "gcra", rules: [{ limit: 100, period: "1m", burst: 20 }] },
+    steps: [
+      ...fill(0, 20, 19),
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetAfterMs: 12000, limit: 100 } },
+      { at: 599, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 600, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: "gcra: cost > 1",
+    // T = 100, τ = 1000.
+    policy: { algorithm: "gcra", rules: [{ limit: 10, period: "1s" }] },
+    steps: [
+      { at: 0, cost: 4, expect: { allowed: true, remaining: 6, resetAfterMs: 400 } },
+      { at: 0, cost: 4, expect: { allowed: true, remaining: 2, resetAfterMs: 800 } },
+      // TAT 800 + 400 − 1000 = 200 ms to wait; 2 units left now.
+      { at: 0, cost: 4, expect: { allowed: false, remaining: 2, retryAfterMs: 200 } },
+      { at: 0, cost: 2, expect: { allowed: true, remaining: 0 } },
+      { at: 0, cost: 11, throws: "SLUICE_ERR_COST" },
+      { at: 0, cost: 0, throws: "SLUICE_ERR_COST" },
+      { at: 0, cost: 1.5, throws: "SLUICE_ERR_COST" },
+    ],
+  },
+  {
+    name: "gcra: fractional emission interval (3/s) rounds waits up",
+    // T = 333.33… ms: waits round up so that retrying after retryAfterMs passes.
+    policy: { algorithm: "gcra", rules: [{ limit: 3, period: "1s" }] },
+    steps: [
+      { at: 0, expect: { remaining: 2, resetAfterMs: 334 } },
+      { at: 0, expect: { remaining: 1, resetAfterMs: 667 } },
+      { at: 0, expect: { remaining: 0, resetAfterMs: 1000 } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 334 } },
+      { at: 333, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 334, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
+    ],
+  },
+  // ─── Token bucket ───────────────────────────────────────────────────────────────────────
+  {
+    name: "token-bucket: capacity, lazy refill, exact retry",
+    // rate = 5/1000 tokens per ms; capacity 5.
+    policy: { algorithm: "token-bucket", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      ...fill(0, 5, 4),
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 200, resetAfterMs: 1000 } },
+      { at: 199, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 200, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
+      // 600 ms later 3 tokens are back.
+      { at: 800, expect: { allowed: true, remaining: 2, resetAfterMs: 600 } },
+    ],
+  },
+  {
+    name: "token-bucket: burst and cost",
+    // 60/min refills one token per second, capacity 10.
+    policy: { algorithm: "token-bucket", rules: [{ limit: 60, period: "1m", burst: 10 }] },
+    steps: [
+      { at: 0, cost: 10, expect: { allowed: true, remaining: 0, resetAfterMs: 10000, limit: 60 } },
+      { at: 0, cost: 3, expect: { allowed: false, retryAfterMs: 3000 } },
+      { at: 2999, cost: 3, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 3000, cost: 3, expect: { allowed: true, remaining: 0 } },
+      { at: 3000, cost: 11, throws: "SLUICE_ERR_COST" },
+    ],
+  },
+  {
+    name: "token-bucket: fractional rate (3/s)",
+    policy: { algorithm: "token-bucket", rules: [{ limit: 3, period: "1s" }] },
+    steps: [
+      ...fill(0, 3, 2),
+      { at: 0, expect: { allowed: false, retryAfterMs: 334 } },
+      { at: 333, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 334, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  // ─── Fixed window ───────────────────────────────────────────────────────────────────────
+  {
+    name: "fixed-window: limit per aligned window, retry at the window end",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      ...fill(0, 5, 4, { resetAfterMs: 1000 }),
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 1000, resetAfterMs: 1000 } },
+      { at: 500, expect: { allowed: false, retryAfterMs: 500, resetAfterMs: 500 } },
+      { at: 999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 1000, expect: { allowed: true, remaining: 4, resetAfterMs: 1000 } },
+    ],
+  },
+  {
+    name: "fixed-window: the known 2× burst at the window edge",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      ...fill(999, 5, 4, { resetAfterMs: 1 }),
+      { at: 999, expect: { allowed: false, retryAfterMs: 1 } },
+      // Two milliseconds, ten requests: the weakness sliding windows exist to fix.
+      ...fill(1000, 5, 4, { resetAfterMs: 1000 }),
+      { at: 1000, expect: { allowed: false, retryAfterMs: 1000 } },
+    ],
+  },
+  {
+    name: "fixed-window: cost > 1",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 10, period: "1m" }] },
+    steps: [
+      { at: 0, cost: 7, expect: { allowed: true, remaining: 3 } },
+      { at: 1000, cost: 4, expect: { allowed: false, remaining: 3, retryAfterMs: 59000 } },
+      { at: 1000, cost: 3, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  // ─── Sliding window ─────────────────────────────────────────────────────────────────────
+  {
+    name: "sliding-window: the weighted estimate and its exact retry",
+    policy: { algorithm: "sliding-window", rules: [{ limit: 10, period: "1s" }] },
+    steps: [
+      ...fill(0, 10, 9, { resetAfterMs: 2000 }),
+      // curr = 10: in the next window, 10·(1000 − s)/1000 + 1 ≤ 10 ⇔ s ≥ 100 → 1000 + 100.
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 1100, resetAfterMs: 2000 } },
+      // Half-way through the next window the estimate is 10·0.5 = 5.
+      ...fill(1500, 5, 4, { resetAfterMs: 1500 }),
+      // estimate 5 + 5 = 10; prev's weight must fall to 4: 10·(500 − t)/1000 ≤ 4 ⇔ t ≥ 100.
+      { at: 1500, expect: { allowed: false, remaining: 0, retryAfterMs: 100 } },
+      { at: 1599, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 1600, expect: { allowed: true, remaining: 0 } },
+      // Two windows later, nothing is left of either counter.
+      { at: 3000, expect: { allowed: true, remaining: 9, resetAfterMs: 2000 } },
+    ],
+  },
+  {
+    name: "sliding-window: smooths the fixed window's edge burst",
+    policy: { algorithm: "sliding-window", rules: [{ limit: 10, period: "1s" }] },
+    steps: [
+      ...fill(999, 10, 9),
+      // At 1000 the previous window still weighs 10·(1000/1000) = 10: nothing passes.
+      { at: 1000, expect: { allowed: false, remaining: 0, retryAfterMs: 100 } },
+      // At 1100 the estimate is 9: exactly one passes.
+      { at: 1100, expect: { allowed: true, remaining: 0 } },
+      { at: 1100, expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  // ─── Sliding log ────────────────────────────────────────────────────────────────────────
+  {
+    name: "sliding-log: exact over every interval of length P",
+    policy: { algorithm: "sliding-log", rules: [{ limit: 3, period: "1s" }] },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 2, resetAfterMs: 1000 } },
+      { at: 100, expect: { allowed: true, remaining: 1, resetAfterMs: 1000 } },
+      { at: 200, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
+      // The entry at 0 leaves the log at 1000.
+      { at: 300, expect: { allowed: false, remaining: 0, retryAfterMs: 700, resetAfterMs: 900 } },
+      { at: 999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 1000, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
+      { at: 1000, expect: { allowed: false, retryAfterMs: 100 } },
+    ],
+  },
+  {
+    name: "sliding-log: cost > 1 waits for enough cost to leave",
+    policy: { algorithm: "sliding-log", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      { at: 0, cost: 3, expect: { allowed: true, remaining: 2 } },
+      { at: 100, cost: 2, expect: { allowed: true, remaining: 0 } },
+      { at: 200, cost: 3, expect: { allowed: false, retryAfterMs: 800 } },
+      { at: 200, cost: 5, expect: { allowed: false, retryAfterMs: 900 } },
+      { at: 1000, cost: 3, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  // ─── Multi-rule ─────────────────────────────────────────────────────────────────────────
+  {
+    name: "multi-rule: 1/s AND 5/min (the reference documents' example)",
+    policy: { algorithm: "sliding-log", rules: [{ limit: 1, period: "1s" }, { limit: 5, period: "1m" }] },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 0, rule: 0, rules: [{ remaining: 0 }, { remaining: 4 }] } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 1000, rule: 0, limit: 1 } },
+      { at: 1000, expect: { allowed: true } },
+      { at: 2000, expect: { allowed: true } },
+      { at: 3000, expect: { allowed: true } },
+      { at: 4000, expect: { allowed: true, rules: [{ remaining: 0 }, { remaining: 0 }] } },
+      // Now the per-minute rule denies: the first entry leaves at 60000.
+      { at: 5000, expect: { allowed: false, retryAfterMs: 55000, rule: 1, limit: 5 } },
+      { at: 59999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 60000, expect: { allowed: true } },
+    ],
+  },
+  {
+    name: "multi-rule: all or nothing — a denial charges no rule",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 2, period: "1s" }, { limit: 3, period: "10s" }] },
+    steps: [
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: true, remaining: 0 } },
+      // Denied by the first rule; the 10 s rule is not charged (it still has 1).
+      { at: 0, expect: { allowed: false, rule: 0, retryAfterMs: 1000, rules: [{ allowed: false }, { allowed: true, remaining: 0 }] } },
+      { at: 1000, expect: { allowed: true, remaining: 0, rule: 1 } },
+      // Denied by the 10 s rule; the 1 s rule, with one left, must stay uncharged each time.
+      { at: 1000, expect: { allowed: false, rule: 1, retryAfterMs: 9000, rules: [{ allowed: true, remaining: 0 }, { allowed: false }] } },
+      { at: 1000, expect: { allowed: false, rule: 1, rules: [{ allowed: true, remaining: 0 }, { allowed: false }] } },
+      { at: 10000, expect: { allowed: true } },
+    ],
+  },
+  {
+    name: "multi-rule gcra: the longest wait is reported",
+    policy: { algorithm: "gcra", rules: [{ limit: 2, period: "1s" }, { limit: 4, period: "1h" }] },
+    steps: [
+      ...fill(0, 2, 1),
+      { at: 0, expect: { allowed: false, rule: 0, retryAfterMs: 500 } },
+      { at: 500, expect: { allowed: true } },
+      // Both rules are at 0 remaining: the tie goes to the one that takes longer to refill.
+      { at: 1000, expect: { allowed: true, remaining: 0, rule: 1 } },
+      { at: 2000, expect: { allowed: false, rule: 1, limit: 4, retryAfterMs: 898000 } },
+    ],
+  },
+  // ─── Penalty block ──────────────────────────────────────────────────────────────────────
+  {
+    name: "blockDuration: a denial blocks the key for the penalty",
+    policy: { algorithm: "gcra", rules: [{ limit: 2, period: "1s" }], blockDuration: "5s" },
+    steps: [
+      ...fill(0, 2, 1),
+      { at: 0, expect: { allowed: false, retryAfterMs: 5000, reason: "blocked" } },
+      // The rule alone would allow now; the block does not.
+      { at: 1000, expect: { allowed: false, retryAfterMs: 4000, reason: "blocked" } },
+      { at: 4999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 5000, expect: { allowed: true, remaining: 1, reason: null } },
+    ],
+  },
+  {
+    name: "blockDuration: the natural wait wins when it is longer",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 1, period: "1m" }], blockDuration: "10s" },
+    steps: [
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 60000, reason: "blocked" } },
+      // The first block is over, but this denial starts another; the window end is still later.
+      { at: 10000, expect: { allowed: false, retryAfterMs: 50000, reason: "blocked" } },
+      { at: 60000, expect: { allowed: true } },
+    ],
+  },
+  // ─── Peek, reset, refund, adjust ────────────────────────────────────────────────────────
+  {
+    name: "peek reads without consuming",
+    policy: { algorithm: "gcra", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 5 } },
+      ...fill(0, 2, 4),
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 3 } },
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 3 } },
+      { at: 0, expect: { allowed: true, remaining: 2 } },
+      ...fill(0, 2, 1),
+      { at: 0, op: "peek", expect: { allowed: false, remaining: 0, retryAfterMs: 200 } },
+    ],
+  },
+  {
+    name: "peek on every algorithm's fresh key",
+    policy: { algorithm: "sliding-window", rules: [{ limit: 4, period: "1s" }] },
+    steps: [
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 4 } },
+      { at: 0, expect: { remaining: 3 } },
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 3 } },
+    ],
+  },
+  {
+    name: "reset forgets the key",
+    policy: { algorithm: "sliding-log", rules: [{ limit: 2, period: "1h" }], blockDuration: "1h" },
+    steps: [
+      ...fill(0, 2, 1),
+      { at: 0, expect: { allowed: false, reason: "blocked" } },
+      { at: 0, op: "reset" },
+      { at: 0, expect: { allowed: true, remaining: 1, reason: null } },
+    ],
+  },
+  {
+    name: "keys are independent",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 1, period: "1s" }] },
+    steps: [
+      { at: 0, key: "a", expect: { allowed: true } },
+      { at: 0, key: "a", expect: { allowed: false } },
+      { at: 0, key: "b", expect: { allowed: true } },
+      { at: 0, key: "ünïcødé 🚦 with spaces", expect: { allowed: true } },
+      { at: 0, key: "x".repeat(1000), expect: { allowed: true } },
+      { at: 0, key: "x".repeat(1000), expect: { allowed: false } },
+      { at: 0, key: "", throws: "SLUICE_ERR_KEY" },
+    ],
+  },
+  {
+    name: "refund gives units back (fixed-window)",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 3, period: "1s" }] },
+    steps: [
+      ...fill(0, 3, 2),
+      { at: 0, op: "refund", cost: 1 },
+      { at: 0, expect: { allowed: true, remaining: 0 } },
+      { at: 0, expect: { allowed: false } },
+    ],
+  },
+  {
+    name: "adjust: debt is waited out (gcra)",
+    // T = 100, τ = 1000. Charge 2, then 10 more as debt: TAT = 1200.
+    policy: { algorithm: "gcra", rules: [{ limit: 10, period: "1s" }] },
+    steps: [
+      { at: 0, cost: 2, expect: { allowed: true, remaining: 8 } },
+      { at: 0, op: "adjust", cost: 10 },
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 300 } },
+      { at: 300, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  {
+    name: "adjust: a refund returns tokens (token-bucket)",
+    policy: { algorithm: "token-bucket", rules: [{ limit: 5, period: "1s" }] },
+    steps: [
+      { at: 0, cost: 5, expect: { allowed: true, remaining: 0 } },
+      { at: 0, op: "adjust", cost: -3 },
+      { at: 0, cost: 3, expect: { allowed: true, remaining: 0 } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 200 } },
+    ],
+  },
+  {
+    name: "adjust: debt and refund on windows and logs",
+    policy: { algorithm: "sliding-log", rules: [{ limit: 4, period: "1s" }] },
+    steps: [
+      { at: 0, cost: 2, expect: { allowed: true, remaining: 2 } },
+      { at: 100, op: "adjust", cost: 2 },
+      { at: 100, expect: { allowed: false, retryAfterMs: 900 } },
+      { at: 200, op: "adjust", cost: -3 },
+      { at: 200, expect: { allowed: true, remaining: 2 } },
+    ],
+  },
+  // ─── Concurrency ────────────────────────────────────────────────────────────────────────
+  {
+    name: "concurrency: leases in flight, release and expiry",
+    // At most 2 in flight; a lease not released expires 10 s after it was taken.
+    policy: { algorithm: "concurrency", rules: [{ limit: 2, period: "10s" }] },
+    steps: [
+      { at: 0, lease: "a", expect: { allowed: true, remaining: 1, resetAfterMs: 10000 } },
+      { at: 100, lease: "b", expect: { allowed: true, remaining: 0 } },
+      { at: 200, lease: "c", expect: { allowed: false, remaining: 0, retryAfterMs: 9800 } },
+      { at: 300, op: "release", lease: "a" },
+      { at: 300, op: "release", lease: "a" },
+      { at: 300, lease: "d", expect: { allowed: true, remaining: 0 } },
+      { at: 400, lease: "e", expect: { allowed: false, retryAfterMs: 9700 } },
+      // b (taken at 100) expires at 10100 without a release.
+      { at: 10099, lease: "f", expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 10100, lease: "g", expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  // ─── Shadow ─────────────────────────────────────────────────────────────────────────────
+  {
+    name: "shadow: everything passes, would-be denials are marked",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 1, period: "1s" }], shadow: true },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 0, reason: null } },
+      { at: 0, expect: { allowed: true, retryAfterMs: 0, reason: "shadow" } },
+      { at: 1000, expect: { allowed: true, reason: null } },
+    ],
+  },
+];
