@@ -50,8 +50,8 @@ export interface Limiter {
   readonly store: Store;
   /** Decide one request and charge it if allowed. Never rejects for a denial or (per `onStoreError`) a store failure. */
   limit(key: string, options?: LimitOptions): Promise<Decision>;
-  /** What `limit` would answer for a cost-1 request, without charging; `remaining` is what is left now. */
-  peek(key: string): Promise<Decision>;
+  /** What `limit` would answer (for `cost`, default 1) without charging; `remaining` is what is left now. */
+  peek(key: string, options?: LimitOptions): Promise<Decision>;
   /** Forget the key's counters and penalty. */
   reset(key: string): Promise<void>;
   /** Give back `cost` units charged earlier (e.g. to count only failed requests). */
@@ -108,17 +108,18 @@ class PolicyLimiter implements Limiter {
     return this.finish(sd, cost);
   }
 
-  async peek(key: string): Promise<Decision> {
+  async peek(key: string, options?: LimitOptions): Promise<Decision> {
+    const cost = this.checkCost(options?.cost ?? 1, "cost");
     checkKey(key);
     let sd: StoreDecision;
     try {
-      sd = await this.store.peek({ policy: this.policy, key, cost: 1 });
+      sd = await this.store.peek({ policy: this.policy, key, cost });
     } catch (err) {
-      return this.onStoreFailure(err, key, 1, false);
+      return this.onStoreFailure(err, key, cost, false);
     }
     // Report what is left now, before the hypothetical request.
-    const rules = sd.rules.map((r) => (r.allowed ? { ...r, remaining: r.remaining + 1 } : r));
-    return this.finish({ ...sd, rules }, 1);
+    const rules = sd.rules.map((r) => (r.allowed ? { ...r, remaining: r.remaining + cost } : r));
+    return this.finish({ ...sd, rules }, cost);
   }
 
   async reset(key: string): Promise<void> {

@@ -156,9 +156,10 @@ export class MemoryStore implements Store {
     return dropped;
   }
 
-  /** Make room for one key: an expired one among the oldest 16, else the oldest. */
+  /** Make room for one key: an expired one among the oldest 16 of each policy, else the oldest. */
   private evict(space: Map<string, Entry>, nowMs: number): void {
     if (this.sweep(space, nowMs, 16) > 0) return;
+    for (const other of this.spaces.values()) if (other !== space && this.sweep(other, nowMs, 16) > 0) return;
     let victim = space;
     if (victim.size === 0) {
       for (const s of this.spaces.values()) if (s.size > victim.size) victim = s;
