@@ -15,7 +15,11 @@ export function freePort(): Promise<number> {
 }
 
 /** Wait until `probe` resolves true, polling every `everyMs`, up to `timeoutMs`. */
-export async function waitFor(probe: () => Promise<boolean> | boolean, timeoutMs = 10_000, everyMs = 50): Promise<void> {
+export async function waitFor(
+  probe: () => Promise<boolean> | boolean,
+  timeoutMs = 10_000,
+  everyMs = 50,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

@@ -22,7 +22,9 @@ export function redisServerBin(): string {
   try {
     return execFileSync("sh", ["-c", "command -v redis-server"], { encoding: "utf8" }).trim();
   } catch {
-    throw new Error("redis-server not found: run the tests with `npm test`, which installs it (apt-get install redis-server)");
+    throw new Error(
+      "redis-server not found: run the tests with `npm test`, which installs it (apt-get install redis-server)",
+    );
   }
 }
 
@@ -49,7 +51,19 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
   const dir = mkdtempSync(join(tmpdir(), "sluice-redis-"));
   const child = spawn(
     redisServerBin(),
-    ["--port", String(p), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir, ...extraArgs],
+    [
+      "--port",
+      String(p),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--dir",
+      dir,
+      ...extraArgs,
+    ],
     { stdio: "ignore" },
   );
   let exited = false;

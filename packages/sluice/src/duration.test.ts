@@ -17,6 +17,11 @@ describe("durations", () => {
   });
 
   it("formats in the largest whole unit", () => {
-    expect([60_000, 1500, 86_400_000, 7].map(formatDuration)).toEqual(["1m", "1500ms", "1d", "7ms"]);
+    expect([60_000, 1500, 86_400_000, 7].map(formatDuration)).toEqual([
+      "1m",
+      "1500ms",
+      "1d",
+      "7ms",
+    ]);
   });
 });

@@ -19,9 +19,11 @@ export function parseDurationOrMessage(value: unknown): number | string {
   }
   if (typeof value === "string") {
     const m = PATTERN.exec(value);
-    if (!m) return `must be milliseconds or a string like "500ms", "1s", "1m", "1h", "1d" (got ${JSON.stringify(value)})`;
+    if (!m)
+      return `must be milliseconds or a string like "500ms", "1s", "1m", "1h", "1d" (got ${JSON.stringify(value)})`;
     const ms = Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
-    if (!Number.isInteger(ms)) return `must be a whole number of milliseconds (got ${JSON.stringify(value)})`;
+    if (!Number.isInteger(ms))
+      return `must be a whole number of milliseconds (got ${JSON.stringify(value)})`;
     if (ms <= 0) return `must be positive (got ${JSON.stringify(value)})`;
     return ms;
   }
@@ -32,7 +34,9 @@ export function parseDurationOrMessage(value: unknown): number | string {
 export function parseDuration(value: Duration, field = "duration"): number {
   const r = parseDurationOrMessage(value);
   if (typeof r === "string") {
-    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid duration", [{ path: field, message: r }]);
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid duration", [
+      { path: field, message: r },
+    ]);
   }
   return r;
 }

@@ -14,7 +14,9 @@ describe("errors", () => {
     expect(e.cause).toBe(cause);
     expect(isSluiceError(e, "SLUICE_ERR_STORE")).toBe(true);
     expect(isSluiceError(e, "SLUICE_ERR_KEY")).toBe(false);
-    const v = new ValidationError("SLUICE_ERR_POLICY", "Invalid policy", [{ path: "rules.0.limit", message: "must be positive" }]);
+    const v = new ValidationError("SLUICE_ERR_POLICY", "Invalid policy", [
+      { path: "rules.0.limit", message: "must be positive" },
+    ]);
     expect(v.message).toBe("Invalid policy: rules.0.limit: must be positive");
   });
 });

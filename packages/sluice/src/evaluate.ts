@@ -45,14 +45,26 @@ export function evaluate(
       policy.algorithm === "concurrency"
         ? concurrency.decide(current?.states[i], nowMs, rule, cost, leaseId)
         : alg.decide(current?.states[i], nowMs, rule, cost);
-    rules[i] = { allowed: step.allowed, remaining: step.remaining, resetAfterMs: step.resetAfterMs, retryAfterMs: step.retryAfterMs };
+    rules[i] = {
+      allowed: step.allowed,
+      remaining: step.remaining,
+      resetAfterMs: step.resetAfterMs,
+      retryAfterMs: step.retryAfterMs,
+    };
     nextStates[i] = step.next ?? undefined;
     if (!step.allowed) allowed = false;
     if (step.ttlMs > ttl) ttl = step.ttlMs;
   }
   const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
   if (blockUntil > 0) {
-    return { allowed: false, rules, blockedForMs: blockUntil - nowMs, next: current!, ttlMs: blockUntil - nowMs, changed: false };
+    return {
+      allowed: false,
+      rules,
+      blockedForMs: blockUntil - nowMs,
+      next: current!,
+      ttlMs: blockUntil - nowMs,
+      changed: false,
+    };
   }
   if (allowed) {
     const next: KeyState = { states: nextStates, blockUntil: 0 };
@@ -60,14 +72,36 @@ export function evaluate(
   }
   if (commit && policy.blockMs > 0) {
     const until = nowMs + policy.blockMs;
-    const next: KeyState = { states: current?.states ?? new Array(n).fill(undefined), blockUntil: until };
-    return { allowed, rules, blockedForMs: policy.blockMs, next, ttlMs: Math.max(ttl, policy.blockMs), changed: true };
+    const next: KeyState = {
+      states: current?.states ?? new Array(n).fill(undefined),
+      blockUntil: until,
+    };
+    return {
+      allowed,
+      rules,
+      blockedForMs: policy.blockMs,
+      next,
+      ttlMs: Math.max(ttl, policy.blockMs),
+      changed: true,
+    };
   }
-  return { allowed, rules, blockedForMs: 0, next: current ?? { states: [], blockUntil: 0 }, ttlMs: ttl, changed: false };
+  return {
+    allowed,
+    rules,
+    blockedForMs: 0,
+    next: current ?? { states: [], blockUntil: 0 },
+    ttlMs: ttl,
+    changed: false,
+  };
 }
 
 /** Charge `delta` to every rule unconditionally. Returns the new state and its TTL. */
-export function adjustState(policy: Policy, current: KeyState | undefined, nowMs: number, delta: number): { next: KeyState; ttlMs: number } {
+export function adjustState(
+  policy: Policy,
+  current: KeyState | undefined,
+  nowMs: number,
+  delta: number,
+): { next: KeyState; ttlMs: number } {
   const alg = algorithms[policy.algorithm];
   let ttl = current && current.blockUntil > nowMs ? current.blockUntil - nowMs : 0;
   const states = policy.rules.map((rule, i) => {
@@ -75,5 +109,8 @@ export function adjustState(policy: Policy, current: KeyState | undefined, nowMs
     if (a.ttlMs > ttl) ttl = a.ttlMs;
     return a.next ?? undefined;
   });
-  return { next: { states, blockUntil: current && current.blockUntil > nowMs ? current.blockUntil : 0 }, ttlMs: ttl };
+  return {
+    next: { states, blockUntil: current && current.blockUntil > nowMs ? current.blockUntil : 0 },
+    ttlMs: ttl,
+  };
 }

@@ -1,7 +1,13 @@
 import type { RuleOutcome } from "./algorithms/types.js";
 import type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 import { SluiceError, ValidationError } from "./errors.js";
-import { type Policy, type PolicyInput, definePolicy, isResolvedPolicy, policyCapacity } from "./policy.js";
+import {
+  type Policy,
+  type PolicyInput,
+  definePolicy,
+  isResolvedPolicy,
+  policyCapacity,
+} from "./policy.js";
 import type { Store, StoreDecision } from "./store.js";
 import { MemoryStore } from "./stores/memory.js";
 
@@ -77,7 +83,9 @@ export interface Limiter {
  */
 export function createLimiter(options: LimiterOptions): Limiter {
   if (typeof options !== "object" || options === null) {
-    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [{ path: "", message: "must be an object" }]);
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [
+      { path: "", message: "must be an object" },
+    ]);
   }
   const policy = isResolvedPolicy(options.policy) ? options.policy : definePolicy(options.policy);
   return new PolicyLimiter(policy, options.store ?? new MemoryStore(), options.onError);
@@ -135,7 +143,10 @@ class PolicyLimiter implements Limiter {
 
   async acquire(key: string, options?: LimitOptions): Promise<Lease> {
     if (this.policy.algorithm !== "concurrency") {
-      throw new SluiceError("SLUICE_ERR_UNSUPPORTED", `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`);
+      throw new SluiceError(
+        "SLUICE_ERR_UNSUPPORTED",
+        `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`,
+      );
     }
     const decision = await this.limit(key, options);
     let released = decision.leaseId === undefined;
@@ -152,14 +163,19 @@ class PolicyLimiter implements Limiter {
   async release(key: string, leaseId: string): Promise<void> {
     checkKey(key);
     if (typeof leaseId !== "string" || leaseId === "") {
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [{ path: "leaseId", message: "must be a non-empty string" }]);
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [
+        { path: "leaseId", message: "must be a non-empty string" },
+      ]);
     }
     await this.store.release(this.policy, key, leaseId);
   }
 
   async reserve(key: string, estimate: number): Promise<Reservation> {
     if (this.policy.algorithm === "concurrency") {
-      throw new SluiceError("SLUICE_ERR_UNSUPPORTED", `reserve() does not apply to concurrency policies ("${this.policy.name}"); use acquire()`);
+      throw new SluiceError(
+        "SLUICE_ERR_UNSUPPORTED",
+        `reserve() does not apply to concurrency policies ("${this.policy.name}"); use acquire()`,
+      );
     }
     const decision = await this.limit(key, { cost: estimate });
     let done = !decision.allowed || decision.reason !== undefined;
@@ -172,7 +188,9 @@ class PolicyLimiter implements Limiter {
       decision,
       settle: async (actual: number) => {
         if (typeof actual !== "number" || !Number.isInteger(actual) || actual < 0) {
-          throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [{ path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` }]);
+          throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [
+            { path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` },
+          ]);
         }
         await settleBy(actual - estimate);
       },
@@ -183,24 +201,41 @@ class PolicyLimiter implements Limiter {
   private checkCost(cost: unknown, field: string): number {
     if (typeof cost !== "number" || !Number.isInteger(cost) || cost <= 0) {
       throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
-        { path: field, message: `must be a positive integer (got ${typeof cost === "number" ? String(cost) : typeof cost})` },
+        {
+          path: field,
+          message: `must be a positive integer (got ${typeof cost === "number" ? String(cost) : typeof cost})`,
+        },
       ]);
     }
     if (cost > this.capacity) {
       throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
-        { path: field, message: `${cost} can never fit policy "${this.policy.name}", whose capacity is ${this.capacity}` },
+        {
+          path: field,
+          message: `${cost} can never fit policy "${this.policy.name}", whose capacity is ${this.capacity}`,
+        },
       ]);
     }
     return cost;
   }
 
   private finish(sd: StoreDecision, cost: number, reason?: DecisionReason): Decision {
-    const d = toDecision(this.policy, sd, cost, reason ?? sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined));
-    if (this.policy.shadow && !d.allowed) return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
+    const d = toDecision(
+      this.policy,
+      sd,
+      cost,
+      reason ?? sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined),
+    );
+    if (this.policy.shadow && !d.allowed)
+      return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
     return d;
   }
 
-  private async onStoreFailure(err: unknown, key: string, cost: number, commit: boolean): Promise<Decision> {
+  private async onStoreFailure(
+    err: unknown,
+    key: string,
+    cost: number,
+    commit: boolean,
+  ): Promise<Decision> {
     if (err instanceof ValidationError) throw err;
     try {
       this.onError?.(err, this.policy);
@@ -210,19 +245,33 @@ class PolicyLimiter implements Limiter {
     const mode = this.policy.onStoreError;
     if (mode === "insurance") {
       const { store, policy } = this.insuranceFor();
-      const sd = commit ? store.decideSync({ policy, key, cost: Math.min(cost, policyCapacity(policy)) }, true) : store.decideSync({ policy, key, cost: 1 }, false);
+      const sd = commit
+        ? store.decideSync({ policy, key, cost: Math.min(cost, policyCapacity(policy)) }, true)
+        : store.decideSync({ policy, key, cost: 1 }, false);
       return toDecision(policy, sd, cost, "insurance", this.policy.name);
     }
     const allowed = mode === "allow";
-    const rules: RuleOutcome[] = this.policy.rules.map(() => ({ allowed, remaining: 0, resetAfterMs: 0, retryAfterMs: 0 }));
+    const rules: RuleOutcome[] = this.policy.rules.map(() => ({
+      allowed,
+      remaining: 0,
+      resetAfterMs: 0,
+      retryAfterMs: 0,
+    }));
     // Nothing is known about the counters: report no remaining and no wait rather than invent them.
     return toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
   }
 
   /** The in-memory insurance limiter: this instance's share of each rule. */
   private insuranceFor(): { store: MemoryStore; policy: Policy } {
-    const instances = Math.max(1, this.policy.insuranceInstances || this.store.liveInstances?.() || 1);
-    if (!this.insurance || !this.insurancePolicy || this.insurancePolicy.description !== `instances=${instances}`) {
+    const instances = Math.max(
+      1,
+      this.policy.insuranceInstances || this.store.liveInstances?.() || 1,
+    );
+    if (
+      !this.insurance ||
+      !this.insurancePolicy ||
+      this.insurancePolicy.description !== `instances=${instances}`
+    ) {
       this.insurance ??= new MemoryStore({ maxKeys: 100_000 });
       const share = (n: number) => Math.max(1, Math.floor(n / instances));
       this.insurancePolicy = definePolicy({
@@ -231,7 +280,9 @@ class PolicyLimiter implements Limiter {
         rules: this.policy.rules.map((r) => ({
           limit: share(r.limit),
           period: r.periodMs,
-          ...(this.policy.algorithm === "gcra" || this.policy.algorithm === "token-bucket" ? { burst: share(r.burst) } : {}),
+          ...(this.policy.algorithm === "gcra" || this.policy.algorithm === "token-bucket"
+            ? { burst: share(r.burst) }
+            : {}),
         })),
         description: `instances=${instances}`,
       });
@@ -243,16 +294,33 @@ class PolicyLimiter implements Limiter {
 function checkKey(key: unknown): asserts key is string {
   if (typeof key !== "string" || key.length === 0) {
     throw new ValidationError("SLUICE_ERR_KEY", "Invalid key", [
-      { path: "key", message: `must be a non-empty string (got ${typeof key === "string" ? "an empty string" : typeof key})` },
+      {
+        path: "key",
+        message: `must be a non-empty string (got ${typeof key === "string" ? "an empty string" : typeof key})`,
+      },
     ]);
   }
 }
 
 /** Builds a {@link Decision} from a store's answer: picks the reported rule, fills the totals. */
-export function toDecision(policy: Policy, sd: StoreDecision, cost: number, reason?: DecisionReason, policyName = policy.name): Decision {
+export function toDecision(
+  policy: Policy,
+  sd: StoreDecision,
+  cost: number,
+  reason?: DecisionReason,
+  policyName = policy.name,
+): Decision {
   const rules: RuleDecision[] = sd.rules.map((o, i) => {
     const r = policy.rules[i]!;
-    return { limit: r.limit, periodMs: r.periodMs, burst: r.burst, allowed: o.allowed, remaining: o.remaining, resetAfterMs: o.resetAfterMs, retryAfterMs: o.retryAfterMs };
+    return {
+      limit: r.limit,
+      periodMs: r.periodMs,
+      burst: r.burst,
+      allowed: o.allowed,
+      remaining: o.remaining,
+      resetAfterMs: o.resetAfterMs,
+      retryAfterMs: o.retryAfterMs,
+    };
   });
   let pick = 0;
   let remaining = Infinity;
@@ -261,7 +329,8 @@ export function toDecision(policy: Policy, sd: StoreDecision, cost: number, reas
     if (r.remaining < remaining) remaining = r.remaining;
     const p = rules[pick]!;
     const better = sd.allowed
-      ? r.remaining < p.remaining || (r.remaining === p.remaining && r.resetAfterMs > p.resetAfterMs)
+      ? r.remaining < p.remaining ||
+        (r.remaining === p.remaining && r.resetAfterMs > p.resetAfterMs)
       : (!r.allowed && p.allowed) || (r.allowed === p.allowed && r.retryAfterMs > p.retryAfterMs);
     if (better) pick = i;
   }

@@ -16,39 +16,113 @@ function issuesOf(input: unknown): Array<{ path: string; message: string }> {
 describe("definePolicy", () => {
   it("resolves durations, defaults and burst", () => {
     const p = definePolicy({ name: "api", rules: [{ limit: 100, period: "1m", burst: 20 }] });
-    expect(p).toMatchObject({ name: "api", algorithm: "gcra", blockMs: 0, onStoreError: "allow", shadow: false });
+    expect(p).toMatchObject({
+      name: "api",
+      algorithm: "gcra",
+      blockMs: 0,
+      onStoreError: "allow",
+      shadow: false,
+    });
     expect(p.rules).toEqual([{ limit: 100, periodMs: 60_000, burst: 20 }]);
     expect(Object.isFrozen(p)).toBe(true);
-    expect(definePolicy({ name: "w", algorithm: "fixed-window", rules: [{ limit: 5, period: 1500 }] }).rules[0]).toEqual({ limit: 5, periodMs: 1500, burst: 5 });
+    expect(
+      definePolicy({ name: "w", algorithm: "fixed-window", rules: [{ limit: 5, period: 1500 }] })
+        .rules[0],
+    ).toEqual({ limit: 5, periodMs: 1500, burst: 5 });
   });
 
   it("round-trips through its input form", () => {
-    const input: PolicyInput = { name: "x", algorithm: "token-bucket", rules: [{ limit: 10, period: 1000, burst: 3 }], blockDuration: 5000, onStoreError: "deny", shadow: true, description: "d" };
+    const input: PolicyInput = {
+      name: "x",
+      algorithm: "token-bucket",
+      rules: [{ limit: 10, period: 1000, burst: 3 }],
+      blockDuration: 5000,
+      onStoreError: "deny",
+      shadow: true,
+      description: "d",
+    };
     expect(definePolicy(policyToInput(definePolicy(input)))).toEqual(definePolicy(input));
   });
 
   it.each([
-    [{ name: "a", rules: [{ limit: -1, period: "1s" }] }, "rules.0.limit", "limit must be a positive integer (got -1)"],
-    [{ name: "a", rules: [{ limit: 1.5, period: "1s" }] }, "rules.0.limit", "limit must be a positive integer (got 1.5)"],
-    [{ name: "a", rules: [{ limit: "10", period: "1s" }] }, "rules.0.limit", 'limit must be a positive integer (got "10")'],
-    [{ name: "a", rules: [{ limit: Number.NaN, period: "1s" }] }, "rules.0.limit", "limit must be a positive integer (got NaN)"],
-    [{ name: "a", rules: [{ limit: 1, period: "1 fortnight" }] }, "rules.0.period", 'must be milliseconds or a string like "500ms", "1s", "1m", "1h", "1d" (got "1 fortnight")'],
+    [
+      { name: "a", rules: [{ limit: -1, period: "1s" }] },
+      "rules.0.limit",
+      "limit must be a positive integer (got -1)",
+    ],
+    [
+      { name: "a", rules: [{ limit: 1.5, period: "1s" }] },
+      "rules.0.limit",
+      "limit must be a positive integer (got 1.5)",
+    ],
+    [
+      { name: "a", rules: [{ limit: "10", period: "1s" }] },
+      "rules.0.limit",
+      'limit must be a positive integer (got "10")',
+    ],
+    [
+      { name: "a", rules: [{ limit: Number.NaN, period: "1s" }] },
+      "rules.0.limit",
+      "limit must be a positive integer (got NaN)",
+    ],
+    [
+      { name: "a", rules: [{ limit: 1, period: "1 fortnight" }] },
+      "rules.0.period",
+      'must be milliseconds or a string like "500ms", "1s", "1m", "1h", "1d" (got "1 fortnight")',
+    ],
     [{ name: "a", rules: [{ limit: 1, period: 0 }] }, "rules.0.period", "must be positive (got 0)"],
-    [{ name: "a", rules: [{ limit: 1, period: 2.5 }] }, "rules.0.period", "must be a whole number of milliseconds (got 2.5)"],
+    [
+      { name: "a", rules: [{ limit: 1, period: 2.5 }] },
+      "rules.0.period",
+      "must be a whole number of milliseconds (got 2.5)",
+    ],
     [{ name: "a", rules: [] }, "rules", "rules must have at least one rule"],
     [{ name: "a" }, "rules", "is required"],
-    [{ name: "a b", rules: [{ limit: 1, period: "1s" }] }, "name", "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'"],
-    [{ name: "a", algorithm: "leaky", rules: [{ limit: 1, period: "1s" }] }, "algorithm", "algorithm must be one of gcra, token-bucket, fixed-window, sliding-window, sliding-log, concurrency"],
-    [{ name: "a", rules: [{ limit: 1, period: "1s", brust: 3 }] }, "rules.0", "unknown field(s): brust"],
-    [{ name: "a", algorithm: "fixed-window", rules: [{ limit: 1, period: "1s", burst: 3 }] }, "rules.0.burst", "burst applies only to gcra and token-bucket, not fixed-window"],
-    [{ name: "a", algorithm: "concurrency", rules: [{ limit: 1, period: "1s" }, { limit: 2, period: "1s" }] }, "rules", "concurrency takes exactly one rule"],
-    [{ name: "a", rules: [{ limit: 1, period: "1s" }], onStoreError: "maybe" }, "onStoreError", "onStoreError must be allow, deny or insurance"],
+    [
+      { name: "a b", rules: [{ limit: 1, period: "1s" }] },
+      "name",
+      "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
+    ],
+    [
+      { name: "a", algorithm: "leaky", rules: [{ limit: 1, period: "1s" }] },
+      "algorithm",
+      "algorithm must be one of gcra, token-bucket, fixed-window, sliding-window, sliding-log, concurrency",
+    ],
+    [
+      { name: "a", rules: [{ limit: 1, period: "1s", brust: 3 }] },
+      "rules.0",
+      "unknown field(s): brust",
+    ],
+    [
+      { name: "a", algorithm: "fixed-window", rules: [{ limit: 1, period: "1s", burst: 3 }] },
+      "rules.0.burst",
+      "burst applies only to gcra and token-bucket, not fixed-window",
+    ],
+    [
+      {
+        name: "a",
+        algorithm: "concurrency",
+        rules: [
+          { limit: 1, period: "1s" },
+          { limit: 2, period: "1s" },
+        ],
+      },
+      "rules",
+      "concurrency takes exactly one rule",
+    ],
+    [
+      { name: "a", rules: [{ limit: 1, period: "1s" }], onStoreError: "maybe" },
+      "onStoreError",
+      "onStoreError must be allow, deny or insurance",
+    ],
   ])("rejects %j naming %s", (input, path, message) => {
     expect(issuesOf(input)).toContainEqual({ path, message });
   });
 
   it("names the policy and every problem in the message", () => {
-    expect(() => definePolicy({ name: "login", rules: [{ limit: 0, period: "x" as never }] })).toThrow(
+    expect(() =>
+      definePolicy({ name: "login", rules: [{ limit: 0, period: "x" as never }] }),
+    ).toThrow(
       /Invalid policy "login": rules\.0\.limit: limit must be a positive integer \(got 0\); rules\.0\.period: must be/,
     );
   });

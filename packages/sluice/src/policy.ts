@@ -1,5 +1,10 @@
 import { z } from "zod";
-import { ALGORITHMS, type AlgorithmName, type ResolvedRule, algorithms } from "./algorithms/index.js";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type ResolvedRule,
+  algorithms,
+} from "./algorithms/index.js";
 import { type Duration, parseDurationOrMessage } from "./duration.js";
 import { ValidationError, type ValidationIssue } from "./errors.js";
 
@@ -67,7 +72,10 @@ const durationSchema = z.unknown().transform((v, ctx) => {
 const positiveInt = (what: string) =>
   z.unknown().transform((v, ctx) => {
     if (typeof v !== "number" || !Number.isInteger(v) || v <= 0 || !Number.isSafeInteger(v)) {
-      ctx.addIssue({ code: "custom", message: `${what} must be a positive integer (got ${describe(v)})` });
+      ctx.addIssue({
+        code: "custom",
+        message: `${what} must be a positive integer (got ${describe(v)})`,
+      });
       return z.NEVER;
     }
     return v;
@@ -83,12 +91,19 @@ const policySchema = z.strictObject({
   name: z.string({ error: "name must be a string" }).regex(NAME, {
     error: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
   }),
-  algorithm: z.enum(ALGORITHMS, { error: `algorithm must be one of ${ALGORITHMS.join(", ")}` }).default("gcra"),
-  rules: z.array(ruleSchema, { error: "rules must be a list of { limit, period }" })
+  algorithm: z
+    .enum(ALGORITHMS, { error: `algorithm must be one of ${ALGORITHMS.join(", ")}` })
+    .default("gcra"),
+  rules: z
+    .array(ruleSchema, { error: "rules must be a list of { limit, period }" })
     .min(1, { error: "rules must have at least one rule" })
     .max(16, { error: "rules may have at most 16 rules" }),
   blockDuration: durationSchema.optional(),
-  onStoreError: z.enum(["allow", "deny", "insurance"], { error: "onStoreError must be allow, deny or insurance" }).default("allow"),
+  onStoreError: z
+    .enum(["allow", "deny", "insurance"], {
+      error: "onStoreError must be allow, deny or insurance",
+    })
+    .default("allow"),
   insuranceInstances: positiveInt("insuranceInstances").optional(),
   shadow: z.boolean({ error: "shadow must be true or false" }).default(false),
   description: z.string({ error: "description must be a string" }).max(2000).default(""),
@@ -119,20 +134,34 @@ export function toIssues(error: z.ZodError): ValidationIssue[] {
  */
 export function definePolicy(input: PolicyInput): Policy {
   const parsed = policySchema.safeParse(input);
-  const name = typeof (input as { name?: unknown } | null)?.name === "string" ? (input as { name: string }).name : "";
+  const name =
+    typeof (input as { name?: unknown } | null)?.name === "string"
+      ? (input as { name: string }).name
+      : "";
   const subject = name ? `Invalid policy "${name}"` : "Invalid policy";
-  if (!parsed.success) throw new ValidationError("SLUICE_ERR_POLICY", subject, toIssues(parsed.error));
+  if (!parsed.success)
+    throw new ValidationError("SLUICE_ERR_POLICY", subject, toIssues(parsed.error));
   const p = parsed.data;
   const issues: ValidationIssue[] = [];
   const usesBurst = p.algorithm === "gcra" || p.algorithm === "token-bucket";
   const rules = p.rules.map((r, i): ResolvedRule => {
     if (r.burst !== undefined && !usesBurst) {
-      issues.push({ path: `rules.${i}.burst`, message: `burst applies only to gcra and token-bucket, not ${p.algorithm}` });
+      issues.push({
+        path: `rules.${i}.burst`,
+        message: `burst applies only to gcra and token-bucket, not ${p.algorithm}`,
+      });
     }
     if (p.algorithm === "sliding-log" && r.limit > 100_000) {
-      issues.push({ path: `rules.${i}.limit`, message: "sliding-log keeps one entry per request: limit must be at most 100000" });
+      issues.push({
+        path: `rules.${i}.limit`,
+        message: "sliding-log keeps one entry per request: limit must be at most 100000",
+      });
     }
-    return Object.freeze({ limit: r.limit, periodMs: r.period, burst: usesBurst ? (r.burst ?? r.limit) : r.limit });
+    return Object.freeze({
+      limit: r.limit,
+      periodMs: r.period,
+      burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
+    });
   });
   if (p.algorithm === "concurrency" && rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
@@ -152,7 +181,9 @@ export function definePolicy(input: PolicyInput): Policy {
 
 /** True when `value` is an already-resolved {@link Policy} (as returned by {@link definePolicy}). */
 export function isResolvedPolicy(value: unknown): value is Policy {
-  return typeof value === "object" && value !== null && Object.isFrozen(value) && "blockMs" in value;
+  return (
+    typeof value === "object" && value !== null && Object.isFrozen(value) && "blockMs" in value
+  );
 }
 
 /** Largest cost one request may have under this policy: the smallest rule capacity. */

@@ -2,8 +2,18 @@ import { type Algorithm, type ResolvedRule, type Step, ceilMs } from "./types.js
 
 /** Concurrency's algorithm: `decide` also takes the new lease's id, and leases can be released. */
 export interface ConcurrencyAlgorithm extends Algorithm {
-  decide(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, cost: number, leaseId?: number): Step;
-  release(state: readonly number[] | undefined, nowMs: number, leaseId: number): { next: number[] | null; ttlMs: number };
+  decide(
+    state: readonly number[] | undefined,
+    nowMs: number,
+    rule: ResolvedRule,
+    cost: number,
+    leaseId?: number,
+  ): Step;
+  release(
+    state: readonly number[] | undefined,
+    nowMs: number,
+    leaseId: number,
+  ): { next: number[] | null; ttlMs: number };
 }
 
 /**

@@ -41,6 +41,8 @@ export const gcra: Algorithm = {
   adjust(state, nowMs, rule, delta) {
     const T = rule.periodMs / rule.limit;
     const newTat = Math.max(state?.[0] ?? nowMs, nowMs) + delta * T;
-    return newTat > nowMs + EPS ? { next: [newTat], ttlMs: ceilMs(newTat - nowMs) } : { next: null, ttlMs: 0 };
+    return newTat > nowMs + EPS
+      ? { next: [newTat], ttlMs: ceilMs(newTat - nowMs) }
+      : { next: null, ttlMs: 0 };
   },
 };

@@ -79,6 +79,7 @@ function prune(state: readonly number[] | undefined, nowMs: number, P: number): 
 
 /** Add cost at `nowMs`, merging with an entry of the same millisecond. */
 function append(live: number[], nowMs: number, cost: number): void {
-  if (live.length > 0 && live[live.length - 2] === nowMs) live[live.length - 1] = (live[live.length - 1] ?? 0) + cost;
+  if (live.length > 0 && live[live.length - 2] === nowMs)
+    live[live.length - 1] = (live[live.length - 1] ?? 0) + cost;
   else live.push(nowMs, cost);
 }

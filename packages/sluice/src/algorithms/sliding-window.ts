@@ -39,12 +39,19 @@ export const slidingWindow: Algorithm = {
     const start = nowMs - (nowMs % P);
     const [prev, curr] = counters(state, start, P);
     const after = Math.max(0, curr + delta);
-    return { next: prev > 0 || after > 0 ? [start, prev, after] : null, ttlMs: start + 2 * P - nowMs };
+    return {
+      next: prev > 0 || after > 0 ? [start, prev, after] : null,
+      ttlMs: start + 2 * P - nowMs,
+    };
   },
 };
 
 /** (prev, curr) as seen from the window starting at `start`. */
-function counters(state: readonly number[] | undefined, start: number, P: number): [number, number] {
+function counters(
+  state: readonly number[] | undefined,
+  start: number,
+  P: number,
+): [number, number] {
   if (state === undefined) return [0, 0];
   const s = state[0] ?? 0;
   if (s === start) return [state[1] ?? 0, state[2] ?? 0];
@@ -63,7 +70,14 @@ function resetAfter(prev: number, curr: number, start: number, nowMs: number, P:
  * The exact wait until `estimate + cost ≤ limit`, following the estimate as it decays: first
  * within the current window (prev's weight shrinks), then in the next (curr becomes prev).
  */
-function waitFor(prev: number, curr: number, cost: number, limit: number, elapsed: number, P: number): number {
+function waitFor(
+  prev: number,
+  curr: number,
+  cost: number,
+  limit: number,
+  elapsed: number,
+  P: number,
+): number {
   const room = limit - curr - cost;
   if (room >= 0 && prev > 0) {
     // prev·(P − elapsed − t)/P ≤ room  ⇔  t ≥ P − elapsed − room·P/prev

@@ -41,7 +41,12 @@ export const tokenBucket: Algorithm = {
   },
 };
 
-function refill(state: readonly number[] | undefined, nowMs: number, burst: number, rate: number): number {
+function refill(
+  state: readonly number[] | undefined,
+  nowMs: number,
+  burst: number,
+  rate: number,
+): number {
   if (state === undefined) return burst;
   const tokens = state[0] ?? burst;
   const elapsed = Math.max(0, nowMs - (state[1] ?? nowMs));

@@ -47,12 +47,22 @@ export interface Algorithm {
   /** Largest cost a single request can ever have under `rule` (larger is a validation error). */
   capacity(rule: ResolvedRule): number;
   /** Decide a request of `cost` (≥ 0; 0 only peeks) at `nowMs` against `state`. */
-  decide(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, cost: number): Step;
+  decide(
+    state: readonly number[] | undefined,
+    nowMs: number,
+    rule: ResolvedRule,
+    cost: number,
+  ): Step;
   /**
    * Charge `delta` unconditionally (positive: debt that later requests wait out; negative: refund,
    * never below an empty/full limiter). Used by reservations and refunds.
    */
-  adjust(state: readonly number[] | undefined, nowMs: number, rule: ResolvedRule, delta: number): Adjusted;
+  adjust(
+    state: readonly number[] | undefined,
+    nowMs: number,
+    rule: ResolvedRule,
+    delta: number,
+  ): Adjusted;
 }
 
 /**

@@ -65,16 +65,31 @@ export class MemoryStore implements Store {
     const entry = space.get(key);
     if (typeof entry === "number" || (entry === undefined && isCompact(policy))) {
       // Fast path: one GCRA rule, no penalty; the entry is the TAT and expires with it.
-      const step = gcra.decide(entry !== undefined && entry > nowMs ? [entry] : undefined, nowMs, policy.rules[0]!, cost);
-      if (commit && step.allowed && cost > 0) this.write(space, key, entry, step.next ? step.next[0]! : undefined, nowMs);
-      const outcome = { allowed: step.allowed, remaining: step.remaining, resetAfterMs: step.resetAfterMs, retryAfterMs: step.retryAfterMs };
+      const step = gcra.decide(
+        entry !== undefined && entry > nowMs ? [entry] : undefined,
+        nowMs,
+        policy.rules[0]!,
+        cost,
+      );
+      if (commit && step.allowed && cost > 0)
+        this.write(space, key, entry, step.next ? step.next[0]! : undefined, nowMs);
+      const outcome = {
+        allowed: step.allowed,
+        remaining: step.remaining,
+        resetAfterMs: step.resetAfterMs,
+        retryAfterMs: step.retryAfterMs,
+      };
       return { allowed: step.allowed, rules: [outcome], blockedForMs: 0 };
     }
     const current = entry !== undefined && entry.e > nowMs ? entry.s : undefined;
     const leaseId = policy.algorithm === "concurrency" && commit ? ++this.leaseSeq : 0;
     const ev = evaluate(policy, current, nowMs, cost, commit, leaseId);
     if (ev.changed) this.write(space, key, entry, { s: ev.next, e: nowMs + ev.ttlMs }, nowMs);
-    const out: StoreDecision = { allowed: ev.allowed, rules: ev.rules, blockedForMs: ev.blockedForMs };
+    const out: StoreDecision = {
+      allowed: ev.allowed,
+      rules: ev.rules,
+      blockedForMs: ev.blockedForMs,
+    };
     return leaseId > 0 && ev.allowed && cost > 0 ? { ...out, leaseId: String(leaseId) } : out;
   }
 
@@ -83,12 +98,23 @@ export class MemoryStore implements Store {
     const space = this.space(policy);
     const entry = space.get(key);
     if (typeof entry === "number" || (entry === undefined && isCompact(policy))) {
-      const a = gcra.adjust(entry !== undefined && entry > nowMs ? [entry] : undefined, nowMs, policy.rules[0]!, delta);
+      const a = gcra.adjust(
+        entry !== undefined && entry > nowMs ? [entry] : undefined,
+        nowMs,
+        policy.rules[0]!,
+        delta,
+      );
       this.write(space, key, entry, a.next ? a.next[0]! : undefined, nowMs);
     } else {
       const current = entry !== undefined && entry.e > nowMs ? entry.s : undefined;
       const a = adjustState(policy, current, nowMs, delta);
-      this.write(space, key, entry, a.ttlMs > 0 ? { s: a.next, e: nowMs + a.ttlMs } : undefined, nowMs);
+      this.write(
+        space,
+        key,
+        entry,
+        a.ttlMs > 0 ? { s: a.next, e: nowMs + a.ttlMs } : undefined,
+        nowMs,
+      );
     }
     return Promise.resolve();
   }
@@ -97,11 +123,18 @@ export class MemoryStore implements Store {
     const nowMs = this.now();
     const space = this.space(policy);
     const entry = space.get(key);
-    if (entry === undefined || typeof entry === "number" || policy.algorithm !== "concurrency") return Promise.resolve();
+    if (entry === undefined || typeof entry === "number" || policy.algorithm !== "concurrency")
+      return Promise.resolve();
     const r = concurrency.release(entry.s.states[0], nowMs, Number(leaseId));
     const blockUntil = entry.s.blockUntil > nowMs ? entry.s.blockUntil : 0;
     const ttl = Math.max(r.ttlMs, blockUntil - nowMs);
-    this.write(space, key, entry, ttl > 0 ? { s: { states: [r.next ?? undefined], blockUntil }, e: nowMs + ttl } : undefined, nowMs);
+    this.write(
+      space,
+      key,
+      entry,
+      ttl > 0 ? { s: { states: [r.next ?? undefined], blockUntil }, e: nowMs + ttl } : undefined,
+      nowMs,
+    );
     return Promise.resolve();
   }
 
@@ -128,7 +161,13 @@ export class MemoryStore implements Store {
     return space;
   }
 
-  private write(space: Map<string, Entry>, key: string, old: Entry | undefined, next: Entry | undefined, nowMs: number): void {
+  private write(
+    space: Map<string, Entry>,
+    key: string,
+    old: Entry | undefined,
+    next: Entry | undefined,
+    nowMs: number,
+  ): void {
     if (old !== undefined) {
       // Delete and re-insert: Map order then runs from least to most recently written.
       space.delete(key);
@@ -159,7 +198,8 @@ export class MemoryStore implements Store {
   /** Make room for one key: an expired one among the oldest 16 of each policy, else the oldest. */
   private evict(space: Map<string, Entry>, nowMs: number): void {
     if (this.sweep(space, nowMs, 16) > 0) return;
-    for (const other of this.spaces.values()) if (other !== space && this.sweep(other, nowMs, 16) > 0) return;
+    for (const other of this.spaces.values())
+      if (other !== space && this.sweep(other, nowMs, 16) > 0) return;
     let victim = space;
     if (victim.size === 0) {
       for (const s of this.spaces.values()) if (s.size > victim.size) victim = s;

@@ -4,7 +4,13 @@
  * scenarios, the same expectations, time injected.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { type Decision, type Limiter, type Store, createLimiter, isSluiceError } from "../../src/index.js";
+import {
+  type Decision,
+  type Limiter,
+  type Store,
+  createLimiter,
+  isSluiceError,
+} from "../../src/index.js";
 import { type Expect, type Scenario, scenarios } from "./scenarios.js";
 
 /** Day-aligned start time, so window boundaries fall on round offsets. */
@@ -48,7 +54,10 @@ export async function play(
 ): Promise<void> {
   let t = T0;
   const store = await makeStore(() => t);
-  const limiter: Limiter = createLimiter({ store, policy: { ...scenario.policy, name: policyName } });
+  const limiter: Limiter = createLimiter({
+    store,
+    policy: { ...scenario.policy, name: policyName },
+  });
   const leases = new Map<string, string>();
   for (const [i, step] of scenario.steps.entries()) {
     t = T0 + step.at;
@@ -58,7 +67,10 @@ export async function play(
     try {
       switch (step.op ?? "limit") {
         case "limit":
-          decision = await limiter.limit(key, step.cost !== undefined ? { cost: step.cost } : undefined);
+          decision = await limiter.limit(
+            key,
+            step.cost !== undefined ? { cost: step.cost } : undefined,
+          );
           if (step.lease && decision.leaseId) leases.set(step.lease, decision.leaseId);
           break;
         case "peek":
@@ -81,7 +93,8 @@ export async function play(
       if (step.throws && isSluiceError(err) && err.code === step.throws) continue;
       throw new Error(`${scenario.name}: ${where} threw ${String(err)}`, { cause: err });
     }
-    if (step.throws) throw new Error(`${scenario.name}: ${where} should have thrown ${step.throws}`);
+    if (step.throws)
+      throw new Error(`${scenario.name}: ${where} should have thrown ${step.throws}`);
     if (step.expect && decision) check(decision, step.expect, `${scenario.name}: ${where}`);
   }
 }
@@ -89,7 +102,14 @@ export async function play(
 function check(d: Decision, e: Expect, where: string): void {
   const got: Record<string, unknown> = {};
   const want: Record<string, unknown> = {};
-  for (const f of ["allowed", "remaining", "retryAfterMs", "resetAfterMs", "limit", "rule"] as const) {
+  for (const f of [
+    "allowed",
+    "remaining",
+    "retryAfterMs",
+    "resetAfterMs",
+    "limit",
+    "rule",
+  ] as const) {
     if (e[f] !== undefined) {
       got[f] = d[f];
       want[f] = e[f];
@@ -107,7 +127,16 @@ function check(d: Decision, e: Expect, where: string): void {
     }
   });
   expect(got, where).toEqual(want);
-  expect(Number.isInteger(d.remaining) && d.remaining >= 0, `${where}: remaining ${d.remaining}`).toBe(true);
-  expect(Number.isInteger(d.retryAfterMs) && d.retryAfterMs >= 0, `${where}: retryAfterMs ${d.retryAfterMs}`).toBe(true);
-  expect(Number.isInteger(d.resetAfterMs) && d.resetAfterMs >= 0, `${where}: resetAfterMs ${d.resetAfterMs}`).toBe(true);
+  expect(
+    Number.isInteger(d.remaining) && d.remaining >= 0,
+    `${where}: remaining ${d.remaining}`,
+  ).toBe(true);
+  expect(
+    Number.isInteger(d.retryAfterMs) && d.retryAfterMs >= 0,
+    `${where}: retryAfterMs ${d.retryAfterMs}`,
+  ).toBe(true);
+  expect(
+    Number.isInteger(d.resetAfterMs) && d.resetAfterMs >= 0,
+    `${where}: resetAfterMs ${d.resetAfterMs}`,
+  ).toBe(true);
 }

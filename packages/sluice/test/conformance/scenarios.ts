@@ -61,7 +61,17 @@ export const scenarios: Scenario[] = [
     // T = 1000/5 = 200 ms, τ = 5·T = 1000 ms.
     policy: { algorithm: "gcra", rules: [{ limit: 5, period: "1s" }] },
     steps: [
-      { at: 0, expect: { allowed: true, remaining: 4, resetAfterMs: 200, retryAfterMs: 0, limit: 5, reason: null } },
+      {
+        at: 0,
+        expect: {
+          allowed: true,
+          remaining: 4,
+          resetAfterMs: 200,
+          retryAfterMs: 0,
+          limit: 5,
+          reason: null,
+        },
+      },
       { at: 0, expect: { remaining: 3, resetAfterMs: 400 } },
       { at: 0, expect: { remaining: 2, resetAfterMs: 600 } },
       { at: 0, expect: { remaining: 1, resetAfterMs: 800 } },
@@ -80,7 +90,16 @@ export const scenarios: Scenario[] = [
     policy: { algorithm: "gcra", rules: [{ limit: 100, period: "1m", burst: 20 }] },
     steps: [
       ...fill(0, 20, 19),
-      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 600, resetAfterMs: 12000, limit: 100 } },
+      {
+        at: 0,
+        expect: {
+          allowed: false,
+          remaining: 0,
+          retryAfterMs: 600,
+          resetAfterMs: 12000,
+          limit: 100,
+        },
+      },
       { at: 599, expect: { allowed: false, retryAfterMs: 1 } },
       { at: 600, expect: { allowed: true, remaining: 0 } },
     ],
@@ -240,9 +259,23 @@ export const scenarios: Scenario[] = [
   // ─── Multi-rule ─────────────────────────────────────────────────────────────────────────
   {
     name: "multi-rule: 1/s AND 5/min (the reference documents' example)",
-    policy: { algorithm: "sliding-log", rules: [{ limit: 1, period: "1s" }, { limit: 5, period: "1m" }] },
+    policy: {
+      algorithm: "sliding-log",
+      rules: [
+        { limit: 1, period: "1s" },
+        { limit: 5, period: "1m" },
+      ],
+    },
     steps: [
-      { at: 0, expect: { allowed: true, remaining: 0, rule: 0, rules: [{ remaining: 0 }, { remaining: 4 }] } },
+      {
+        at: 0,
+        expect: {
+          allowed: true,
+          remaining: 0,
+          rule: 0,
+          rules: [{ remaining: 0 }, { remaining: 4 }],
+        },
+      },
       { at: 0, expect: { allowed: false, retryAfterMs: 1000, rule: 0, limit: 1 } },
       { at: 1000, expect: { allowed: true } },
       { at: 2000, expect: { allowed: true } },
@@ -256,22 +289,57 @@ export const scenarios: Scenario[] = [
   },
   {
     name: "multi-rule: all or nothing — a denial charges no rule",
-    policy: { algorithm: "fixed-window", rules: [{ limit: 2, period: "1s" }, { limit: 3, period: "10s" }] },
+    policy: {
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 2, period: "1s" },
+        { limit: 3, period: "10s" },
+      ],
+    },
     steps: [
       { at: 0, expect: { allowed: true } },
       { at: 0, expect: { allowed: true, remaining: 0 } },
       // Denied by the first rule; the 10 s rule is not charged (it still has 1).
-      { at: 0, expect: { allowed: false, rule: 0, retryAfterMs: 1000, rules: [{ allowed: false }, { allowed: true, remaining: 0 }] } },
+      {
+        at: 0,
+        expect: {
+          allowed: false,
+          rule: 0,
+          retryAfterMs: 1000,
+          rules: [{ allowed: false }, { allowed: true, remaining: 0 }],
+        },
+      },
       { at: 1000, expect: { allowed: true, remaining: 0, rule: 1 } },
       // Denied by the 10 s rule; the 1 s rule, with one left, must stay uncharged each time.
-      { at: 1000, expect: { allowed: false, rule: 1, retryAfterMs: 9000, rules: [{ allowed: true, remaining: 0 }, { allowed: false }] } },
-      { at: 1000, expect: { allowed: false, rule: 1, rules: [{ allowed: true, remaining: 0 }, { allowed: false }] } },
+      {
+        at: 1000,
+        expect: {
+          allowed: false,
+          rule: 1,
+          retryAfterMs: 9000,
+          rules: [{ allowed: true, remaining: 0 }, { allowed: false }],
+        },
+      },
+      {
+        at: 1000,
+        expect: {
+          allowed: false,
+          rule: 1,
+          rules: [{ allowed: true, remaining: 0 }, { allowed: false }],
+        },
+      },
       { at: 10000, expect: { allowed: true } },
     ],
   },
   {
     name: "multi-rule gcra: the longest wait is reported",
-    policy: { algorithm: "gcra", rules: [{ limit: 2, period: "1s" }, { limit: 4, period: "1h" }] },
+    policy: {
+      algorithm: "gcra",
+      rules: [
+        { limit: 2, period: "1s" },
+        { limit: 4, period: "1h" },
+      ],
+    },
     steps: [
       ...fill(0, 2, 1),
       { at: 0, expect: { allowed: false, rule: 0, retryAfterMs: 500 } },
@@ -296,7 +364,11 @@ export const scenarios: Scenario[] = [
   },
   {
     name: "blockDuration: the natural wait wins when it is longer",
-    policy: { algorithm: "fixed-window", rules: [{ limit: 1, period: "1m" }], blockDuration: "10s" },
+    policy: {
+      algorithm: "fixed-window",
+      rules: [{ limit: 1, period: "1m" }],
+      blockDuration: "10s",
+    },
     steps: [
       { at: 0, expect: { allowed: true } },
       { at: 0, expect: { allowed: false, retryAfterMs: 60000, reason: "blocked" } },

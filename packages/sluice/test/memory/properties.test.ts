@@ -12,10 +12,16 @@ interface Req {
 }
 
 const reqs = (maxCost: number, maxDt: number) =>
-  fc.array(fc.record({ dt: fc.integer({ min: 0, max: maxDt }), cost: fc.integer({ min: 1, max: maxCost }) }), {
-    minLength: 1,
-    maxLength: 150,
-  });
+  fc.array(
+    fc.record({
+      dt: fc.integer({ min: 0, max: maxDt }),
+      cost: fc.integer({ min: 1, max: maxCost }),
+    }),
+    {
+      minLength: 1,
+      maxLength: 150,
+    },
+  );
 
 /** Plays the requests against a fresh limiter; returns each request's time and decision. */
 async function play(
@@ -24,7 +30,10 @@ async function play(
   seq: Req[],
 ): Promise<Array<{ t: number; cost: number; d: Decision }>> {
   let t = 1_700_006_400_000;
-  const limiter = createLimiter({ store: memoryStore({ now: () => t }), policy: { name: "p", algorithm, rules } });
+  const limiter = createLimiter({
+    store: memoryStore({ now: () => t }),
+    policy: { name: "p", algorithm, rules },
+  });
   const out: Array<{ t: number; cost: number; d: Decision }> = [];
   for (const r of seq) {
     t += r.dt;
@@ -47,11 +56,17 @@ describe("properties", () => {
   it("sliding-log never admits more than limit in any interval of length period", async () => {
     await fc.assert(
       fc.asyncProperty(limitArb, periodArb, reqs(5, 400), async (limit, period, seq) => {
-        const log = await play("sliding-log", [{ limit, period }], seq.map((r) => ({ ...r, cost: Math.min(r.cost, limit) })));
+        const log = await play(
+          "sliding-log",
+          [{ limit, period }],
+          seq.map((r) => ({ ...r, cost: Math.min(r.cost, limit) })),
+        );
         const admitted = log.filter((e) => e.d.allowed);
         // The heaviest interval (t − P, t] ends at an admission.
         for (const end of admitted) {
-          const inWindow = admitted.filter((e) => e.t > end.t - period && e.t <= end.t).reduce((s, e) => s + e.cost, 0);
+          const inWindow = admitted
+            .filter((e) => e.t > end.t - period && e.t <= end.t)
+            .reduce((s, e) => s + e.cost, 0);
           expect(inWindow).toBeLessThanOrEqual(limit);
         }
         log.forEach((e) => wellFormed(e.d));
@@ -63,7 +78,11 @@ describe("properties", () => {
   it("fixed-window never admits more than limit per aligned window", async () => {
     await fc.assert(
       fc.asyncProperty(limitArb, periodArb, reqs(5, 400), async (limit, period, seq) => {
-        const log = await play("fixed-window", [{ limit, period }], seq.map((r) => ({ ...r, cost: Math.min(r.cost, limit) })));
+        const log = await play(
+          "fixed-window",
+          [{ limit, period }],
+          seq.map((r) => ({ ...r, cost: Math.min(r.cost, limit) })),
+        );
         const perWindow = new Map<number, number>();
         for (const e of log) {
           if (!e.d.allowed) continue;
@@ -80,30 +99,49 @@ describe("properties", () => {
   for (const algorithm of ["token-bucket", "gcra"] as const) {
     it(`${algorithm} never admits more than burst + rate·t over any span t`, async () => {
       await fc.assert(
-        fc.asyncProperty(limitArb, periodArb, fc.integer({ min: 1, max: 20 }), reqs(5, 300), async (limit, period, burst, seq) => {
-          const log = await play(algorithm, [{ limit, period, burst }], seq.map((r) => ({ ...r, cost: Math.min(r.cost, burst) })));
-          const admitted = log.filter((e) => e.d.allowed);
-          const rate = limit / period;
-          for (let i = 0; i < admitted.length; i++) {
-            let sum = 0;
-            for (let j = i; j < admitted.length; j++) {
-              sum += admitted[j]!.cost;
-              const span = admitted[j]!.t - admitted[i]!.t;
-              expect(sum).toBeLessThanOrEqual(burst + rate * span + 1e-6);
+        fc.asyncProperty(
+          limitArb,
+          periodArb,
+          fc.integer({ min: 1, max: 20 }),
+          reqs(5, 300),
+          async (limit, period, burst, seq) => {
+            const log = await play(
+              algorithm,
+              [{ limit, period, burst }],
+              seq.map((r) => ({ ...r, cost: Math.min(r.cost, burst) })),
+            );
+            const admitted = log.filter((e) => e.d.allowed);
+            const rate = limit / period;
+            for (let i = 0; i < admitted.length; i++) {
+              let sum = 0;
+              for (let j = i; j < admitted.length; j++) {
+                sum += admitted[j]!.cost;
+                const span = admitted[j]!.t - admitted[i]!.t;
+                expect(sum).toBeLessThanOrEqual(burst + rate * span + 1e-6);
+              }
             }
-          }
-          log.forEach((e) => wellFormed(e.d));
-        }),
+            log.forEach((e) => wellFormed(e.d));
+          },
+        ),
         { numRuns: 100 },
       );
     });
   }
 
-  for (const algorithm of ["gcra", "token-bucket", "fixed-window", "sliding-window", "sliding-log"] as const) {
+  for (const algorithm of [
+    "gcra",
+    "token-bucket",
+    "fixed-window",
+    "sliding-window",
+    "sliding-log",
+  ] as const) {
     it(`${algorithm}: denied requests change no state (dropping them changes no other decision)`, async () => {
       await fc.assert(
         fc.asyncProperty(
-          fc.array(fc.record({ limit: limitArb, period: periodArb }), { minLength: 1, maxLength: 3 }),
+          fc.array(fc.record({ limit: limitArb, period: periodArb }), {
+            minLength: 1,
+            maxLength: 3,
+          }),
           reqs(3, 200),
           async (rules, seq) => {
             const minLimit = Math.min(...rules.map((r) => r.limit));
@@ -134,14 +172,23 @@ describe("properties", () => {
   it("waiting exactly retryAfterMs lets the same request pass (gcra, token-bucket, fixed-window, sliding-log, sliding-window)", async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.constantFrom<AlgorithmName>("gcra", "token-bucket", "fixed-window", "sliding-log", "sliding-window"),
+        fc.constantFrom<AlgorithmName>(
+          "gcra",
+          "token-bucket",
+          "fixed-window",
+          "sliding-log",
+          "sliding-window",
+        ),
         limitArb,
         periodArb,
         reqs(3, 100),
         async (algorithm, limit, period, seq) => {
           let t = 1_700_006_400_000;
           const store = memoryStore({ now: () => t });
-          const limiter = createLimiter({ store, policy: { name: "p", algorithm, rules: [{ limit, period }] } });
+          const limiter = createLimiter({
+            store,
+            policy: { name: "p", algorithm, rules: [{ limit, period }] },
+          });
           for (const r of seq) {
             t += r.dt;
             const cost = Math.min(r.cost, limit);
