@@ -1,0 +1,509 @@
+-- sluice.lua: every decision of the Redis store, many per call.
+--
+-- A line-by-line port of packages/sluice/src/evaluate.ts (evaluate, adjustState) and of
+-- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window, sliding-window,
+-- sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
+-- so that the Redis store decides exactly as the memory store does. When you change an
+-- algorithm in TypeScript, change it here too; the conformance table runs against both.
+--
+-- Input (KEYS/ARGV only):
+--   ARGV[1]  now in epoch ms, or "" to read the Redis server clock (TIME)
+--   ARGV[2]  ms added to every PEXPIRE (0 in production; a margin when tests inject time)
+--   ARGV[3]  number of policy specs S, then S specs:
+--              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
+--   then the operations until ARGV ends, 4 values each:
+--              op (d decide, p peek, a adjust, r release, x reset), spec index (1-based),
+--              cost (the delta for adjust), lease id (concurrency decide/release, else "")
+--   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
+--            blockMs > 0 or the op is a reset.
+-- Output: a flat array, per operation in order:
+--   d, p:    allowed (1/0), blockedForMs, then per rule allowed, remaining, resetAfterMs, retryAfterMs
+--   a, r, x: 1
+--   any op that met unreadable state: -1, message (nothing was written for that operation)
+-- Each operation is atomic (the whole script is); operations run one after another.
+
+if redis.replicate_commands then redis.replicate_commands() end
+
+local EPS = 1e-6
+local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
+local tonumber, tostring, fmt = tonumber, tostring, string.format
+
+-- ceilMs / floorUnits of algorithms/types.ts.
+local function ceilMs(ms)
+  if ms <= EPS then return 0 end
+  return ceil(ms - EPS)
+end
+local function floorUnits(u)
+  if u <= 0 then return 0 end
+  return floor(u + EPS)
+end
+-- JS `a % b` for a ≥ 0, b > 0 (fmod is exact).
+local function mod(a, b) return fmod(a, b) end
+-- A number as text that reads back as the same double.
+local function num(x)
+  if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return fmt('%d', x) end
+  return fmt('%.17g', x)
+end
+
+-- ─── algorithms (each returns allowed, remaining, resetAfterMs, retryAfterMs, next, ttlMs) ───
+
+-- algorithms/gcra.ts. State {tat}.
+local function gcra_decide(st, now, limit, period, burst, cost)
+  local T = period / limit
+  local tau = T * burst
+  local tat = max(st and st[1] or now, now)
+  local newTat = tat + cost * T
+  local allowAt = newTat - tau
+  if allowAt <= now + EPS then
+    local nxt = nil
+    if newTat > now + EPS then nxt = { newTat } end
+    return true, floorUnits((now + tau - newTat) / T), ceilMs(newTat - now), 0, nxt, ceilMs(newTat - now)
+  end
+  -- Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
+  return false, floorUnits((now + tau - tat) / T), ceilMs(tat - now), ceilMs(allowAt - now), st, ceilMs(tat - now)
+end
+local function gcra_adjust(st, now, limit, period, burst, delta)
+  local T = period / limit
+  local newTat = max(st and st[1] or now, now) + delta * T
+  if newTat > now + EPS then return { newTat }, ceilMs(newTat - now) end
+  return nil, 0
+end
+
+-- algorithms/token-bucket.ts. State {tokens, lastRefillMs}.
+local function tb_refill(st, now, burst, rate)
+  if st == nil then return burst end
+  local tokens = st[1] or burst
+  local elapsed = max(0, now - (st[2] or now))
+  return min(burst, tokens + elapsed * rate)
+end
+local function tb_decide(st, now, limit, period, burst, cost)
+  local rate = limit / period
+  local tokens = tb_refill(st, now, burst, rate)
+  if tokens >= cost - EPS then
+    local left = tokens - cost
+    local fullIn = (burst - left) / rate
+    local nxt = nil
+    if fullIn > EPS then nxt = { left, now } end
+    return true, floorUnits(left), ceilMs(fullIn), 0, nxt, ceilMs(fullIn)
+  end
+  -- Tokens arrive at `rate`; the request passes once `cost` of them are there.
+  return false, floorUnits(tokens), ceilMs((burst - tokens) / rate), ceilMs((cost - tokens) / rate), st,
+    ceilMs((burst - tokens) / rate)
+end
+local function tb_adjust(st, now, limit, period, burst, delta)
+  local rate = limit / period
+  local left = min(burst, tb_refill(st, now, burst, rate) - delta)
+  local fullIn = (burst - left) / rate
+  if fullIn > EPS then return { left, now }, ceilMs(fullIn) end
+  return nil, ceilMs(fullIn)
+end
+
+-- algorithms/fixed-window.ts. State {windowStart, count}.
+local function fw_decide(st, now, limit, period, burst, cost)
+  local start = now - mod(now, period)
+  local wend = start + period
+  local count = 0
+  if st ~= nil and st[1] == start then count = st[2] or 0 end
+  local resetAfterMs = wend - now
+  if count + cost <= limit then
+    local used = count + cost
+    local nxt = nil
+    if used > 0 then nxt = { start, used } end
+    return true, limit - used, resetAfterMs, 0, nxt, resetAfterMs
+  end
+  -- The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
+  return false, max(0, limit - count), resetAfterMs, ceilMs(wend - now), st, resetAfterMs
+end
+local function fw_adjust(st, now, limit, period, burst, delta)
+  local start = now - mod(now, period)
+  local count = 0
+  if st ~= nil and st[1] == start then count = st[2] or 0 end
+  local used = max(0, count + delta)
+  if used > 0 then return { start, used }, start + period - now end
+  return nil, start + period - now
+end
+
+-- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
+local function sw_counters(st, start, P)
+  if st == nil then return 0, 0 end
+  local s = st[1] or 0
+  if s == start then return st[2] or 0, st[3] or 0 end
+  if s == start - P then return st[3] or 0, 0 end
+  return 0, 0
+end
+local function sw_resetAfter(prev, curr, start, now, P)
+  if curr > 0 then return start + 2 * P - now end
+  if prev > 0 then return start + P - now end
+  return 0
+end
+local function sw_waitFor(prev, curr, cost, limit, elapsed, P)
+  local room = limit - curr - cost
+  if room >= 0 and prev > 0 then
+    -- prev·(P − elapsed − t)/P ≤ room  ⇔  t ≥ P − elapsed − room·P/prev
+    local t = P - elapsed - (room * P) / prev
+    if t <= P - elapsed then return max(0, t) end
+  end
+  -- In the next window: curr·(P − s)/P + cost ≤ limit  ⇔  s ≥ P − (limit − cost)·P/curr
+  local s = 0
+  if curr > 0 then s = max(0, P - ((limit - cost) * P) / curr) end
+  return P - elapsed + s
+end
+local function sw_decide(st, now, limit, P, burst, cost)
+  local start = now - mod(now, P)
+  local prev, curr = sw_counters(st, start, P)
+  local elapsed = now - start
+  local estimate = (prev * (P - elapsed)) / P + curr
+  if estimate + cost <= limit + EPS then
+    local after = curr + cost
+    local nxt = nil
+    if prev > 0 or after > 0 then nxt = { start, prev, after } end
+    return true, floorUnits(limit - estimate - cost), sw_resetAfter(prev, after, start, now, P), 0, nxt,
+      start + 2 * P - now
+  end
+  return false, floorUnits(limit - estimate), sw_resetAfter(prev, curr, start, now, P),
+    ceilMs(sw_waitFor(prev, curr, cost, limit, elapsed, P)), st, start + 2 * P - now
+end
+local function sw_adjust(st, now, limit, P, burst, delta)
+  local start = now - mod(now, P)
+  local prev, curr = sw_counters(st, start, P)
+  local after = max(0, curr + delta)
+  if prev > 0 or after > 0 then return { start, prev, after }, start + 2 * P - now end
+  return nil, start + 2 * P - now
+end
+
+-- algorithms/sliding-log.ts. State {t1, cost1, t2, cost2, …}, already pruned to (now − P, now]
+-- by the read (ZRANGEBYSCORE), which is the port of `prune`.
+local function sl_append(live, now, cost)
+  local n = #live
+  if n > 0 and live[n - 1] == now then live[n] = live[n] + cost
+  else live[n + 1] = now; live[n + 2] = cost end
+end
+local function sl_decide(st, now, limit, P, burst, cost)
+  local live = {}
+  for i = 1, #st do live[i] = st[i] end
+  local used = 0
+  for i = 2, #live, 2 do used = used + live[i] end
+  if used + cost <= limit then
+    if cost > 0 then sl_append(live, now, cost) end
+    local ttl = 0
+    if #live > 0 then ttl = live[#live - 1] + P - now end
+    local nxt = nil
+    if #live > 0 then nxt = live end
+    return true, limit - used - cost, ttl, 0, nxt, ttl
+  end
+  -- Entries leave the window at t + P, oldest first; wait until enough cost has left.
+  local excess = used + cost - limit
+  local freed, retry = 0, 0
+  for i = 1, #live, 2 do
+    freed = freed + live[i + 1]
+    if freed >= excess then
+      retry = live[i] + P - now
+      break
+    end
+  end
+  local last = live[#live - 1] or now
+  return false, max(0, limit - used), last + P - now, ceilMs(retry), st, last + P - now
+end
+local function sl_adjust(st, now, limit, P, burst, delta)
+  local live = {}
+  for i = 1, #st do live[i] = st[i] end
+  if delta > 0 then
+    sl_append(live, now, delta)
+  else
+    -- Refund from the newest entries backwards.
+    local refund = -delta
+    local i = #live - 1
+    while i >= 1 and refund > 0 do
+      local c = live[i + 1]
+      local take = min(c, refund)
+      live[i + 1] = c - take
+      refund = refund - take
+      i = i - 2
+    end
+    local kept = {}
+    for j = 1, #live, 2 do
+      if live[j + 1] ~= 0 then kept[#kept + 1] = live[j]; kept[#kept + 1] = live[j + 1] end
+    end
+    live = kept
+  end
+  if #live == 0 then return nil, 0 end
+  return live, live[#live - 1] + P - now
+end
+
+-- algorithms/concurrency.ts. State {leaseId1, expiresAt1, cost1, …}, pruned to expiresAt > now
+-- by the read, in expiry order.
+local function cc_maxExpiry(live)
+  local m = 0
+  for i = 2, #live, 3 do m = max(m, live[i]) end
+  return m
+end
+local function cc_decide(st, now, limit, P, burst, cost, leaseId)
+  local live = {}
+  for i = 1, #st do live[i] = st[i] end
+  local inFlight = 0
+  for i = 3, #live, 3 do inFlight = inFlight + live[i] end
+  if inFlight + cost <= limit then
+    if cost > 0 then
+      local n = #live
+      live[n + 1] = leaseId; live[n + 2] = now + P; live[n + 3] = cost
+    end
+    local ttl = cc_maxExpiry(live) - now
+    local nxt = nil
+    if #live > 0 then nxt = live end
+    return true, limit - inFlight - cost, max(0, ttl), 0, nxt, max(0, ttl)
+  end
+  -- If nobody releases, leases free up as they expire, earliest first (the read is in
+  -- expiry order, the port of the sort).
+  local freed, retry = 0, 0
+  for i = 1, #live, 3 do
+    freed = freed + live[i + 2]
+    if inFlight - freed + cost <= limit then
+      retry = live[i + 1] - now
+      break
+    end
+  end
+  return false, max(0, limit - inFlight), cc_maxExpiry(live) - now, ceilMs(retry), st, cc_maxExpiry(live) - now
+end
+local function cc_adjust(st, now)
+  -- Leases are not charged by amount; reservations do not apply to concurrency.
+  local live = {}
+  for i = 1, #st do live[i] = st[i] end
+  if #live == 0 then return nil, 0 end
+  return live, max(0, cc_maxExpiry(live) - now)
+end
+
+local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide, l = sl_decide, c = cc_decide }
+local ADJUST = { g = gcra_adjust, t = tb_adjust, f = fw_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust }
+
+-- ─── storage: how each algorithm's state sits in Redis ───
+-- g, t, f, s: one string of space-separated numbers ("tat"; "tokens last"; "start count";
+-- "start prev curr"), expiring with the state. l: a ZSET scored by time, member "t" (cost 1) or
+-- "t:cost". c: a ZSET scored by expiry, member "leaseId" (cost 1) or "leaseId:cost".
+
+local CORRUPT = {}
+
+local function read_string(key, count)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then return CORRUPT end
+  if not v then return nil end
+  local st = {}
+  for part in string.gmatch(v, '%S+') do
+    local x = tonumber(part)
+    if x == nil then return CORRUPT end
+    st[#st + 1] = x
+  end
+  if #st ~= count then return CORRUPT end
+  return st
+end
+
+-- Sliding-log entries in (now − P, now]: the port of `prune`.
+local function read_log(key, now, P)
+  local r = redis.pcall('ZRANGEBYSCORE', key, '(' .. num(now - P), '+inf')
+  if type(r) == 'table' and r.err then return CORRUPT end
+  local st = {}
+  for i = 1, #r do
+    local t, c = string.match(r[i], '^([^:]+):?(%d*)$')
+    t = tonumber(t)
+    if t == nil then return CORRUPT end
+    st[#st + 1] = t
+    st[#st + 1] = tonumber(c) or 1
+  end
+  return st
+end
+
+-- Concurrency leases expiring after now: the port of `prune`.
+local function read_leases(key, now)
+  local r = redis.pcall('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
+  if type(r) == 'table' and r.err then return CORRUPT end
+  local st = {}
+  for i = 1, #r, 2 do
+    local id, c = string.match(r[i], '^([^:]+):?(%d*)$')
+    local e = tonumber(r[i + 1])
+    if id == nil or e == nil then return CORRUPT end
+    st[#st + 1] = id
+    st[#st + 1] = e
+    st[#st + 1] = tonumber(c) or 1
+  end
+  return st
+end
+
+local STRING_LEN = { g = 1, t = 2, f = 2, s = 3 }
+
+local function read_state(alg, key, now, P)
+  if alg == 'l' then return read_log(key, now, P) end
+  if alg == 'c' then return read_leases(key, now) end
+  return read_string(key, STRING_LEN[alg])
+end
+
+-- A ZSET member: the time (sliding-log) or lease id (concurrency), with ":cost" when cost > 1.
+local function entry(a, b)
+  if type(a) == 'number' then a = num(a) end
+  if b == 1 then return a end
+  return a .. ':' .. num(b)
+end
+
+-- Store `nxt` (nil: delete) for `ttl` ms. For the ZSETs, `old` is what was read: entries are
+-- only ever changed at the newest end, so only the differing tail is rewritten.
+local function write_state(alg, key, old, nxt, ttl, now, P, pad)
+  if nxt == nil or ttl <= 0 then
+    redis.call('DEL', key)
+    return
+  end
+  local px = ttl + pad
+  if alg == 'l' or alg == 'c' then
+    local w = 2
+    if alg == 'c' then w = 3 end
+    local i = 1
+    while i <= #old and i <= #nxt and old[i] == nxt[i] and old[i + 1] == nxt[i + 1] and (w == 2 or old[i + 2] == nxt[i + 2]) do
+      i = i + w
+    end
+    for j = i, #old, w do
+      if alg == 'l' then redis.call('ZREM', key, entry(old[j], old[j + 1]))
+      else redis.call('ZREM', key, entry(old[j], old[j + 2])) end
+    end
+    for j = i, #nxt, w do
+      if alg == 'l' then redis.call('ZADD', key, num(nxt[j]), entry(nxt[j], nxt[j + 1]))
+      else redis.call('ZADD', key, num(nxt[j + 1]), entry(nxt[j], nxt[j + 2])) end
+    end
+    -- Drop what left the window (the pruned part of the state).
+    if alg == 'l' then redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - P))
+    else redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now)) end
+    redis.call('PEXPIRE', key, px)
+    return
+  end
+  local parts = {}
+  for j = 1, #nxt do parts[j] = num(nxt[j]) end
+  redis.call('SET', key, table.concat(parts, ' '), 'PX', px)
+end
+
+-- ─── the batch ───
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local pad = tonumber(ARGV[2])
+
+local specs = {}
+local a = 4
+for s = 1, tonumber(ARGV[3]) do
+  local spec = { alg = ARGV[a], n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  a = a + 3
+  for r = 1, spec.n do
+    spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
+    a = a + 3
+  end
+  specs[s] = spec
+end
+
+local out = {}
+local k = 1
+while a <= #ARGV do
+  local op, spec, cost, lease = ARGV[a], specs[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3]
+  a = a + 4
+  local alg, n = spec.alg, spec.n
+  local hasBlock = spec.blockMs > 0 or op == 'x'
+  local base = k
+  k = k + n
+  local bkey = nil
+  if hasBlock then
+    bkey = KEYS[k]
+    k = k + 1
+  end
+
+  if op == 'x' then
+    -- reset: forget everything about the key.
+    for i = 0, n - 1 do redis.call('DEL', KEYS[base + i]) end
+    redis.call('DEL', bkey)
+    out[#out + 1] = 1
+  else
+    local states, bad = {}, nil
+    for i = 1, n do
+      local st = read_state(alg, KEYS[base + i - 1], now, spec.rules[i][2])
+      if st == CORRUPT then bad = KEYS[base + i - 1] end
+      states[i] = st
+    end
+    local blockUntil = 0
+    if bkey and not bad then
+      local b = read_string(bkey, 1)
+      if b == CORRUPT then bad = bkey elseif b and b[1] > now then blockUntil = b[1] end
+    end
+    if bad then
+      out[#out + 1] = -1
+      out[#out + 1] = 'sluice: unreadable state at key ' .. bad
+    elseif op == 'd' or op == 'p' then
+      -- evaluate.ts: every rule decides; all pass or none is charged.
+      local commit = op == 'd'
+      local allowed = true
+      local res = {}
+      local nexts, ttls = {}, {}
+      for i = 1, n do
+        local r = spec.rules[i]
+        local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](states[i], now, r[1], r[2], r[3], cost, lease)
+        res[i] = { ok, rem, reset, retry }
+        nexts[i], ttls[i] = nxt, ttl
+        if not ok then allowed = false end
+      end
+      local blockedFor = 0
+      if blockUntil > 0 then
+        allowed = false
+        blockedFor = blockUntil - now
+      elseif allowed then
+        if commit and cost > 0 then
+          for i = 1, n do
+            write_state(alg, KEYS[base + i - 1], states[i] or {}, nexts[i], ttls[i], now, spec.rules[i][2], pad)
+          end
+        end
+      elseif commit and spec.blockMs > 0 then
+        -- A denial starts the penalty block.
+        redis.call('SET', bkey, num(now + spec.blockMs), 'PX', spec.blockMs + pad)
+        blockedFor = spec.blockMs
+      end
+      if allowed then out[#out + 1] = 1 else out[#out + 1] = 0 end
+      out[#out + 1] = blockedFor
+      for i = 1, n do
+        local r = res[i]
+        if r[1] then out[#out + 1] = 1 else out[#out + 1] = 0 end
+        out[#out + 1] = r[2]
+        out[#out + 1] = r[3]
+        out[#out + 1] = r[4]
+      end
+    elseif op == 'a' then
+      -- evaluate.ts adjustState: charge `cost` (negative refunds) to every rule.
+      for i = 1, n do
+        local r = spec.rules[i]
+        local nxt, ttl = ADJUST[alg](states[i] or nil, now, r[1], r[2], r[3], cost)
+        write_state(alg, KEYS[base + i - 1], states[i] or {}, nxt, ttl, now, r[2], pad)
+      end
+      out[#out + 1] = 1
+    elseif op == 'r' then
+      -- concurrency.release: drop the lease if it is still there.
+      local key = KEYS[base]
+      local old = states[1]
+      local live = {}
+      for j = 1, #old, 3 do
+        if old[j] ~= lease then
+          live[#live + 1] = old[j]; live[#live + 1] = old[j + 1]; live[#live + 1] = old[j + 2]
+        end
+      end
+      if #live < #old then
+        local nxt = nil
+        if #live > 0 then nxt = live end
+        -- Rewrite from the released lease on (members are unique, so ZREM by id is exact).
+        for j = 1, #old, 3 do
+          if old[j] == lease then redis.call('ZREM', key, entry(old[j], old[j + 2])) end
+        end
+        if nxt == nil then redis.call('DEL', key)
+        else
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now))
+          redis.call('PEXPIRE', key, max(1, cc_maxExpiry(live) - now) + pad)
+        end
+      end
+      out[#out + 1] = 1
+    end
+  end
+end
+return out

@@ -1,0 +1,27 @@
+import { describe, expect, it } from "vitest";
+import { identifierTag, slotOfTag } from "./redis-keys.js";
+
+describe("identifierTag", () => {
+  it("keeps short plain identifiers", () => {
+    expect(identifierTag("user:42")).toBe("user:42");
+    expect(identifierTag("2001:db8::/64")).toBe("2001:db8::/64");
+    expect(identifierTag("x".repeat(64))).toBe("x".repeat(64));
+  });
+  it("hashes long, braced, spaced, control-character and '#'-led identifiers", () => {
+    for (const id of ["x".repeat(65), "a{b", "a}b", "a b", "a\nb", "#abc"]) {
+      const t = identifierTag(id);
+      expect(t).toMatch(/^#[A-Za-z0-9_-]{27}$/);
+      expect(identifierTag(id)).toBe(t);
+    }
+    expect(identifierTag("a{b")).not.toBe(identifierTag("a}b"));
+  });
+});
+
+describe("slotOfTag", () => {
+  it("matches the Redis Cluster specification (CRC16 XMODEM mod 16384)", () => {
+    // Values from the Redis Cluster spec / cluster-key-slot.
+    expect(slotOfTag("123456789")).toBe(12739);
+    expect(slotOfTag("user1000")).toBe(3443);
+    expect(slotOfTag("é")).toBe(slotOfTag("\u00e9"));
+  });
+});

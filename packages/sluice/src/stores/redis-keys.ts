@@ -1,0 +1,63 @@
+import { createHash } from "node:crypto";
+import type { AlgorithmName } from "../algorithms/index.js";
+
+/**
+ * Key layout of the Redis store (see docs/redis.md):
+ *
+ *   <prefix><policy>:{<identifier>}:<algorithm code><rule index>   one key per rule
+ *   <prefix><policy>:{<identifier>}:<algorithm code>b              the penalty block
+ *
+ * The `{…}` hash tag puts every key of one identifier in one Cluster slot, so one script can
+ * touch them all. The algorithm code keeps a policy whose algorithm changed from reading the
+ * old algorithm's state.
+ */
+
+/** One-letter code of each algorithm, used in keys and in the script's arguments. */
+export const ALGORITHM_CODES: Readonly<Record<AlgorithmName, string>> = {
+  gcra: "g",
+  "token-bucket": "t",
+  "fixed-window": "f",
+  "sliding-window": "s",
+  "sliding-log": "l",
+  concurrency: "c",
+};
+
+/** Longest identifier kept as is inside the hash tag; longer ones are hashed. */
+export const MAX_RAW_IDENTIFIER = 64;
+
+// Braces would end or start the hash tag; whitespace and control characters make keys hard to
+// read in redis-cli; a leading '#' marks hashed identifiers.
+// eslint-disable-next-line no-control-regex
+const ODD = /[{}\s\u0000-\u001f\u007f]/;
+
+/**
+ * The hash-tag content for an identifier: the identifier itself when it is short and plain,
+ * else `#` + base64url(SHA1(identifier)) (28 characters).
+ */
+export function identifierTag(identifier: string): string {
+  if (identifier.length <= MAX_RAW_IDENTIFIER && !ODD.test(identifier) && identifier[0] !== "#") {
+    return identifier;
+  }
+  return "#" + createHash("sha1").update(identifier, "utf8").digest("base64url");
+}
+
+const CRC16_TABLE = (() => {
+  const t = new Uint16Array(256);
+  for (let i = 0; i < 256; i++) {
+    let c = i << 8;
+    for (let j = 0; j < 8; j++) c = c & 0x8000 ? ((c << 1) ^ 0x1021) & 0xffff : (c << 1) & 0xffff;
+    t[i] = c;
+  }
+  return t;
+})();
+
+/**
+ * The Redis Cluster slot of a hash tag: CRC16-CCITT (XMODEM) of its UTF-8 bytes mod 16384,
+ * as in the Redis Cluster specification.
+ */
+export function slotOfTag(tag: string): number {
+  const bytes = Buffer.from(tag, "utf8");
+  let crc = 0;
+  for (const b of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ b) & 0xff]!;
+  return crc % 16384;
+}

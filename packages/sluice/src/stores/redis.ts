@@ -1,0 +1,606 @@
+import { randomBytes } from "node:crypto";
+import type { RuleOutcome } from "../algorithms/types.js";
+import { type Clock, systemClock } from "../clock.js";
+import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "../errors.js";
+import type { Policy } from "../policy.js";
+import type { Store, StoreDecision, StoreRequest } from "../store.js";
+import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
+import { ALGORITHM_CODES, identifierTag, slotOfTag } from "./redis-keys.js";
+
+/**
+ * The part of a Redis client the store uses. An ioredis `Redis` (standalone or Sentinel) or
+ * `Cluster` satisfies it; sluice never imports ioredis at runtime.
+ */
+export interface RedisClientLike {
+  /** Send one command (ioredis `call(command, args)`). */
+  call(command: string, args: Array<string | number | Buffer>): Promise<unknown>;
+  /** ioredis connection status (`ready`, `connecting`, `reconnecting`, `end`, …). */
+  readonly status: string;
+  /** True for an ioredis `Cluster`: batches are then grouped by slot. */
+  readonly isCluster?: boolean;
+  on(event: "error", listener: (err: Error) => void): unknown;
+  off(event: "error", listener: (err: Error) => void): unknown;
+}
+
+/** Options of {@link redisStore}. */
+export interface RedisStoreOptions {
+  /** An ioredis client: `new Redis(url)`, `new Redis({ sentinels, name })` or `new Cluster(nodes)`. */
+  client: RedisClientLike;
+  /**
+   * Time source in epoch ms, for tests and simulations: passed to the script instead of the
+   * Redis server clock (TIME). Leave unset in production so that skewed app clocks agree.
+   */
+  now?: Clock;
+  /** Prefix of every key. Default `"sl:"`. Must not contain `{` or `}`. */
+  prefix?: string;
+  /** Per-call timeout (ms): a slower answer rejects with `SLUICE_ERR_STORE_TIMEOUT`. Default 500. */
+  timeoutMs?: number;
+  /** Most decisions carried by one script call. Default 256. */
+  maxBatch?: number;
+  /** Answer keys known to be denied locally until their retry time. Default true. */
+  denyCache?: boolean;
+  /** Most entries in the deny cache (oldest dropped first). Default 10,000. */
+  denyCacheSize?: number;
+  /** Consecutive failures after which the breaker opens (calls fail fast). Default 5. */
+  breakerFailures?: number;
+  /** While the breaker is open, how often to PING Redis to close it again (ms). Default 1000. */
+  probeIntervalMs?: number;
+  /** How many app instances share the limits (for the insurance limiter); default: counted through Redis. */
+  instances?: number;
+  /** How often this store records itself as live in Redis (ms); 0 turns counting off. Default 5000. */
+  heartbeatMs?: number;
+  /**
+   * Added to every key's TTL (ms). Default 0; 10,000 when `now` is injected, so that real-time
+   * expiry cannot drop state that the injected clock still considers live.
+   */
+  ttlPadMs?: number;
+}
+
+const OPTION_KEYS: { readonly [K in keyof Required<RedisStoreOptions>]: true } = {
+  client: true,
+  now: true,
+  prefix: true,
+  timeoutMs: true,
+  maxBatch: true,
+  denyCache: true,
+  denyCacheSize: true,
+  breakerFailures: true,
+  probeIntervalMs: true,
+  instances: true,
+  heartbeatMs: true,
+  ttlPadMs: true,
+};
+
+interface ResolvedOptions {
+  readonly client: RedisClientLike;
+  readonly now: Clock | undefined;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly maxBatch: number;
+  readonly denyCache: boolean;
+  readonly denyCacheSize: number;
+  readonly breakerFailures: number;
+  readonly probeIntervalMs: number;
+  readonly instances: number | undefined;
+  readonly heartbeatMs: number;
+  readonly ttlPadMs: number;
+}
+
+type OpCode = "d" | "p" | "a" | "r" | "x";
+
+/** One queued operation, waiting for its batch. */
+interface Pending {
+  readonly op: OpCode;
+  readonly policy: Policy;
+  readonly tag: string;
+  readonly cost: number;
+  readonly lease: string;
+  readonly resolve: (value: number[] | StoreDecision) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/** Per-policy data computed once: key suffixes and the script's spec arguments. */
+interface PolicyInfo {
+  readonly head: string;
+  readonly ruleSuffixes: readonly string[];
+  readonly blockSuffix: string;
+  readonly spec: ReadonlyArray<string | number>;
+}
+
+interface DenyEntry {
+  readonly policy: Policy;
+  readonly cost: number;
+  readonly at: number;
+  readonly until: number;
+  readonly rules: readonly RuleOutcome[];
+}
+
+const USABLE_STATUS = new Set(["ready", "connect", "connecting", "wait"]);
+
+/**
+ * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
+ * atomic Lua evaluation (`lua/sluice.lua`, a port of `evaluate.ts` and the algorithms).
+ *
+ * Concurrent calls made in the same event-loop turn travel together: they are queued and sent
+ * as one EVALSHA (per Cluster slot) on `setImmediate`, up to `maxBatch` per call; the script
+ * decides them one after another, each atomically. Failures reject with a {@link StoreError},
+ * which the limiter maps to the policy's `onStoreError`.
+ */
+export class RedisStore implements Store {
+  readonly kind = "redis";
+  /** This store's random id (used for instance counting). */
+  readonly instanceId: string;
+  private readonly o: ResolvedOptions;
+  private readonly cluster: boolean;
+  private readonly policies = new WeakMap<Policy, PolicyInfo>();
+  private queue = new Map<number, Pending[]>();
+  private scheduled = false;
+  private failures = 0;
+  private open = false;
+  private probeTimer: NodeJS.Timeout | undefined;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private lastInstances: number | undefined;
+  private readonly denied = new Map<string, DenyEntry>();
+  private closed = false;
+  private readonly onClientError = (): void => {
+    // The client reconnects by itself; calls meanwhile fail (and count) through the breaker.
+  };
+
+  constructor(options: RedisStoreOptions) {
+    this.o = resolveOptions(options);
+    this.cluster = this.o.client.isCluster === true;
+    this.instanceId = randomBytes(9).toString("base64url");
+    this.o.client.on("error", this.onClientError);
+    if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
+      this.heartbeat();
+      this.heartbeatTimer = setInterval(() => this.heartbeat(), this.o.heartbeatMs);
+      this.heartbeatTimer.unref();
+    }
+  }
+
+  decide(req: StoreRequest): Promise<StoreDecision> {
+    const { policy, key, cost } = req;
+    if (this.o.denyCache && policy.algorithm !== "concurrency" && policy.blockMs === 0) {
+      const hit = this.fromDenyCache(policy, key, cost);
+      if (hit) return Promise.resolve(hit);
+    }
+    const lease = policy.algorithm === "concurrency" ? randomBytes(9).toString("base64url") : "";
+    return this.enqueue("d", policy, key, cost, lease).then((r) => {
+      const d = r as StoreDecision;
+      if (
+        this.o.denyCache &&
+        !d.allowed &&
+        d.blockedForMs === 0 &&
+        policy.blockMs === 0 &&
+        policy.algorithm !== "concurrency"
+      ) {
+        this.rememberDenial(policy, key, cost, d.rules);
+      }
+      return d.allowed && lease !== "" && cost > 0 ? { ...d, leaseId: lease } : d;
+    });
+  }
+
+  peek(req: StoreRequest): Promise<StoreDecision> {
+    return this.enqueue("p", req.policy, req.key, req.cost, "") as Promise<StoreDecision>;
+  }
+
+  async adjust(policy: Policy, key: string, delta: number): Promise<void> {
+    this.forget(policy, key);
+    await this.enqueue("a", policy, key, delta, "");
+  }
+
+  async release(policy: Policy, key: string, leaseId: string): Promise<void> {
+    if (policy.algorithm !== "concurrency") return;
+    await this.enqueue("r", policy, key, 0, leaseId);
+  }
+
+  async reset(policy: Policy, key: string): Promise<void> {
+    this.forget(policy, key);
+    await this.enqueue("x", policy, key, 0, "");
+  }
+
+  /** Live instances counted through Redis (the last count is kept through an outage), or the `instances` option. */
+  liveInstances(): number | undefined {
+    return this.o.instances ?? this.lastInstances;
+  }
+
+  /** True while the breaker is open (Redis considered down; calls fail fast). */
+  get breakerOpen(): boolean {
+    return this.open;
+  }
+
+  /** Sends what is queued, stops the timers and leaves the instance count. Does not close the client. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    this.heartbeatTimer = this.probeTimer = undefined;
+    if (this.o.instances === undefined && this.o.heartbeatMs > 0 && !this.open && this.usable()) {
+      await this.withTimeout(
+        this.script(
+          INSTANCES_LUA,
+          [this.instancesKey()],
+          [this.instanceId, this.o.heartbeatMs * 3, "1"],
+        ),
+      ).catch(() => undefined);
+    }
+    this.o.client.off("error", this.onClientError);
+    this.denied.clear();
+  }
+
+  // ─── batching ───
+
+  private enqueue(
+    op: OpCode,
+    policy: Policy,
+    key: string,
+    cost: number,
+    lease: string,
+  ): Promise<number[] | StoreDecision> {
+    if (this.closed)
+      return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
+    const tag = identifierTag(key);
+    const slot = this.cluster ? slotOfTag(tag) : 0;
+    return new Promise((resolve, reject) => {
+      let group = this.queue.get(slot);
+      if (group === undefined) {
+        group = [];
+        this.queue.set(slot, group);
+      }
+      group.push({ op, policy, tag, cost, lease, resolve, reject });
+      if (group.length >= this.o.maxBatch) {
+        this.queue.delete(slot);
+        this.send(group);
+      } else if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(this.flush);
+      }
+    });
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const groups = this.queue;
+    if (groups.size === 0) return;
+    this.queue = new Map();
+    for (const group of groups.values()) this.send(group);
+  };
+
+  /** Sends one batch (all in one slot) and settles each operation with its own result. */
+  private send(batch: Pending[]): void {
+    const keys: string[] = [];
+    const specIndex = new Map<Policy, number>();
+    const specArgs: Array<string | number> = [];
+    const opArgs: Array<string | number> = [];
+    for (const p of batch) {
+      const info = this.info(p.policy);
+      let idx = specIndex.get(p.policy);
+      if (idx === undefined) {
+        idx = specIndex.size + 1;
+        specIndex.set(p.policy, idx);
+        for (const a of info.spec) specArgs.push(a);
+      }
+      const base = info.head + p.tag;
+      for (const s of info.ruleSuffixes) keys.push(base + s);
+      if (p.policy.blockMs > 0 || p.op === "x") keys.push(base + info.blockSuffix);
+      opArgs.push(p.op, idx, p.cost, p.lease);
+    }
+    const nowArg = this.o.now ? String(this.o.now()) : "";
+    const argv = [nowArg, this.o.ttlPadMs, specIndex.size, ...specArgs, ...opArgs];
+    this.run(SLUICE_LUA, keys, argv).then(
+      (reply) => settle(batch, reply),
+      (err: unknown) => {
+        for (const p of batch) p.reject(err);
+      },
+    );
+  }
+
+  private info(policy: Policy): PolicyInfo {
+    let info = this.policies.get(policy);
+    if (info === undefined) {
+      const code = ALGORITHM_CODES[policy.algorithm];
+      const spec: Array<string | number> = [code, policy.rules.length, policy.blockMs];
+      for (const r of policy.rules) spec.push(r.limit, r.periodMs, r.burst);
+      info = {
+        head: `${this.o.prefix}${policy.name}:{`,
+        ruleSuffixes: policy.rules.map((_, i) => `}:${code}${i}`),
+        blockSuffix: `}:${code}b`,
+        spec,
+      };
+      this.policies.set(policy, info);
+    }
+    return info;
+  }
+
+  // ─── calling Redis: breaker, timeout, NOSCRIPT ───
+
+  private usable(): boolean {
+    return USABLE_STATUS.has(this.o.client.status);
+  }
+
+  private async run(
+    script: LuaScript,
+    keys: string[],
+    argv: Array<string | number>,
+  ): Promise<unknown> {
+    if (this.open)
+      throw new StoreError(
+        "SLUICE_ERR_STORE_UNAVAILABLE",
+        "Redis is unavailable (circuit open); waiting for a probe to succeed",
+      );
+    if (!this.usable()) {
+      this.failed();
+      throw new StoreError(
+        "SLUICE_ERR_STORE_UNAVAILABLE",
+        `Redis is unavailable (client status "${this.o.client.status}")`,
+      );
+    }
+    try {
+      const reply = await this.withTimeout(this.script(script, keys, argv));
+      this.failures = 0;
+      return reply;
+    } catch (err) {
+      this.failed();
+      throw err instanceof StoreError
+        ? err
+        : new StoreError("SLUICE_ERR_STORE", `Redis call failed: ${errorMessage(err)}`, {
+            cause: err,
+          });
+    }
+  }
+
+  /** EVALSHA; on NOSCRIPT only (after a restart, failover or SCRIPT FLUSH), EVAL, which also loads it. */
+  private async script(
+    script: LuaScript,
+    keys: string[],
+    argv: Array<string | number>,
+  ): Promise<unknown> {
+    const args: Array<string | number> = [script.sha, keys.length, ...keys, ...argv];
+    try {
+      return await this.o.client.call("EVALSHA", args);
+    } catch (err) {
+      if (!errorMessage(err).startsWith("NOSCRIPT")) throw err;
+      args[0] = script.text;
+      return await this.o.client.call("EVAL", args);
+    }
+  }
+
+  private withTimeout<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(
+          new StoreError(
+            "SLUICE_ERR_STORE_TIMEOUT",
+            `Redis did not answer within ${this.o.timeoutMs} ms`,
+          ),
+        );
+      }, this.o.timeoutMs);
+      p.then(
+        (v) => {
+          clearTimeout(timer);
+          resolve(v);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  private failed(): void {
+    if (this.open || ++this.failures < this.o.breakerFailures || this.closed) return;
+    this.open = true;
+    this.probeTimer = setInterval(() => this.probe(), this.o.probeIntervalMs);
+    this.probeTimer.unref();
+  }
+
+  private probing = false;
+  private probe(): void {
+    if (this.probing || !this.usable()) return;
+    this.probing = true;
+    this.withTimeout(this.o.client.call("PING", [])).then(
+      () => {
+        this.probing = false;
+        this.open = false;
+        this.failures = 0;
+        if (this.probeTimer) clearInterval(this.probeTimer);
+        this.probeTimer = undefined;
+        if (this.o.instances === undefined && this.o.heartbeatMs > 0) this.heartbeat();
+      },
+      () => {
+        this.probing = false;
+      },
+    );
+  }
+
+  // ─── instances ───
+
+  private instancesKey(): string {
+    return `${this.o.prefix}instances`;
+  }
+
+  private heartbeat(): void {
+    if (this.open || this.closed || !this.usable()) return;
+    this.withTimeout(
+      this.script(
+        INSTANCES_LUA,
+        [this.instancesKey()],
+        [this.instanceId, this.o.heartbeatMs * 3, "0"],
+      ),
+    ).then(
+      (n) => {
+        if (typeof n === "number" && n > 0) this.lastInstances = n;
+      },
+      () => undefined,
+    );
+  }
+
+  // ─── deny cache ───
+
+  private localNow(): number {
+    return (this.o.now ?? systemClock)();
+  }
+
+  private fromDenyCache(policy: Policy, key: string, cost: number): StoreDecision | undefined {
+    if (this.denied.size === 0) return undefined;
+    const id = `${policy.name}\u0000${key}`;
+    const e = this.denied.get(id);
+    if (e === undefined) return undefined;
+    const now = this.localNow();
+    if (e.policy !== policy || now >= e.until || now < e.at) {
+      if (e.policy !== policy || now >= e.until) this.denied.delete(id);
+      return undefined;
+    }
+    // Only the same cost: a larger one is denied too, but its wait would be longer.
+    if (cost !== e.cost) return undefined;
+    const elapsed = now - e.at;
+    const rules = e.rules.map((r): RuleOutcome => {
+      const retry = Math.max(0, r.retryAfterMs - elapsed);
+      return {
+        allowed: r.allowed || retry === 0,
+        remaining: r.remaining,
+        resetAfterMs: Math.max(0, r.resetAfterMs - elapsed),
+        retryAfterMs: retry,
+      };
+    });
+    return { allowed: false, rules, blockedForMs: 0, reason: "deny-cache" };
+  }
+
+  private rememberDenial(
+    policy: Policy,
+    key: string,
+    cost: number,
+    rules: readonly RuleOutcome[],
+  ): void {
+    let retry = 0;
+    for (const r of rules) if (!r.allowed && r.retryAfterMs > retry) retry = r.retryAfterMs;
+    if (retry <= 0) return;
+    const id = `${policy.name}\u0000${key}`;
+    const at = this.localNow();
+    this.denied.delete(id);
+    if (this.denied.size >= this.o.denyCacheSize) {
+      const oldest = this.denied.keys().next();
+      if (!oldest.done) this.denied.delete(oldest.value);
+    }
+    this.denied.set(id, { policy, cost, at, until: at + retry, rules });
+  }
+
+  private forget(policy: Policy, key: string): void {
+    if (this.denied.size > 0) this.denied.delete(`${policy.name}\u0000${key}`);
+  }
+}
+
+/** Splits a batch reply into each operation's result. */
+function settle(batch: Pending[], reply: unknown): void {
+  if (!Array.isArray(reply)) {
+    const err = new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
+    for (const p of batch) p.reject(err);
+    return;
+  }
+  let i = 0;
+  for (const p of batch) {
+    const status = reply[i] as unknown;
+    if (status === -1) {
+      p.reject(new SluiceError("SLUICE_ERR_CORRUPT_STATE", String(reply[i + 1])));
+      i += 2;
+      continue;
+    }
+    if (p.op === "d" || p.op === "p") {
+      const n = p.policy.rules.length;
+      const rules: RuleOutcome[] = new Array<RuleOutcome>(n);
+      for (let r = 0; r < n; r++) {
+        const b = i + 2 + r * 4;
+        rules[r] = {
+          allowed: reply[b] === 1,
+          remaining: Number(reply[b + 1]),
+          resetAfterMs: Number(reply[b + 2]),
+          retryAfterMs: Number(reply[b + 3]),
+        };
+      }
+      p.resolve({ allowed: status === 1, rules, blockedForMs: Number(reply[i + 1]) });
+      i += 2 + n * 4;
+    } else {
+      p.resolve([]);
+      i += 1;
+    }
+  }
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
+  const issues: ValidationIssue[] = [];
+  if (typeof options !== "object" || options === null) {
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid redisStore options", [
+      { path: "", message: "must be an object" },
+    ]);
+  }
+  for (const k of Object.keys(options)) {
+    if (!(k in OPTION_KEYS)) issues.push({ path: k, message: "unknown option" });
+  }
+  const client = options.client;
+  if (
+    typeof client !== "object" ||
+    client === null ||
+    typeof client.call !== "function" ||
+    typeof client.on !== "function"
+  ) {
+    issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
+  }
+  if (options.now !== undefined && typeof options.now !== "function")
+    issues.push({ path: "now", message: "must be a function returning epoch ms" });
+  const prefix = options.prefix ?? "sl:";
+  if (typeof prefix !== "string" || /[{}]/.test(prefix))
+    issues.push({ path: "prefix", message: "must be a string without '{' or '}'" });
+  const int = (
+    name: keyof RedisStoreOptions,
+    value: unknown,
+    min: number,
+    dflt: number,
+  ): number => {
+    if (value === undefined) return dflt;
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < min) {
+      issues.push({ path: name, message: `must be an integer ≥ ${min} (got ${String(value)})` });
+      return dflt;
+    }
+    return value;
+  };
+  const resolved: ResolvedOptions = {
+    client,
+    now: options.now,
+    prefix,
+    timeoutMs: int("timeoutMs", options.timeoutMs, 1, 500),
+    maxBatch: int("maxBatch", options.maxBatch, 1, 256),
+    denyCache: options.denyCache ?? true,
+    denyCacheSize: int("denyCacheSize", options.denyCacheSize, 1, 10_000),
+    breakerFailures: int("breakerFailures", options.breakerFailures, 1, 5),
+    probeIntervalMs: int("probeIntervalMs", options.probeIntervalMs, 1, 1000),
+    instances:
+      options.instances === undefined ? undefined : int("instances", options.instances, 1, 1),
+    heartbeatMs: int("heartbeatMs", options.heartbeatMs, 0, 5000),
+    ttlPadMs: int("ttlPadMs", options.ttlPadMs, 0, options.now ? 10_000 : 0),
+  };
+  if (typeof resolved.denyCache !== "boolean")
+    issues.push({ path: "denyCache", message: "must be true or false" });
+  if (issues.length > 0)
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid redisStore options", issues);
+  return Object.freeze(resolved);
+}
+
+/**
+ * Creates a Redis store. See {@link RedisStoreOptions} and docs/redis.md.
+ *
+ * ```ts
+ * import { Redis } from "ioredis";
+ * const store = redisStore({ client: new Redis(process.env.REDIS_URL!) });
+ * const limiter = createLimiter({ store, policy: { name: "api", rules: [{ limit: 100, period: "1m" }] } });
+ * ```
+ */
+export function redisStore(options: RedisStoreOptions): RedisStore {
+  return new RedisStore(options);
+}
