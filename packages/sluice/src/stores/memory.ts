@@ -20,6 +20,11 @@ export interface MemoryStoreOptions {
 /** A key's state with its expiry, or (single-rule GCRA without penalty) just its TAT. */
 type Entry = number | { s: KeyState; e: number };
 
+/** One policy's keys, in order of last write, and where the incremental sweep stands. */
+class Space extends Map<string, Entry> {
+  cursor: Iterator<[string, Entry]> | undefined = undefined;
+}
+
 /**
  * The in-memory store: zero setup, for one process (tests, a single server, the insurance
  * limiter). Decisions are synchronous inside, so `Promise.all` bursts are exact. No timer per
@@ -29,7 +34,8 @@ export class MemoryStore implements Store {
   readonly kind = "memory";
   private readonly now: Clock;
   private readonly maxKeys: number;
-  private readonly spaces = new Map<string, Map<string, Entry>>();
+  private readonly spaces = new Map<string, Space>();
+  private byPolicy = new WeakMap<Policy, Space>();
   private size = 0;
   private leaseSeq = 0;
 
@@ -146,23 +152,28 @@ export class MemoryStore implements Store {
 
   close(): Promise<void> {
     this.spaces.clear();
+    this.byPolicy = new WeakMap();
     this.size = 0;
     return Promise.resolve();
   }
 
   /** One map per policy shape, so a changed algorithm never reads another's state. */
-  private space(policy: Policy): Map<string, Entry> {
+  private space(policy: Policy): Space {
+    // Policies are frozen: cache the space per policy object instead of building its id each call.
+    let space = this.byPolicy.get(policy);
+    if (space !== undefined) return space;
     const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.rules.length}\u0000${isCompact(policy) ? "c" : "g"}`;
-    let space = this.spaces.get(id);
+    space = this.spaces.get(id);
     if (space === undefined) {
-      space = new Map();
+      space = new Space();
       this.spaces.set(id, space);
     }
+    this.byPolicy.set(policy, space);
     return space;
   }
 
   private write(
-    space: Map<string, Entry>,
+    space: Space,
     key: string,
     old: Entry | undefined,
     next: Entry | undefined,
@@ -180,12 +191,27 @@ export class MemoryStore implements Store {
     this.size++;
   }
 
-  /** Drop up to `budget` expired entries among the oldest of `space`. */
-  private sweep(space: Map<string, Entry>, nowMs: number, budget: number): number {
+  /**
+   * Drop up to `budget` expired entries among the oldest of `space`, continuing from where the
+   * last sweep stopped. A fresh iterator per call would restart at the front of the Map's
+   * table, where every delete-and-reinsert leaves a hole that the iterator must step over:
+   * that made each write cost O(holes) (about 70k decisions/s at 100k keys). The persistent
+   * cursor steps over each hole once per pass.
+   */
+  private sweep(space: Space, nowMs: number, budget: number): number {
     let dropped = 0;
-    let seen = 0;
-    for (const [k, v] of space) {
-      if (seen++ >= budget) break;
+    let restarted = false;
+    for (let seen = 0; seen < budget; seen++) {
+      let step = space.cursor?.next();
+      if (step === undefined || step.done === true) {
+        // End of a pass: start the next one at the oldest entry, at most once per call.
+        if (restarted) break;
+        restarted = true;
+        space.cursor = space.entries();
+        step = space.cursor.next();
+        if (step.done === true) break;
+      }
+      const [k, v] = step.value;
       if (expiry(v) <= nowMs) {
         space.delete(k);
         this.size--;
@@ -195,8 +221,8 @@ export class MemoryStore implements Store {
     return dropped;
   }
 
-  /** Make room for one key: an expired one among the oldest 16 of each policy, else the oldest. */
-  private evict(space: Map<string, Entry>, nowMs: number): void {
+  /** Make room for one key: an expired one among the next 16 the sweep meets in each policy, else the oldest. */
+  private evict(space: Space, nowMs: number): void {
     if (this.sweep(space, nowMs, 16) > 0) return;
     for (const other of this.spaces.values())
       if (other !== space && this.sweep(other, nowMs, 16) > 0) return;
