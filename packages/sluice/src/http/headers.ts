@@ -74,7 +74,11 @@ export function githubHeaders(d: Decision, ctx: HeaderContext): HeaderList {
   const remaining = count(d.remaining);
 
   out.push(["X-RateLimit-Remaining", String(remaining)]);
-  if (ctx.algorithm !== "concurrency") out.push(["X-RateLimit-Reset", String(Math.ceil((ctx.nowMs + Math.max(0, d.resetAfterMs)) / 1000))]);
+  if (ctx.algorithm !== "concurrency")
+    out.push([
+      "X-RateLimit-Reset",
+      String(Math.ceil((ctx.nowMs + Math.max(0, d.resetAfterMs)) / 1000)),
+    ]);
   // Units in use out of the reported rule's capacity (its burst; equal to its limit for most algorithms).
   const capacity = r?.burst ?? d.limit;
   out.push(["X-RateLimit-Used", String(count(capacity - (r?.remaining ?? remaining)))]);
@@ -87,7 +91,10 @@ export function githubHeaders(d: Decision, ctx: HeaderContext): HeaderList {
  * (no `w`) for a concurrency policy. A period that is not a whole number of seconds is rounded up
  * (the advertised rate is then slightly lower than the true one: clients err on the slow side).
  */
-export function ratelimitPolicyValue(d: Decision, ctx: Pick<HeaderContext, "algorithm"> = {}): string {
+export function ratelimitPolicyValue(
+  d: Decision,
+  ctx: Pick<HeaderContext, "algorithm"> = {},
+): string {
   return d.rules
     .map((r, i) => {
       let item = `${sfString(ruleItemName(d, i))};q=${count(r.limit)}`;
@@ -121,14 +128,20 @@ export function ietfHeaders(d: Decision, ctx: Pick<HeaderContext, "algorithm"> =
 }
 
 /** One function per {@link HEADER_FORMATS} entry (`both` combines the other two). */
-export const headerBuilders: Readonly<Record<HeaderFormat, (d: Decision, ctx: HeaderContext) => HeaderList>> = Object.freeze({
+export const headerBuilders: Readonly<
+  Record<HeaderFormat, (d: Decision, ctx: HeaderContext) => HeaderList>
+> = Object.freeze({
   github: githubHeaders,
   ietf: ietfHeaders,
   both: (d: Decision, ctx: HeaderContext) => [...githubHeaders(d, ctx), ...ietfHeaders(d, ctx)],
 });
 
 /** The headers of `format` for a decision; an empty list for `false`. */
-export function rateLimitHeaders(format: HeaderFormat | false, d: Decision, ctx: HeaderContext): HeaderList {
+export function rateLimitHeaders(
+  format: HeaderFormat | false,
+  d: Decision,
+  ctx: HeaderContext,
+): HeaderList {
   return format === false ? [] : headerBuilders[format](d, ctx);
 }
 

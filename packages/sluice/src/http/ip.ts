@@ -63,7 +63,8 @@ function parseIPv6(s: string): Uint8Array | undefined {
   }
   const halves = text.split("::");
   if (halves.length > 2) return undefined;
-  const groups = (part: string | undefined) => (part ? part.split(":").map((g) => parseInt(g, 16)) : []);
+  const groups = (part: string | undefined) =>
+    part ? part.split(":").map((g) => parseInt(g, 16)) : [];
   const head = groups(halves[0]);
   const rest = halves.length === 2 ? groups(halves[1]) : [];
   const fill = 8 - head.length - rest.length;
@@ -85,7 +86,7 @@ export function formatIp(ip: ParsedIp): string {
   for (let i = 0; i < 16; i += 2) groups.push((ip.bytes[i]! << 8) | ip.bytes[i + 1]!);
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;
@@ -157,7 +158,10 @@ export function parseCidrList(list: readonly string[], field: string): Cidr[] {
       const c = typeof p === "string" ? parseCidr(p) : undefined;
       if (c === undefined) {
         throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", [
-          { path: `${field}.${i}`, message: `${JSON.stringify(entry)} is not an IP address, a CIDR or one of ${Object.keys(NAMED_RANGES).join(", ")}` },
+          {
+            path: `${field}.${i}`,
+            message: `${JSON.stringify(entry)} is not an IP address, a CIDR or one of ${Object.keys(NAMED_RANGES).join(", ")}`,
+          },
         ]);
       }
       out.push(c);
@@ -186,12 +190,21 @@ export function compileTrust(option: TrustProxy | undefined): TrustFn {
   if (typeof option === "number") {
     if (!Number.isInteger(option) || option < 0) {
       throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", [
-        { path: "trustProxy", message: `a hop count must be a whole number ≥ 0 (got ${String(option)})` },
+        {
+          path: "trustProxy",
+          message: `a hop count must be a whole number ≥ 0 (got ${String(option)})`,
+        },
       ]);
     }
     return (_ip, hop) => hop < option;
   }
-  const list = typeof option === "string" ? option.split(",").map((s) => s.trim()).filter(Boolean) : option;
+  const list =
+    typeof option === "string"
+      ? option
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean)
+      : option;
   if (!Array.isArray(list)) {
     throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", [
       { path: "trustProxy", message: "must be false, true, a hop count, or a list of IPs/CIDRs" },
@@ -223,7 +236,12 @@ export function parseForwarded(value: string): string[] {
  * proxy, step one entry left in the forwarding header. An untrusted peer ends the walk at once,
  * so headers it sent change nothing. An unparsable entry ends the walk at the last good address.
  */
-export function resolveClientIp(peer: string | undefined, forwarded: string | undefined, trust: TrustFn, header: ProxyHeader = "x-forwarded-for"): ParsedIp | undefined {
+export function resolveClientIp(
+  peer: string | undefined,
+  forwarded: string | undefined,
+  trust: TrustFn,
+  header: ProxyHeader = "x-forwarded-for",
+): ParsedIp | undefined {
   const first = peer === undefined ? undefined : parseIp(peer);
   if (first === undefined) return undefined;
   if (forwarded === undefined || forwarded === "") return first;

@@ -1,0 +1,100 @@
+/**
+ * `sluice/node`: rate limiting for a plain node:http server.
+ *
+ * ```ts
+ * import { createServer } from "node:http";
+ * import { rateLimit } from "sluice/node";
+ * const limit = rateLimit({ limiter });
+ * createServer(limit((req, res) => res.end("ok"))).listen(3000);
+ * ```
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Decision } from "../../decision.js";
+import { RateLimitCore } from "../core.js";
+import {
+  disconnectSignal,
+  nodeHeader,
+  pathOf,
+  sendNodeReject,
+  setNodeHeaders,
+  whenDone,
+} from "../node-io.js";
+import type { RateLimitOptions } from "../types.js";
+
+export * from "../index.js";
+
+/** A node:http request handler. */
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+
+/** The `degrade` fallback for node:http: serves a denied request; rate-limit headers are already set. */
+export type NodeFallback = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  decision: Decision,
+) => void | Promise<void>;
+
+/** Options of the node:http middleware (see {@link RateLimitOptions}). */
+export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage, NodeFallback>;
+
+/** The middleware: wraps a handler, or checks a request by hand with {@link NodeRateLimit.check}. */
+export interface NodeRateLimit {
+  /** Wraps `handler`: it runs only for requests that may pass. When a key, cost or skip function throws, the request is answered 500 (and the error logged). */
+  (handler: NodeHandler): NodeHandler;
+  /**
+   * Decides one request: sets the headers and resolves `true` when the caller should go on to
+   * handle it; `false` when the middleware already answered (429/503, fallback, or client gone).
+   */
+  check(req: IncomingMessage, res: ServerResponse): Promise<boolean>;
+}
+
+/** Creates the node:http middleware. Options are validated now; a bad option throws a `ValidationError`. */
+export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
+  const core = new RateLimitCore<IncomingMessage, NodeFallback>(options);
+  const check = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    const outcome = await core.handle({
+      method: req.method ?? "GET",
+      path: pathOf(req.url),
+      route: undefined,
+      header: nodeHeader(req),
+      peer: req.socket.remoteAddress,
+      raw: req,
+      signal: disconnectSignal(res),
+    });
+    switch (outcome.kind) {
+      case "skip":
+        return true;
+      case "pass":
+        setNodeHeaders(res, outcome.headers);
+        whenDone(res, outcome.finish);
+        return true;
+      case "reject":
+        sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
+        return false;
+      case "degrade":
+        setNodeHeaders(res, outcome.headers);
+        await outcome.fallback(req, res, outcome.decision);
+        return false;
+      case "aborted":
+        res.destroy();
+        return false;
+    }
+  };
+  const wrap = (handler: NodeHandler): NodeHandler => {
+    return async (req, res) => {
+      let go: boolean;
+      try {
+        go = await check(req, res);
+      } catch (err) {
+        // A key/cost/skip function threw, or a cost was invalid: a server error, never a pass.
+        console.error("sluice: rate limiting failed", err);
+        if (!res.headersSent) {
+          res.statusCode = 500;
+          res.end();
+        } else res.destroy();
+        return;
+      }
+      if (go) await handler(req, res);
+    };
+  };
+  return Object.assign(wrap, { check });
+}

@@ -1,0 +1,61 @@
+/**
+ * Bodies of rejected requests: RFC 9457 problem details with the IETF rate-limit draft's
+ * problem types (`application/problem+json`).
+ */
+import type { Decision } from "../decision.js";
+import { retryAfterSeconds, ruleItemName, violatedPolicies } from "./headers.js";
+
+/** The draft's problem type for a request over its quota (sent with 429). */
+export const QUOTA_EXCEEDED_TYPE = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/** The draft's problem type for a temporary reduction of capacity (sent with 503 when the store failed and the policy fails closed). */
+export const REDUCED_CAPACITY_TYPE =
+  "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
+
+/** The media type of problem bodies. */
+export const PROBLEM_CONTENT_TYPE = "application/problem+json";
+
+/** A problem details object (RFC 9457) with the rate-limit draft's extension members. */
+export interface ProblemDetails {
+  /** The problem type URI. */
+  readonly type: string;
+  /** A short, fixed summary of the problem type. */
+  readonly title: string;
+  /** The HTTP status code. */
+  readonly status: number;
+  /** A human-readable explanation of this occurrence. */
+  readonly detail: string;
+  /** The draft's extension: names of the violated policies, as in `RateLimit-Policy`. */
+  readonly "violated-policies": readonly string[];
+  /** Seconds to wait before retrying, as in `Retry-After`; absent when unknown. */
+  readonly retryAfter?: number;
+}
+
+/** The body of a 429: which policies were exceeded and how long to wait. */
+export function quotaExceededProblem(d: Decision): ProblemDetails {
+  const retryAfter = retryAfterSeconds(d);
+  const violated = violatedPolicies(d);
+  return {
+    type: QUOTA_EXCEEDED_TYPE,
+    title: "Request cannot be satisfied as assigned quota has been exceeded",
+    status: 429,
+    detail: `Rate limit exceeded (${violated.join(", ")}); retry in ${retryAfter} s.`,
+    "violated-policies": violated,
+    retryAfter,
+  };
+}
+
+/**
+ * The body of a 503 sent when the counter store failed and the policy fails closed
+ * (`onStoreError: "deny"`): the client exceeded nothing, the server cannot check.
+ */
+export function storeUnavailableProblem(d: Decision): ProblemDetails {
+  return {
+    type: REDUCED_CAPACITY_TYPE,
+    title: "Request cannot be satisfied due to temporary server capacity constraints",
+    status: 503,
+    detail:
+      "The rate limiter cannot reach its store and is configured to deny requests until it can.",
+    "violated-policies": d.rules.map((_, i) => ruleItemName(d, i)),
+  };
+}

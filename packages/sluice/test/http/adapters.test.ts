@@ -1,0 +1,550 @@
+/**
+ * Every adapter through a real server on loopback with real HTTP requests. One scenario
+ * table, five frameworks (as hono runs one router case file against every router).
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import { createLimiter, memoryStore, type Store } from "sluice";
+import type { DecisionEvent } from "../../src/http/index.js";
+import { QUOTA_EXCEEDED_TYPE } from "../../src/http/index.js";
+import { type HarnessOptions, type Running, harnesses, releaseHold } from "./harness.js";
+
+const T0 = 1_700_000_000_000;
+
+/** A memory store on an injected clock. */
+function clocked() {
+  let t = T0;
+  return { store: memoryStore({ now: () => t }), now: () => t, advance: (ms: number) => (t += ms) };
+}
+
+/** A store whose every call fails, as an unreachable Redis would. */
+const brokenStore: Store = {
+  kind: "broken",
+  decide: () => Promise.reject(new Error("connection refused")),
+  peek: () => Promise.reject(new Error("connection refused")),
+  adjust: () => Promise.reject(new Error("connection refused")),
+  release: () => Promise.reject(new Error("connection refused")),
+  reset: () => Promise.reject(new Error("connection refused")),
+};
+
+const RATE_HEADERS = [
+  "x-ratelimit-limit",
+  "x-ratelimit-remaining",
+  "x-ratelimit-reset",
+  "x-ratelimit-used",
+  "ratelimit-policy",
+  "ratelimit",
+  "retry-after",
+];
+
+function rateHeaders(res: Response): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const h of RATE_HEADERS) {
+    const v = res.headers.get(h);
+    if (v !== null) out[h] = v;
+  }
+  return out;
+}
+
+async function get(
+  url: string,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+): Promise<Response & { text_: string }> {
+  const res = await fetch(url, { headers, signal });
+  const text_ = await res.text();
+  return Object.assign(res, { text_ });
+}
+
+describe.each(harnesses)("$name adapter", (h) => {
+  let running: Running | undefined;
+  const start = async (o: HarnessOptions) => (running = await h.start(o));
+  afterEach(async () => {
+    releaseHold();
+    await running?.close();
+    running = undefined;
+  });
+
+  it("sends exact headers, 429 after the limit, and Retry-After that a retry honours", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 2, period: "10s" }] },
+    });
+    const { url } = await start({ limiter, clock: c.now });
+
+    const a = await get(url);
+    expect(a.status).toBe(200);
+    expect(a.text_).toBe("ok");
+    expect(rateHeaders(a)).toEqual({
+      "x-ratelimit-limit": "2",
+      "x-ratelimit-remaining": "1",
+      "x-ratelimit-reset": String((T0 + 5000) / 1000),
+      "x-ratelimit-used": "1",
+      "ratelimit-policy": '"api";q=2;w=10',
+      ratelimit: '"api";r=1;t=5',
+    });
+    const b = await get(url);
+    expect(rateHeaders(b)).toMatchObject({
+      "x-ratelimit-remaining": "0",
+      ratelimit: '"api";r=0;t=10',
+    });
+
+    const denied = await get(url);
+    expect(denied.status).toBe(429);
+    expect(denied.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+    expect(rateHeaders(denied)).toEqual({
+      "x-ratelimit-limit": "2",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-reset": String((T0 + 10_000) / 1000),
+      "x-ratelimit-used": "2",
+      "ratelimit-policy": '"api";q=2;w=10',
+      ratelimit: '"api";r=0;t=10',
+      "retry-after": "5",
+    });
+    expect(JSON.parse(denied.text_)).toEqual({
+      type: QUOTA_EXCEEDED_TYPE,
+      title: "Request cannot be satisfied as assigned quota has been exceeded",
+      status: 429,
+      detail: "Rate limit exceeded (api); retry in 5 s.",
+      "violated-policies": ["api"],
+      retryAfter: 5,
+    });
+
+    c.advance(5000 - 1);
+    expect((await get(url)).status).toBe(429);
+    c.advance(1);
+    const retried = await get(url);
+    expect(retried.status).toBe(200);
+    expect(rateHeaders(retried)["x-ratelimit-remaining"]).toBe("0");
+  });
+
+  it("lists every rule of a multi-rule policy and names the violated one", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: {
+        name: "api",
+        algorithm: "fixed-window",
+        rules: [
+          { limit: 1, period: "1s" },
+          { limit: 3, period: "1m" },
+        ],
+      },
+    });
+    const { url } = await start({ limiter, headers: "ietf", clock: c.now });
+    const a = await get(url);
+    expect(rateHeaders(a)).toEqual({
+      "ratelimit-policy": '"api-0";q=1;w=1, "api-1";q=3;w=60',
+      ratelimit: '"api-0";r=0;t=1, "api-1";r=2;t=40',
+    });
+    const b = await get(url);
+    expect(b.status).toBe(429);
+    expect(JSON.parse(b.text_)["violated-policies"]).toEqual(["api-0"]);
+    expect(rateHeaders(b)).toMatchObject({
+      "ratelimit-policy": '"api-0";q=1;w=1, "api-1";q=3;w=60',
+      "retry-after": "1",
+    });
+    expect(rateHeaders(b).ratelimit).toMatch(/^"api-0";r=0;t=1, "api-1";r=\d;t=40$/);
+  });
+
+  it("sends no rate-limit headers with headers: false, but Retry-After on a 429", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const { url } = await start({ limiter, headers: false, clock: c.now });
+    expect(rateHeaders(await get(url))).toEqual({});
+    expect(rateHeaders(await get(url))).toEqual({ "retry-after": "60" });
+  });
+
+  it("ignores a spoofed X-Forwarded-For without trusted proxies", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const keys: string[] = [];
+    const { url } = await start({ limiter, clock: c.now, onDecision: (e) => keys.push(e.key) });
+    expect((await get(url, { "x-forwarded-for": "198.51.100.1" })).status).toBe(200);
+    expect(
+      (await get(url, { "x-forwarded-for": "198.51.100.2", forwarded: "for=198.51.100.3" })).status,
+    ).toBe(429);
+    expect(keys).toEqual(["ip:127.0.0.1", "ip:127.0.0.1"]);
+  });
+
+  it("believes X-Forwarded-For from a trusted proxy", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const keys: string[] = [];
+    const { url } = await start({
+      limiter,
+      clock: c.now,
+      trustProxy: ["loopback"],
+      onDecision: (e) => keys.push(e.key),
+    });
+    expect((await get(url, { "x-forwarded-for": "6.6.6.6, 198.51.100.1" })).status).toBe(200);
+    expect((await get(url, { "x-forwarded-for": "198.51.100.2" })).status).toBe(200);
+    expect((await get(url, { "x-forwarded-for": "7.7.7.7, 198.51.100.1" })).status).toBe(429);
+    expect(keys).toEqual(["ip:198.51.100.1", "ip:198.51.100.2", "ip:198.51.100.1"]);
+  });
+
+  it("groups IPv6 clients by /64 (peer on ::1 is a trusted proxy)", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const keys: string[] = [];
+    const { url } = await start({
+      limiter,
+      clock: c.now,
+      host: "::1",
+      trustProxy: ["::1"],
+      onDecision: (e) => keys.push(e.key),
+    });
+    expect((await get(url, { "x-forwarded-for": "2001:db8:1:2::1" })).status).toBe(200);
+    expect((await get(url, { "x-forwarded-for": "2001:db8:1:2:ffff:ffff:ffff:fffe" })).status).toBe(
+      429,
+    );
+    expect((await get(url, { "x-forwarded-for": "2001:DB8:1:3::1" })).status).toBe(200);
+    expect((await get(url, { "x-forwarded-for": "::ffff:203.0.113.9" })).status).toBe(200);
+    expect((await get(url, { "x-forwarded-for": "203.0.113.9" })).status).toBe(429);
+    expect(keys).toEqual([
+      "ip:2001:db8:1:2::/64",
+      "ip:2001:db8:1:2::/64",
+      "ip:2001:db8:1:3::/64",
+      "ip:203.0.113.9",
+      "ip:203.0.113.9",
+    ]);
+  });
+
+  it("keys a direct IPv6 peer by its /64", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 5, period: "1m" }] },
+    });
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      clock: c.now,
+      host: "::1",
+      onDecision: (e) => events.push(e as DecisionEvent),
+    });
+    await get(url, { "x-forwarded-for": "2001:db8::1" });
+    expect(events.map((e) => [e.key, e.request.address, e.request.peer])).toEqual([
+      ["ip:::/64", "::1", "::1"],
+    ]);
+  });
+
+  it("wait: holds requests in arrival order until they may pass", async () => {
+    // 1 request per 100 ms, no burst: the 2nd waits ~100 ms, the 3rd ~200 ms.
+    const limiter = createLimiter({
+      policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
+    });
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      strategy: { type: "wait", maxWaitMs: 2000 },
+      onDecision: (e) => events.push(e as DecisionEvent),
+    });
+    const t0 = performance.now();
+    const done: number[] = [];
+    const results = await Promise.all(
+      [0, 1, 2].map(async (i) => {
+        await new Promise((r) => setTimeout(r, i * 5)); // arrival order 0, 1, 2
+        const res = await get(url);
+        done.push(i);
+        return { status: res.status, ms: performance.now() - t0 };
+      }),
+    );
+    expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(done).toEqual([0, 1, 2]);
+    expect(results[2]!.ms).toBeGreaterThanOrEqual(190);
+    expect(events.map((e) => e.action)).toEqual(["allowed", "waited", "waited"]);
+  });
+
+  it("wait: rejects with 429 when the wait would exceed maxWaitMs", async () => {
+    const limiter = createLimiter({
+      policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
+    });
+    const { url } = await start({ limiter, strategy: { type: "wait", maxWaitMs: 150 } });
+    const statuses = await Promise.all(
+      [0, 1, 2].map(
+        async (i) => (await new Promise((r) => setTimeout(r, i * 5)), (await get(url)).status),
+      ),
+    );
+    expect(statuses).toEqual([200, 200, 429]);
+    // a wait known to be too long is refused at once
+    const slow = createLimiter({ policy: { name: "slow", rules: [{ limit: 1, period: "1m" }] } });
+    await running?.close();
+    const again = await start({ limiter: slow, strategy: { type: "wait", maxWaitMs: 150 } });
+    await get(again.url);
+    const t = performance.now();
+    const r = await get(again.url);
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("60");
+    expect(performance.now() - t).toBeLessThan(100);
+  });
+
+  it("wait: gives up when the client disconnects", async () => {
+    const limiter = createLimiter({
+      policy: { name: "wait", rules: [{ limit: 1, period: "2s" }] },
+    });
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      strategy: { type: "wait", maxWaitMs: 5000 },
+      onDecision: (e) => events.push(e as DecisionEvent),
+    });
+    await get(url);
+    const ac = new AbortController();
+    const pending = get(url, {}, ac.signal).catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 50));
+    ac.abort();
+    await pending;
+    const t = performance.now();
+    while (!events.some((e) => e.action === "aborted") && performance.now() - t < 1000)
+      await new Promise((r) => setTimeout(r, 10));
+    expect(events.map((e) => e.action)).toEqual(["allowed", "aborted"]);
+  });
+
+  it("degrade: calls the fallback with the headers set", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const { url } = await start({ limiter, clock: c.now, strategy: "degrade" });
+    expect((await get(url)).text_).toBe("ok");
+    const d = await get(url);
+    expect(d.status).toBe(200);
+    expect(d.text_).toBe("degraded");
+    expect(d.headers.get("x-degraded")).toBe("1");
+    expect(rateHeaders(d)).toMatchObject({
+      "x-ratelimit-remaining": "0",
+      ratelimit: '"api";r=0;t=60',
+    });
+    expect(d.headers.get("retry-after")).toBeNull();
+  });
+
+  it("shadow: lets denied requests pass and reports them", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const denied: DecisionEvent[] = [];
+    const actions: string[] = [];
+    const { url } = await start({
+      limiter,
+      clock: c.now,
+      strategy: { type: "shadow", onDeny: (e) => denied.push(e as DecisionEvent) },
+      onDecision: (e) => actions.push(e.action),
+    });
+    expect((await get(url)).status).toBe(200);
+    const second = await get(url);
+    expect(second.status).toBe(200);
+    expect(second.text_).toBe("ok");
+    expect(second.headers.get("retry-after")).toBeNull();
+    expect(denied).toHaveLength(1);
+    expect(denied[0]!.decision.allowed).toBe(false);
+    expect(denied[0]!.decision.retryAfterMs).toBe(60_000);
+    expect(actions).toEqual(["allowed", "shadowed"]);
+  });
+
+  it("countOnly: failed refunds successful responses", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] },
+    });
+    const { url } = await start({ limiter, clock: c.now, countOnly: "failed" });
+    for (let i = 0; i < 4; i++) {
+      expect((await get(url)).status).toBe(200);
+      await settle(() => limiter.peek("ip:127.0.0.1").then((d) => d.remaining === 2));
+    }
+    expect((await get(`${url}/fail`)).status).toBe(500);
+    expect((await get(`${url}/fail`)).status).toBe(500);
+    await settle(() => limiter.peek("ip:127.0.0.1").then((d) => d.remaining === 0));
+    expect((await get(url)).status).toBe(429);
+  });
+
+  it("countOnly: successful refunds failed responses", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const { url } = await start({ limiter, clock: c.now, countOnly: "successful" });
+    for (let i = 0; i < 3; i++) {
+      expect((await get(`${url}/fail`)).status).toBe(500);
+      await settle(() => limiter.peek("ip:127.0.0.1").then((d) => d.remaining === 1));
+    }
+    expect((await get(url)).status).toBe(200);
+    expect((await get(url)).status).toBe(429);
+  });
+
+  it("concurrency: holds a slot until the response ends", async () => {
+    const limiter = createLimiter({
+      policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
+    });
+    const { url } = await start({ limiter });
+    const held = get(`${url}/hold`);
+    await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
+    const busy = await get(url);
+    expect(busy.status).toBe(429);
+    expect(rateHeaders(busy)).toMatchObject({
+      "ratelimit-policy": '"jobs";q=1;qu="concurrent-requests"',
+      ratelimit: '"jobs";r=0',
+    });
+    releaseHold();
+    const first = await held;
+    expect(first.status).toBe(200);
+    expect(rateHeaders(first)).toEqual({
+      "x-ratelimit-limit": "1",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-used": "1",
+      "ratelimit-policy": '"jobs";q=1;qu="concurrent-requests"',
+      ratelimit: '"jobs";r=0',
+    });
+    await settle(() => limiter.peek("ip:127.0.0.1").then((d) => d.allowed));
+    expect((await get(url)).status).toBe(200);
+  });
+
+  it("store failure, onStoreError deny: 503 with only true headers", async () => {
+    const limiter = createLimiter({
+      store: brokenStore,
+      policy: { name: "api", rules: [{ limit: 10, period: "1m" }], onStoreError: "deny" },
+    });
+    const { url } = await start({ limiter });
+    const r = await get(url);
+    expect(r.status).toBe(503);
+    expect(rateHeaders(r)).toEqual({
+      "x-ratelimit-limit": "10",
+      "ratelimit-policy": '"api";q=10;w=60',
+    });
+    expect(JSON.parse(r.text_)).toMatchObject({
+      status: 503,
+      type: "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity",
+    });
+  });
+
+  it("store failure, onStoreError allow: passes with only true headers", async () => {
+    const limiter = createLimiter({
+      store: brokenStore,
+      policy: { name: "api", rules: [{ limit: 10, period: "1m" }], onStoreError: "allow" },
+    });
+    const actions: string[] = [];
+    const { url } = await start({
+      limiter,
+      onDecision: (e) => actions.push(`${e.action}:${e.decision.reason}`),
+    });
+    const r = await get(url);
+    expect(r.status).toBe(200);
+    expect(rateHeaders(r)).toEqual({
+      "x-ratelimit-limit": "10",
+      "ratelimit-policy": '"api";q=10;w=60',
+    });
+    expect(actions).toEqual(["allowed:store-error"]);
+  });
+
+  it("skip and allowList leave requests unlimited and without headers", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const { url } = await start({ limiter, clock: c.now, allowList: ["127.0.0.0/8"] });
+    for (let i = 0; i < 3; i++) expect(rateHeaders(await get(url))).toEqual({});
+    await running?.close();
+    const again = await start({ limiter, clock: c.now, skip: (req) => req.path === "/users/1" });
+    for (let i = 0; i < 3; i++) expect((await get(`${again.url}/users/1`)).status).toBe(200);
+    expect((await get(again.url)).status).toBe(200);
+    expect((await get(again.url)).status).toBe(429);
+  });
+
+  it("tiers: authenticated users by id, anonymous callers by IP", async () => {
+    const c = clocked();
+    const authed = createLimiter({
+      store: c.store,
+      policy: { name: "authed", rules: [{ limit: 3, period: "1h" }] },
+    });
+    const anon = createLimiter({
+      store: c.store,
+      policy: { name: "anon", rules: [{ limit: 1, period: "1h" }] },
+    });
+    const { url } = await start({
+      clock: c.now,
+      limiter: (req) => {
+        const user = req.header("x-user");
+        return user ? { limiter: authed, key: () => `user:${user}` } : anon;
+      },
+    });
+    expect((await get(url)).status).toBe(200);
+    expect((await get(url)).status).toBe(429);
+    const alice = await get(url, { "x-user": "alice" });
+    expect(alice.status).toBe(200);
+    expect(rateHeaders(alice)["x-ratelimit-limit"]).toBe("3");
+    expect((await get(url, { "x-user": "alice" })).status).toBe(200);
+    expect((await get(url, { "x-user": "alice" })).status).toBe(200);
+    expect((await get(url, { "x-user": "alice" })).status).toBe(429);
+    expect((await get(url, { "x-user": "bob" })).status).toBe(200);
+  });
+
+  it("custom cost and API-key identity", async () => {
+    const c = clocked();
+    const limiter = createLimiter({
+      store: c.store,
+      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 10, period: "1m" }] },
+    });
+    const { keys } = await import("../../src/http/index.js");
+    const seen: string[] = [];
+    const { url } = await start({
+      limiter,
+      clock: c.now,
+      key: keys.apiKey(),
+      cost: (req) => (req.path.startsWith("/users") ? 4 : 1),
+      onDecision: (e) => seen.push(e.key),
+    });
+    const a = await get(`${url}/users/1`, { "x-api-key": "secret-1" });
+    expect(rateHeaders(a)["x-ratelimit-remaining"]).toBe("6");
+    const b = await get(url, { "x-api-key": "secret-2" });
+    expect(rateHeaders(b)["x-ratelimit-remaining"]).toBe("9");
+    expect(seen[0]).toMatch(/^apikey:[\w-]{27}$/);
+    expect(seen[0]).not.toContain("secret");
+    expect(seen[0]).not.toBe(seen[1]);
+  });
+
+  it("answers 500 (never passes) when a key function throws", async () => {
+    const limiter = createLimiter({ policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
+    const { url } = await start({
+      limiter,
+      key: () => {
+        throw new Error("boom");
+      },
+    });
+    const err = console.error;
+    console.error = () => undefined;
+    try {
+      const r = await get(url);
+      expect(r.status).toBe(500);
+      expect(r.text_).not.toBe("ok");
+    } finally {
+      console.error = err;
+    }
+  });
+});
+
+/** Polls until the response-finished side effects (refund, release) have landed. */
+async function settle(probe: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await probe()) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error("condition never held");
+}
