@@ -1,0 +1,219 @@
+/**
+ * Request and response schemas of the HTTP API, in zod: requests are validated with them and
+ * the OpenAPI document is generated from them.
+ */
+import { z } from "zod";
+import { APP_NAME, ROLES, USERNAME, policyDocumentSchema, ruleSchema } from "./model.js";
+
+const positiveInt = z
+  .number({ error: "must be a positive integer" })
+  .int({ error: "must be a positive integer" })
+  .positive({ error: "must be a positive integer" });
+
+const policyName = z
+  .string({ error: "must be a string (a policy name)" })
+  .min(1, { error: "must not be empty" })
+  .max(128, { error: "must be at most 128 characters" });
+const key = z
+  .string({ error: "must be a string (the identifier to limit: an IP, user id, API key…)" })
+  .min(1, { error: "must not be empty" })
+  .max(4096, { error: "must be at most 4096 characters" });
+
+/** `POST /v1/limit`. */
+export const limitRequestSchema = z.strictObject({
+  policy: policyName,
+  key,
+  cost: positiveInt.optional().meta({ description: "Units to charge (default 1)." }),
+});
+
+/** `POST /v1/limit/batch`. */
+export const batchRequestSchema = z.strictObject({
+  requests: z
+    .array(limitRequestSchema, { error: "must be a list of { policy, key, cost? }" })
+    .min(1, { error: "must hold at least one request" }),
+});
+
+/** `POST /v1/peek`. */
+export const peekRequestSchema = z.strictObject({ policy: policyName, key });
+
+/** `POST /v1/release`. */
+export const releaseRequestSchema = z.strictObject({
+  policy: policyName,
+  key,
+  leaseId: z
+    .string({ error: "must be a string (the decision's leaseId)" })
+    .min(1, { error: "must not be empty" })
+    .max(200),
+});
+
+const ruleDecisionSchema = z.object({
+  allowed: z.boolean(),
+  remaining: z.number(),
+  resetAfterMs: z.number(),
+  retryAfterMs: z.number(),
+  limit: z.number(),
+  periodMs: z.number(),
+  burst: z.number(),
+});
+
+/** A decision, as answered by the decision API. */
+export const decisionSchema = z.object({
+  allowed: z.boolean(),
+  limit: z.number(),
+  remaining: z
+    .number()
+    .meta({ description: "Requests of cost 1 still allowed right after this decision." }),
+  resetAfterMs: z.number(),
+  retryAfterMs: z.number().meta({
+    description: "0 when allowed; when denied, the wait after which the same request would pass.",
+  }),
+  policy: z.string(),
+  rule: z.number().meta({ description: "Index of the reported rule in `rules`." }),
+  rules: z.array(ruleDecisionSchema),
+  cost: z.number(),
+  reason: z.enum(["blocked", "store-error", "insurance", "deny-cache", "shadow"]).optional(),
+  leaseId: z
+    .string()
+    .optional()
+    .meta({ description: "concurrency: the lease taken; release it with POST /v1/release." }),
+  disabled: z.boolean().optional().meta({
+    description: "Present when the policy is disabled: everything is allowed, nothing counted.",
+  }),
+});
+
+/** `POST /v1/limit/batch` answer. */
+export const batchResponseSchema = z.object({ results: z.array(decisionSchema) });
+
+/** Every error body. */
+export const errorSchema = z.object({
+  error: z.object({
+    code: z.string(),
+    message: z.string(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  }),
+});
+
+/** `POST /v1/admin/login`. */
+export const loginRequestSchema = z.strictObject({
+  username: z
+    .string({ error: "must be a string" })
+    .min(1, { error: "must not be empty" })
+    .max(64, { error: "must be at most 64 characters" }),
+  password: z
+    .string({ error: "must be a string" })
+    .min(1, { error: "must not be empty" })
+    .max(1024, { error: "must be at most 1024 characters" }),
+});
+
+/** `POST /v1/admin/login` answer. */
+export const loginResponseSchema = z.object({
+  token: z.string(),
+  expiresAt: z.string(),
+  user: z.object({ username: z.string(), role: z.enum(ROLES), apps: z.array(z.string()) }),
+});
+
+/** `PUT /v1/admin/policies/:name` and the draft: a policy document, plus optimistic concurrency. */
+export const policyWriteSchema = policyDocumentSchema.extend({
+  name: z
+    .string()
+    .optional()
+    .meta({ description: "Taken from the URL; when given it must match." }),
+  expectVersion: positiveInt
+    .optional()
+    .meta({ description: "Refuse (409) unless the stored version is this one." }),
+});
+
+/** `POST /v1/admin/policies/import`. */
+export const importRequestSchema = z.strictObject({
+  policies: z
+    .array(z.unknown(), { error: "must be a list of policy documents" })
+    .meta({ description: "Policy documents (see PolicyDocument)." }),
+  prune: z
+    .boolean({ error: "must be true or false" })
+    .optional()
+    .meta({ description: "Delete policies that are not in the list." }),
+  dryRun: z
+    .boolean({ error: "must be true or false" })
+    .optional()
+    .meta({ description: "Validate and report the plan; change nothing." }),
+});
+
+/** `POST /v1/admin/apps`. */
+export const appCreateSchema = z.strictObject({
+  name: z
+    .string({ error: "must be a string" })
+    .regex(APP_NAME, { error: "must be 1–64 letters, digits, '.', '_' or '-'" }),
+  description: z
+    .string({ error: "must be a string" })
+    .max(2000, { error: "must be at most 2000 characters" })
+    .optional(),
+});
+
+const password = z
+  .string({ error: "must be a string" })
+  .min(8, { error: "must be at least 8 characters" })
+  .max(1024, { error: "must be at most 1024 characters" });
+const role = z.enum(ROLES, { error: `must be one of ${ROLES.join(", ")}` });
+const ownedApps = z.array(
+  z.string({ error: "must be an app name" }).regex(APP_NAME, { error: "must be an app name" }),
+  { error: "must be a list of app names" },
+);
+
+/** `POST /v1/admin/users`. */
+export const userCreateSchema = z.strictObject({
+  username: z
+    .string({ error: "must be a string" })
+    .regex(USERNAME, { error: "must be 1–64 letters, digits, '.', '_', '-' or '@'" }),
+  password,
+  role,
+  apps: ownedApps.optional().meta({ description: "owner: the apps this user owns." }),
+});
+
+/** `PATCH /v1/admin/users/:username`. */
+export const userUpdateSchema = z.strictObject({
+  password: password.optional(),
+  role: role.optional(),
+  apps: ownedApps.optional(),
+});
+
+/** Query of `GET /v1/admin/audit`. */
+export const auditQuerySchema = z.strictObject({
+  limit: z.coerce
+    .number({ error: "must be an integer from 1 to 500" })
+    .int({ error: "must be an integer from 1 to 500" })
+    .min(1, { error: "must be an integer from 1 to 500" })
+    .max(500, { error: "must be an integer from 1 to 500" })
+    .default(100),
+  before: z.coerce
+    .number({ error: "must be an audit id" })
+    .int({ error: "must be an audit id" })
+    .positive({ error: "must be an audit id" })
+    .optional(),
+  target: z.string().max(200).optional(),
+});
+
+/** A path's version number. */
+export const versionParamSchema = z.coerce
+  .number({ error: "must be a version number" })
+  .int({ error: "must be a version number" })
+  .positive({ error: "must be a version number" });
+
+/** Schemas named in the OpenAPI document's components. */
+export const namedSchemas = {
+  Rule: ruleSchema,
+  PolicyDocument: policyDocumentSchema,
+  PolicyWrite: policyWriteSchema,
+  LimitRequest: limitRequestSchema,
+  BatchRequest: batchRequestSchema,
+  PeekRequest: peekRequestSchema,
+  ReleaseRequest: releaseRequestSchema,
+  Decision: decisionSchema,
+  BatchResponse: batchResponseSchema,
+  Error: errorSchema,
+  LoginRequest: loginRequestSchema,
+  LoginResponse: loginResponseSchema,
+  ImportRequest: importRequestSchema,
+  AppCreate: appCreateSchema,
+  UserCreate: userCreateSchema,
+  UserUpdate: userUpdateSchema,
+} as const;

@@ -1,0 +1,304 @@
+/**
+ * The `sluice` command: `serve`, `admin create-user`, `policy export|import|validate`, `check`.
+ */
+import { readFileSync, writeFileSync } from "node:fs";
+import { Command, Option } from "commander";
+import { pino } from "pino";
+import { createLimiter, definePolicy, memoryStore } from "sluice";
+import { ZodError } from "zod";
+import { userCreateSchema } from "./api-schemas.js";
+import { CONFIG_KEYS, ConfigError, type ServerConfig, loadConfig, redactUrl } from "./config.js";
+import { openCounters } from "./counters.js";
+import { openDatabase } from "./db/connect.js";
+import { ApiError, zodIssues } from "./errors.js";
+import { createMetrics } from "./metrics.js";
+import { documentToInput } from "./model.js";
+import { exportPolicyFile, parsePolicyFile } from "./policy-file.js";
+import { Repository } from "./repository.js";
+import { createAdminHint, createService } from "./service.js";
+
+const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
+  port: "port to listen on (default 8080; 0 picks a free one)",
+  host: "interface to listen on (default 127.0.0.1; 0.0.0.0 for all)",
+  dataDir: "directory of the SQLite policy database (default ./.sluice-data)",
+  databaseUrl: "postgres://… to keep policies in PostgreSQL instead of SQLite",
+  redisUrl:
+    "redis://…, redis-sentinel://h:p,h:p/master, or a comma list (Cluster) for shared counters",
+  logLevel: "fatal|error|warn|info|debug|trace|silent (default info)",
+  pollIntervalMs: "how often to check the database for policy changes, ms (default 250)",
+  shutdownTimeoutMs: "longest wait for in-flight requests on SIGTERM, ms (default 10000)",
+  sessionTtl: "admin session lifetime, e.g. 12h (default 12h)",
+  trustProxy: "trust X-Forwarded-For for the client IP (default false)",
+  loginLimitPerUser: "sign-in attempts per username per minute (default 5)",
+  loginLimitPerIp: "sign-in attempts per client IP per minute (default 20)",
+  bodyLimit: "largest request body in bytes (default 1048576)",
+  maxBatch: "most requests in one batch (default 1000)",
+};
+
+type Key = keyof typeof CONFIG_KEYS;
+const DB_KEYS: Key[] = ["dataDir", "databaseUrl"];
+
+function addConfigOptions(cmd: Command, keys: readonly Key[]): Command {
+  cmd.option("-c, --config <file>", "config file (YAML or JSON; env SLUICE_CONFIG)");
+  for (const key of keys) {
+    const { flag, env } = CONFIG_KEYS[key];
+    const value = key === "trustProxy" ? `${flag} [bool]` : `${flag} <value>`;
+    cmd.addOption(new Option(value, `${DESCRIPTIONS[key]} [env ${env.join(", ")}]`));
+  }
+  return cmd;
+}
+
+function configFrom(opts: Record<string, unknown>, keys: readonly Key[]): ServerConfig {
+  const flags: Record<string, unknown> = {};
+  for (const key of keys) if (opts[key] !== undefined) flags[key] = opts[key];
+  return loadConfig({
+    flags,
+    env: process.env,
+    file: typeof opts.config === "string" ? opts.config : undefined,
+  });
+}
+
+/** The flags that point a follow-up command at the same database. */
+function sameDatabaseFlags(opts: Record<string, unknown>): string[] {
+  const out: string[] = [];
+  if (typeof opts.config === "string") out.push(`--config ${JSON.stringify(opts.config)}`);
+  if (typeof opts.dataDir === "string") out.push(`--data-dir ${JSON.stringify(opts.dataDir)}`);
+  if (typeof opts.databaseUrl === "string") out.push(`--database-url '<the same URL>'`);
+  return out;
+}
+
+function fail(message: string, code = 1): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+}
+
+function printIssues(subject: string, issues: readonly { path: string; message: string }[]): void {
+  process.stderr.write(
+    `${subject}:\n${issues.map((i) => `  - ${i.path || "(file)"}: ${i.message}`).join("\n")}\n`,
+  );
+}
+
+async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promise<T>): Promise<T> {
+  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  try {
+    return await fn(new Repository(database));
+  } finally {
+    await database.close();
+  }
+}
+
+async function serve(opts: Record<string, unknown>): Promise<void> {
+  const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
+  const logger = pino({ level: config.logLevel, base: { service: "sluice" } });
+  const service = await createService(config, { logger });
+  if ((await service.context.repo.countAdmins()) === 0) {
+    logger.warn(
+      `No admin user exists yet. Create the first one with: ${createAdminHint(config, sameDatabaseFlags(opts))}`,
+    );
+  }
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, "shutting down: finishing in-flight requests");
+    const timer = setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timed out; exiting");
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    service.close().then(
+      () => {
+        logger.info("stopped");
+        process.exit(0);
+      },
+      (err: unknown) => {
+        logger.error({ err }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  const url = await service.listen();
+  logger.info(
+    {
+      url,
+      database: config.databaseUrl ? redactUrl(config.databaseUrl) : `sqlite ${config.dataDir}`,
+      counters: config.redisUrl ? "redis" : "memory",
+    },
+    `sluice listening on ${url}`,
+  );
+}
+
+/** Builds the command-line program. */
+export function program(): Command {
+  const cli = new Command("sluice")
+    .description("sluice: rate-limit decision service, policy store and admin")
+    .showHelpAfterError()
+    .configureHelp({ sortSubcommands: false });
+
+  addConfigOptions(
+    cli.command("serve").description("start the decision and admin API (Fastify)"),
+    Object.keys(CONFIG_KEYS) as Key[],
+  ).action(serve);
+
+  const admin = cli.command("admin").description("manage admin users directly in the database");
+  addConfigOptions(
+    admin
+      .command("create-user")
+      .description("create an admin user (the first admin is made this way)")
+      .requiredOption("--username <name>", "username")
+      .option(
+        "--password <password>",
+        "password (at least 8 characters; or env SLUICE_ADMIN_PASSWORD)",
+      )
+      .option("--role <role>", "viewer | owner | admin", "admin")
+      .option("--apps <apps>", "owner: comma-separated apps the user owns"),
+    DB_KEYS,
+  ).action(async (opts: Record<string, unknown>) => {
+    const config = configFrom(opts, DB_KEYS);
+    const input = {
+      username: opts.username,
+      password: opts.password ?? process.env.SLUICE_ADMIN_PASSWORD,
+      role: opts.role,
+      ...(typeof opts.apps === "string" ? { apps: opts.apps.split(",").filter(Boolean) } : {}),
+    };
+    const r = userCreateSchema.safeParse(input);
+    if (!r.success) {
+      printIssues(
+        "Invalid user",
+        zodIssues(r.error, "", input).map((i) => ({ ...i, path: `--${i.path}` })),
+      );
+      process.exit(1);
+    }
+    const user = await withRepo(config, (repo) =>
+      repo.createUser({ ...r.data, apps: r.data.apps ?? [] }, "cli"),
+    );
+    process.stdout.write(`created ${user.role} "${user.username}"\n`);
+  });
+
+  const policy = cli
+    .command("policy")
+    .description("export, import and validate policy files (YAML, for GitOps)");
+  addConfigOptions(
+    policy
+      .command("export")
+      .description("write every policy as a YAML policy file")
+      .option("-o, --output <file>", "write to a file instead of stdout"),
+    DB_KEYS,
+  ).action(async (opts: Record<string, unknown>) => {
+    const config = configFrom(opts, DB_KEYS);
+    const text = await withRepo(config, async (repo) =>
+      exportPolicyFile(await repo.listPolicies()),
+    );
+    if (typeof opts.output === "string") writeFileSync(opts.output, text);
+    else process.stdout.write(text);
+  });
+  addConfigOptions(
+    policy
+      .command("import <file>")
+      .description(
+        "validate every policy in the file, then apply them in one transaction (nothing changes on any error)",
+      )
+      .option("--prune", "delete policies that are not in the file")
+      .option("--dry-run", "print what would change; change nothing")
+      .option("--actor <name>", "name recorded in the audit log", "cli"),
+    DB_KEYS,
+  ).action(async (file: string, opts: Record<string, unknown>) => {
+    const config = configFrom(opts, DB_KEYS);
+    const parsed = parsePolicyFile(readText(file));
+    if ("issues" in parsed) {
+      printIssues(`${file}: import refused, nothing was changed`, parsed.issues);
+      process.exit(1);
+    }
+    const prune = opts.prune === true;
+    const plan = await withRepo(config, (repo) =>
+      opts.dryRun
+        ? repo.planImport(parsed.docs, prune)
+        : repo.importPolicies(parsed.docs, String(opts.actor), { prune }),
+    );
+    const verb = opts.dryRun ? "would " : "";
+    process.stdout.write(
+      `${opts.dryRun ? "dry run: " : ""}${verb}create ${plan.create.length}, ${verb}update ${plan.update.length}, ${verb}delete ${plan.delete.length}, unchanged ${plan.unchanged.length}\n` +
+        [
+          ...plan.create.map((n) => `  + ${n}`),
+          ...plan.update.map((n) => `  ~ ${n}`),
+          ...plan.delete.map((n) => `  - ${n}`),
+        ]
+          .map((l) => `${l}\n`)
+          .join(""),
+    );
+  });
+  policy
+    .command("validate <file>")
+    .description("check a policy file without touching any database")
+    .action((file: string) => {
+      const parsed = parsePolicyFile(readText(file));
+      if ("issues" in parsed) {
+        printIssues(`${file} is invalid`, parsed.issues);
+        process.exit(1);
+      }
+      process.stdout.write(
+        `${file}: ${parsed.docs.length} valid ${parsed.docs.length === 1 ? "policy" : "policies"}\n`,
+      );
+    });
+
+  addConfigOptions(
+    cli
+      .command("check <policy> <key>")
+      .description(
+        "decide one request against the configured stores and print the decision (exit 0 allowed, 2 denied)",
+      )
+      .option("--cost <n>", "units to charge", "1")
+      .option("--peek", "do not charge; show what a request would get"),
+    [...DB_KEYS, "redisUrl"],
+  ).action(async (name: string, key: string, opts: Record<string, unknown>) => {
+    const config = configFrom(opts, [...DB_KEYS, "redisUrl"]);
+    const rec = await withRepo(config, (repo) => repo.getPolicy(name));
+    if (!rec) fail(`unknown policy "${name}"`, 1);
+    const cost = Number(opts.cost);
+    const counters = config.redisUrl
+      ? openCounters({ redisUrl: config.redisUrl, metrics: createMetrics() })
+      : { store: memoryStore(), close: () => Promise.resolve() };
+    try {
+      const limiter = createLimiter({
+        store: counters.store,
+        policy: definePolicy(documentToInput(rec.doc)),
+      });
+      const d = opts.peek ? await limiter.peek(key) : await limiter.limit(key, { cost });
+      process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+      process.exitCode = d.allowed ? 0 : 2;
+    } finally {
+      await counters.close();
+    }
+  });
+
+  return cli;
+}
+
+function readText(file: string): string {
+  try {
+    return file === "-" ? readFileSync(0, "utf8") : readFileSync(file, "utf8");
+  } catch (err) {
+    return fail(`cannot read ${file}: ${(err as Error).message}`);
+  }
+}
+
+async function main(): Promise<void> {
+  try {
+    await program().parseAsync(process.argv);
+  } catch (err) {
+    if (err instanceof ConfigError) fail(err.message);
+    if (err instanceof ApiError) {
+      if (err.issues) printIssues(err.message.split(":")[0] ?? "Error", err.issues);
+      fail(err.issues ? "" : err.message);
+    }
+    if (err instanceof ZodError) fail(err.message);
+    fail(`sluice: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+void main();

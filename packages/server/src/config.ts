@@ -1,0 +1,275 @@
+/**
+ * Configuration: flags override environment variables, which override the config file (YAML or
+ * JSON), which overrides the defaults. Validated once with zod into a frozen {@link ServerConfig};
+ * every error names the field and where its value came from.
+ */
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { type Duration, ValidationError, formatDuration, parseDuration } from "sluice";
+import { parse as parseYaml } from "yaml";
+import { z } from "zod";
+
+/** The resolved, validated configuration. */
+export interface ServerConfig {
+  /** TCP port; 0 picks a free one. Default 8080. */
+  readonly port: number;
+  /** Interface to listen on. Default `127.0.0.1`. */
+  readonly host: string;
+  /** Directory of the SQLite policy database (`sluice.db`). Default `./.sluice-data`. */
+  readonly dataDir: string;
+  /** `postgres://…` to keep policies in PostgreSQL; unset: SQLite under `dataDir`. */
+  readonly databaseUrl: string | undefined;
+  /** `redis://…`, `redis-sentinel://h:p,h:p/master`, or a comma list (Cluster); unset: memory counters. */
+  readonly redisUrl: string | undefined;
+  /** pino level. Default `info`. */
+  readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+  /** How often each node checks the database for policy changes (ms). Default 250. */
+  readonly pollIntervalMs: number;
+  /** Longest a graceful shutdown waits for in-flight requests (ms). Default 10000. */
+  readonly shutdownTimeoutMs: number;
+  /** Lifetime of an admin session token (ms). Default 12 h. */
+  readonly sessionTtlMs: number;
+  /** Trust `X-Forwarded-For` from proxies (for the client IP used in sign-in limits). Default false. */
+  readonly trustProxy: boolean;
+  /** Sign-in attempts allowed per username per minute. Default 5. */
+  readonly loginLimitPerUser: number;
+  /** Sign-in attempts allowed per client IP per minute. Default 20. */
+  readonly loginLimitPerIp: number;
+  /** Largest request body (bytes). Default 1 MiB. */
+  readonly bodyLimit: number;
+  /** Most requests in one batch. Default 1000. */
+  readonly maxBatch: number;
+}
+
+/** A configuration error: every bad field with where its value came from. */
+export class ConfigError extends Error {
+  /** Each problem: the field (`port`) and its message, which names the source. */
+  readonly issues: readonly { path: string; message: string }[];
+  constructor(issues: { path: string; message: string }[]) {
+    super(`Invalid configuration:\n${issues.map((i) => `  - ${i.path}: ${i.message}`).join("\n")}`);
+    this.name = "ConfigError";
+    this.issues = issues;
+  }
+}
+
+const int = (min: number, max: number) =>
+  z.unknown().transform((v, ctx) => {
+    const n = typeof v === "string" && /^\s*-?\d+\s*$/.test(v) ? Number(v) : v;
+    if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
+      ctx.addIssue({
+        code: "custom",
+        message: `must be an integer from ${min} to ${max} (got ${show(v)})`,
+      });
+      return z.NEVER;
+    }
+    return n;
+  });
+
+const duration = (minMs: number) =>
+  z.unknown().transform((v, ctx) => {
+    const raw = typeof v === "string" && /^\s*\d+\s*$/.test(v) ? Number(v) : v;
+    let ms: number;
+    try {
+      ms = parseDuration(raw as Duration);
+    } catch (err) {
+      ctx.addIssue({
+        code: "custom",
+        message:
+          err instanceof ValidationError ? (err.issues[0]?.message ?? err.message) : String(err),
+      });
+      return z.NEVER;
+    }
+    if (ms < minMs) {
+      ctx.addIssue({
+        code: "custom",
+        message: `must be at least ${formatDuration(minMs)} (got ${show(v)})`,
+      });
+      return z.NEVER;
+    }
+    return ms;
+  });
+
+const bool = z.unknown().transform((v, ctx) => {
+  if (typeof v === "boolean") return v;
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0") return false;
+  ctx.addIssue({ code: "custom", message: `must be true or false (got ${show(v)})` });
+  return z.NEVER;
+});
+
+const nonEmpty = (what: string) =>
+  z
+    .string({ error: `must be a string (${what})` })
+    .trim()
+    .min(1, { error: "must not be empty" });
+
+/** The schema of the configuration (camelCase keys, as in the config file). */
+export const configSchema = z.strictObject({
+  port: int(0, 65535).default(8080),
+  host: nonEmpty("an interface address").default("127.0.0.1"),
+  dataDir: nonEmpty("a directory").default("./.sluice-data"),
+  databaseUrl: nonEmpty("a URL")
+    .refine((v) => /^postgres(ql)?:\/\//.test(v), {
+      error: "must be a postgres:// or postgresql:// URL",
+    })
+    .optional(),
+  redisUrl: nonEmpty("a URL")
+    .refine((v) => /^(rediss?|redis-sentinel):\/\//.test(v.split(",")[0]!) || v.includes(","), {
+      error:
+        "must be redis://…, rediss://…, redis-sentinel://host:port,host:port/master, or a comma list of cluster nodes",
+    })
+    .optional(),
+  logLevel: z
+    .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], {
+      error: "must be one of fatal, error, warn, info, debug, trace, silent",
+    })
+    .default("info"),
+  pollIntervalMs: int(20, 10_000).default(250),
+  shutdownTimeoutMs: int(0, 600_000).default(10_000),
+  sessionTtl: duration(60_000).default(12 * 3_600_000),
+  trustProxy: bool.default(false),
+  loginLimitPerUser: int(1, 10_000).default(5),
+  loginLimitPerIp: int(1, 100_000).default(20),
+  bodyLimit: int(1024, 100 * 1024 * 1024).default(1024 * 1024),
+  maxBatch: int(1, 100_000).default(1000),
+});
+
+/** Every configuration key with its flag and environment variable (for `--help` and the docs). */
+export const CONFIG_KEYS: Record<
+  keyof z.input<typeof configSchema>,
+  { flag: string; env: string[] }
+> = {
+  port: { flag: "--port", env: ["PORT", "SLUICE_PORT"] },
+  host: { flag: "--host", env: ["SLUICE_HOST"] },
+  dataDir: { flag: "--data-dir", env: ["SLUICE_DATA_DIR"] },
+  databaseUrl: { flag: "--database-url", env: ["DATABASE_URL"] },
+  redisUrl: { flag: "--redis-url", env: ["REDIS_URL"] },
+  logLevel: { flag: "--log-level", env: ["SLUICE_LOG_LEVEL", "LOG_LEVEL"] },
+  pollIntervalMs: { flag: "--poll-interval-ms", env: ["SLUICE_POLL_INTERVAL_MS"] },
+  shutdownTimeoutMs: { flag: "--shutdown-timeout-ms", env: ["SLUICE_SHUTDOWN_TIMEOUT_MS"] },
+  sessionTtl: { flag: "--session-ttl", env: ["SLUICE_SESSION_TTL"] },
+  trustProxy: { flag: "--trust-proxy", env: ["SLUICE_TRUST_PROXY"] },
+  loginLimitPerUser: { flag: "--login-limit-per-user", env: ["SLUICE_LOGIN_LIMIT_PER_USER"] },
+  loginLimitPerIp: { flag: "--login-limit-per-ip", env: ["SLUICE_LOGIN_LIMIT_PER_IP"] },
+  bodyLimit: { flag: "--body-limit", env: ["SLUICE_BODY_LIMIT"] },
+  maxBatch: { flag: "--max-batch", env: ["SLUICE_MAX_BATCH"] },
+};
+
+/** Where configuration comes from; each part optional. */
+export interface ConfigSources {
+  /** Values from command-line flags, by config key (already camelCase). */
+  flags?: Partial<Record<string, unknown>>;
+  /** The environment (default: none; the CLI passes `process.env`). */
+  env?: NodeJS.ProcessEnv;
+  /** Path of a YAML or JSON config file (else `SLUICE_CONFIG` from `env`). */
+  file?: string | undefined;
+  /** Values given in code (lowest precedence after defaults), e.g. by tests. */
+  values?: Partial<Record<string, unknown>>;
+}
+
+/**
+ * Loads and validates the configuration. Throws a {@link ConfigError} naming every bad field
+ * and the source of its value (`--port`, `env PORT`, `config.yaml`).
+ */
+export function loadConfig(sources: ConfigSources = {}): ServerConfig {
+  const env = sources.env ?? {};
+  const raw: Record<string, unknown> = {};
+  const origin: Record<string, string> = {};
+  const set = (key: string, value: unknown, from: string) => {
+    if (value === undefined) return;
+    raw[key] = value;
+    origin[key] = from;
+  };
+
+  for (const [k, v] of Object.entries(sources.values ?? {})) set(k, v, "options");
+
+  const file = sources.file ?? env.SLUICE_CONFIG;
+  if (file) {
+    const content = readConfigFile(file);
+    for (const [k, v] of Object.entries(content)) set(k, v, file);
+  }
+  for (const [key, { env: names }] of Object.entries(CONFIG_KEYS)) {
+    for (const name of [...names].reverse()) {
+      const v = env[name];
+      if (v !== undefined && v !== "") set(key, v, `env ${name}`);
+    }
+  }
+  for (const [k, v] of Object.entries(sources.flags ?? {})) {
+    const flag = (CONFIG_KEYS as Record<string, { flag: string } | undefined>)[k]?.flag ?? k;
+    set(k, v, flag);
+  }
+
+  const r = configSchema.safeParse(raw);
+  if (!r.success) {
+    throw new ConfigError(
+      r.error.issues.map((i) => {
+        if (i.code === "unrecognized_keys") {
+          return {
+            path: i.keys.join(", "),
+            message: `unknown configuration key(s) (in ${file ?? "options"}); known: ${Object.keys(CONFIG_KEYS).join(", ")}`,
+          };
+        }
+        const key = String(i.path[0] ?? "");
+        return { path: key, message: `${i.message}${origin[key] ? ` (from ${origin[key]})` : ""}` };
+      }),
+    );
+  }
+  const c = r.data;
+  return Object.freeze({
+    port: c.port,
+    host: c.host,
+    dataDir: resolve(c.dataDir),
+    databaseUrl: c.databaseUrl,
+    redisUrl: c.redisUrl,
+    logLevel: c.logLevel,
+    pollIntervalMs: c.pollIntervalMs,
+    shutdownTimeoutMs: c.shutdownTimeoutMs,
+    sessionTtlMs: c.sessionTtl,
+    trustProxy: c.trustProxy,
+    loginLimitPerUser: c.loginLimitPerUser,
+    loginLimitPerIp: c.loginLimitPerIp,
+    bodyLimit: c.bodyLimit,
+    maxBatch: c.maxBatch,
+  });
+}
+
+function readConfigFile(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ConfigError([
+      { path: "config", message: `cannot read ${file}: ${(err as Error).message}` },
+    ]);
+  }
+  let data: unknown;
+  try {
+    data = file.endsWith(".json") ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    throw new ConfigError([
+      {
+        path: "config",
+        message: `${file} is not valid ${file.endsWith(".json") ? "JSON" : "YAML"}: ${(err as Error).message}`,
+      },
+    ]);
+  }
+  if (data === null || data === undefined) return {};
+  if (typeof data !== "object" || Array.isArray(data)) {
+    throw new ConfigError([
+      { path: "config", message: `${file} must hold a mapping of configuration keys` },
+    ]);
+  }
+  return data as Record<string, unknown>;
+}
+
+function show(v: unknown): string {
+  if (typeof v === "string") return JSON.stringify(v);
+  if (v === null) return "null";
+  if (typeof v === "object") return Array.isArray(v) ? "a list" : "an object";
+  return String(v);
+}
+
+/** The URL with any password replaced by `***`, for logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/(\/\/[^:/@]*:)[^@/]*@/g, "$1***@");
+}

@@ -1,0 +1,132 @@
+/**
+ * The counter store: memory by default, Redis (standalone, Sentinel or Cluster) when a Redis
+ * URL is configured. Every store is wrapped to time its calls and count its errors.
+ */
+import { Cluster, Redis, type RedisOptions } from "ioredis";
+import * as sluice from "sluice";
+import type { Policy, Store, StoreDecision, StoreRequest } from "sluice";
+import type { Metrics } from "./metrics.js";
+
+/** The counter store and what the service needs around it. */
+export interface Counters {
+  /** The (instrumented) store. */
+  readonly store: Store;
+  /** `memory` or `redis`. */
+  readonly kind: string;
+  /** Reachability check for `/readyz`. */
+  ping(): Promise<void>;
+  /** Closes the store and the Redis connection. */
+  close(): Promise<void>;
+}
+
+/** ioredis client of either shape. */
+export type RedisClient = Redis | Cluster;
+
+/**
+ * A Redis client from a URL: `redis://…` / `rediss://…` (standalone),
+ * `redis-sentinel://[:password@]host:port,host:port/mastername` (Sentinel), or a comma list of
+ * `host:port` / `redis://host:port` (Cluster).
+ */
+export function redisClientFromUrl(url: string): RedisClient {
+  const common: RedisOptions = {
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    connectTimeout: 2000,
+    lazyConnect: false,
+  };
+  if (url.startsWith("redis-sentinel://")) {
+    const m = /^redis-sentinel:\/\/(?:([^:@/]*):?([^@/]*)@)?([^/]+)\/([^/?#]+)/.exec(url);
+    if (!m)
+      throw new Error(
+        "REDIS_URL: a Sentinel URL is redis-sentinel://host:port,host:port/mastername",
+      );
+    const sentinels = m[3]!.split(",").map((hp) => {
+      const [host, port] = hp.split(":");
+      return { host: host || "127.0.0.1", port: Number(port || 26379) };
+    });
+    const password = m[2] ? decodeURIComponent(m[2]) : undefined;
+    return new Redis({
+      ...common,
+      sentinels,
+      name: decodeURIComponent(m[4]!),
+      ...(password ? { password } : {}),
+    });
+  }
+  if (url.includes(",")) {
+    const nodes = url.split(",").map((n) => {
+      const u = new URL(n.includes("://") ? n : `redis://${n}`);
+      return { host: u.hostname, port: Number(u.port || 6379) };
+    });
+    return new Cluster(nodes, { redisOptions: common, enableOfflineQueue: true });
+  }
+  return new Redis(url, common);
+}
+
+type RedisStoreFactory = (options: { client: RedisClient }) => Store;
+
+/** sluice's `redisStore`, when this version of the library exports it. */
+function redisStoreFactory(): RedisStoreFactory | undefined {
+  const f = (sluice as Record<string, unknown>).redisStore;
+  return typeof f === "function" ? (f as RedisStoreFactory) : undefined;
+}
+
+/** Opens the counter store for the configuration. */
+export function openCounters(options: {
+  redisUrl?: string | undefined;
+  metrics: Metrics;
+}): Counters {
+  if (!options.redisUrl) {
+    const store = sluice.memoryStore();
+    return {
+      store: instrument(store, options.metrics),
+      kind: "memory",
+      ping: () => Promise.resolve(),
+      close: async () => store.close?.(),
+    };
+  }
+  const factory = redisStoreFactory();
+  if (!factory) throw new Error("REDIS_URL is set, but this version of sluice has no redisStore");
+  const client = redisClientFromUrl(options.redisUrl);
+  // Connection errors surface through the store as StoreErrors; ioredis also emits them here.
+  client.on("error", () => {});
+  const store = factory({ client });
+  return {
+    store: instrument(store, options.metrics),
+    kind: "redis",
+    async ping() {
+      await client.ping();
+    },
+    async close() {
+      await store.close?.();
+      await client.quit().catch(() => client.disconnect());
+    },
+  };
+}
+
+/** Wraps a store to record each call's latency and errors. */
+export function instrument(inner: Store, metrics: Metrics): Store {
+  const time = async <T>(operation: string, fn: () => Promise<T>): Promise<T> => {
+    const end = metrics.storeLatency.startTimer({ store: inner.kind, operation });
+    try {
+      return await fn();
+    } catch (err) {
+      metrics.storeErrors.inc({ store: inner.kind, operation });
+      throw err;
+    } finally {
+      end();
+    }
+  };
+  const wrapped: Store = {
+    kind: inner.kind,
+    decide: (req: StoreRequest): Promise<StoreDecision> => time("decide", () => inner.decide(req)),
+    peek: (req: StoreRequest): Promise<StoreDecision> => time("peek", () => inner.peek(req)),
+    adjust: (policy: Policy, key: string, delta: number) =>
+      time("adjust", () => inner.adjust(policy, key, delta)),
+    release: (policy: Policy, key: string, leaseId: string) =>
+      time("release", () => inner.release(policy, key, leaseId)),
+    reset: (policy: Policy, key: string) => time("reset", () => inner.reset(policy, key)),
+    ...(inner.liveInstances ? { liveInstances: () => inner.liveInstances?.() } : {}),
+    ...(inner.close ? { close: () => inner.close!() } : {}),
+  };
+  return wrapped;
+}

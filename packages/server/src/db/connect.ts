@@ -1,0 +1,76 @@
+/**
+ * Opens the policy database: SQLite (better-sqlite3) under the data directory by default, or
+ * PostgreSQL (pg) when a `postgres://` URL is given. One Kysely query layer over both.
+ */
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import SQLite from "better-sqlite3";
+import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
+import pg from "pg";
+import { type DialectName, migrate } from "./migrations.js";
+import type { Tables } from "./schema.js";
+
+/** An open database with its dialect. */
+export interface Database {
+  readonly db: Kysely<Tables>;
+  readonly dialect: DialectName;
+  /** Where it is, for logs (password redacted). */
+  readonly location: string;
+  /** Cheap reachability check (for `/readyz`). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Where the policy database is. */
+export interface DatabaseOptions {
+  /** `postgres://…`; when unset, SQLite at `<dataDir>/sluice.db`. */
+  databaseUrl?: string | undefined;
+  /** The data directory for SQLite; created when missing. */
+  dataDir: string;
+  /** Run migrations (default true). */
+  migrate?: boolean;
+}
+
+/** Opens (and by default migrates) the policy database. */
+export async function openDatabase(options: DatabaseOptions): Promise<Database> {
+  let db: Kysely<Tables>;
+  let dialect: DialectName;
+  let location: string;
+  if (options.databaseUrl) {
+    dialect = "postgres";
+    location = options.databaseUrl.replace(/(\/\/[^:/@]*:)[^@/]*@/, "$1***@");
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: 10,
+      connectionTimeoutMillis: 5000,
+    });
+    // An idle client losing its connection must not crash the process; the next query reports it.
+    pool.on("error", () => {});
+    db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
+  } else {
+    dialect = "sqlite";
+    mkdirSync(options.dataDir, { recursive: true });
+    location = join(options.dataDir, "sluice.db");
+    const file = new SQLite(location);
+    // WAL lets the CLI write while a server reads; busy_timeout waits out the other's lock.
+    file.pragma("journal_mode = WAL");
+    file.pragma("busy_timeout = 5000");
+    file.pragma("foreign_keys = ON");
+    db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: file }) });
+  }
+  try {
+    if (options.migrate !== false) await migrate(db, dialect);
+  } catch (err) {
+    await db.destroy();
+    throw err;
+  }
+  return {
+    db,
+    dialect,
+    location,
+    async ping() {
+      await sql`select 1`.execute(db);
+    },
+    close: () => db.destroy(),
+  };
+}

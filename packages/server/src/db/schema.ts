@@ -1,0 +1,108 @@
+/**
+ * The SQL tables, as Kysely sees them. Portable across SQLite and PostgreSQL: timestamps are
+ * ISO-8601 text, booleans are integers 0/1, structured values are JSON text.
+ */
+import type { Generated } from "kysely";
+
+/** One policy: the enforced (published) version. */
+export interface PoliciesTable {
+  name: string;
+  description: string;
+  algorithm: string;
+  /** JSON: the rules as written (`[{ limit, period, burst? }]`). */
+  rules: string;
+  /** JSON: `{ blockDuration?, onStoreError?, insuranceInstances? }`. */
+  options: string;
+  /** JSON: names of the apps granted this policy. */
+  apps: string;
+  enabled: number;
+  shadow: number;
+  created_by: string;
+  updated_by: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** Every published version of every policy (kept after the policy is deleted, to restore it). */
+export interface PolicyVersionsTable {
+  policy_name: string;
+  version: number;
+  /** JSON: the whole policy document of this version. */
+  spec: string;
+  /** What made it: `create`, `update`, `restore`, `promote`, `import`, `delete`. */
+  action: string;
+  created_by: string;
+  created_at: string;
+}
+
+/** At most one draft per policy, evaluated in shadow beside the enforced version. */
+export interface PolicyDraftsTable {
+  id: Generated<number>;
+  policy_name: string;
+  spec: string;
+  /** The published version the draft was written against. */
+  base_version: number;
+  created_by: string;
+  created_at: string;
+}
+
+/** Apps that call the decision API. The API key is stored as its SHA-256 only. */
+export interface AppsTable {
+  name: string;
+  description: string;
+  key_id: string;
+  key_hash: string;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Admin users. `role` is `viewer`, `owner` or `admin`; `apps` (JSON) the apps an owner owns. */
+export interface UsersTable {
+  username: string;
+  password_hash: string;
+  role: string;
+  apps: string;
+  created_at: string;
+  updated_at: string;
+}
+
+/** Admin sessions; the bearer token is stored as its SHA-256 only. */
+export interface SessionsTable {
+  id: string;
+  token_hash: string;
+  username: string;
+  created_at: string;
+  expires_at: string;
+}
+
+/** The audit log: one row per change. */
+export interface AuditTable {
+  id: Generated<number>;
+  at: string;
+  actor: string;
+  action: string;
+  target_type: string;
+  target: string;
+  /** JSON detail (before/after, version…). */
+  detail: string;
+}
+
+/** Key/value counters; `revision` is bumped by every change that nodes must reload. */
+export interface MetaTable {
+  key: string;
+  value: number;
+}
+
+/** The whole database. */
+export interface Tables {
+  policies: PoliciesTable;
+  policy_versions: PolicyVersionsTable;
+  policy_drafts: PolicyDraftsTable;
+  apps: AppsTable;
+  users: UsersTable;
+  sessions: SessionsTable;
+  audit: AuditTable;
+  meta: MetaTable;
+}

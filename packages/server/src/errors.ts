@@ -1,0 +1,150 @@
+import type { ValidationIssue } from "sluice";
+import type { z } from "zod";
+
+/**
+ * Every `error.code` the service answers with, by HTTP status. Documented in docs/server.md.
+ */
+export const API_ERROR_CODES = {
+  invalid_request: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  policy_not_found: 404,
+  conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  too_many_requests: 429,
+  store_unavailable: 503,
+  database_unavailable: 503,
+  shutting_down: 503,
+  internal: 500,
+} as const;
+
+/** A code from {@link API_ERROR_CODES}. */
+export type ApiErrorCode = keyof typeof API_ERROR_CODES;
+
+/** The body of every error response. */
+export interface ApiErrorBody {
+  error: { code: ApiErrorCode; message: string; issues?: ValidationIssue[] };
+}
+
+/** An error that becomes an HTTP response: status from its code, and issues naming fields. */
+export class ApiError extends Error {
+  /** Stable code, see {@link API_ERROR_CODES}. */
+  readonly code: ApiErrorCode;
+  /** For 400: every problem found, each with its field's dotted path. */
+  readonly issues: ValidationIssue[] | undefined;
+  /** Extra response headers (e.g. `Retry-After`, `WWW-Authenticate`). */
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ApiErrorCode,
+    message: string,
+    options: { issues?: ValidationIssue[]; headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.name = "ApiError";
+    this.code = code;
+    this.issues = options.issues;
+    this.headers = options.headers ?? {};
+  }
+
+  /** The HTTP status. */
+  get status(): number {
+    return API_ERROR_CODES[this.code];
+  }
+
+  /** The JSON body. */
+  toBody(): ApiErrorBody {
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        ...(this.issues ? { issues: this.issues } : {}),
+      },
+    };
+  }
+}
+
+/** A 400 listing issues; the message names every field. */
+export function invalid(subject: string, issues: ValidationIssue[]): ApiError {
+  const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
+  return new ApiError("invalid_request", `${subject}: ${detail}`, { issues });
+}
+
+/**
+ * Converts zod issues into ours, with an optional path prefix. With `input`, a field that is
+ * missing (rather than of the wrong type) is reported as "is required".
+ */
+export function zodIssues(error: z.ZodError, prefix = "", input?: unknown): ValidationIssue[] {
+  return error.issues.map((i) => {
+    const path = [prefix, ...i.path.map(String)].filter((s) => s !== "").join(".");
+    let message = i.message;
+    if (i.code === "invalid_type" && input !== undefined && valueAt(input, i.path) === undefined)
+      message = "is required";
+    if (i.code === "unrecognized_keys") message = `unknown field(s): ${i.keys.join(", ")}`;
+    return { path, message };
+  });
+}
+
+function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
+  let v: unknown = input;
+  for (const k of path) {
+    if (typeof v !== "object" || v === null) return undefined;
+    v = (v as Record<PropertyKey, unknown>)[k];
+  }
+  return v;
+}
+
+/** Parses `value` with `schema` or throws a 400 naming each field. */
+export function parseOr400<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  subject: string,
+  prefix = "",
+): z.output<S> {
+  const r = schema.safeParse(value);
+  if (!r.success) {
+    if (value === undefined || value === null)
+      throw invalid(subject, [{ path: prefix, message: "a JSON body is required" }]);
+    throw invalid(subject, zodIssues(r.error, prefix, value));
+  }
+  return r.data;
+}
+
+/** Prefixes each issue's path (for items of a batch or an import file). */
+export function prefixIssues(
+  issues: readonly ValidationIssue[],
+  prefix: string,
+): ValidationIssue[] {
+  return issues.map((i) => ({ path: i.path ? `${prefix}.${i.path}` : prefix, message: i.message }));
+}
+
+const DB_DOWN = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "57P01",
+  "57P03",
+  "08000",
+  "08001",
+  "08003",
+  "08006",
+  "SQLITE_BUSY",
+  "SQLITE_CANTOPEN",
+]);
+
+/** True when `err` looks like the database being unreachable (rather than a bug). */
+export function isDatabaseOutage(err: unknown): boolean {
+  if (typeof err !== "object" || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && DB_DOWN.has(code)) return true;
+  const msg = (err as { message?: unknown }).message;
+  return (
+    typeof msg === "string" &&
+    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/i.test(msg)
+  );
+}

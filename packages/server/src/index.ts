@@ -1,0 +1,37 @@
+/**
+ * `@sluice/server`: the sluice decision service, policy store (SQLite/PostgreSQL), admin API
+ * and CLI. Most users run the `sluice` command; this module is for embedding and tests.
+ */
+export { createService, buildApp, toApiError } from "./service.js";
+export type { Service, ServiceContext, ServiceOptions } from "./service.js";
+export { loadConfig, configSchema, ConfigError, CONFIG_KEYS } from "./config.js";
+export type { ServerConfig, ConfigSources } from "./config.js";
+export { openDatabase } from "./db/connect.js";
+export type { Database, DatabaseOptions } from "./db/connect.js";
+export type { DialectName } from "./db/migrations.js";
+export { Repository } from "./repository.js";
+export type {
+  PolicyRecord,
+  PolicyVersionRecord,
+  DraftRecord,
+  AppRecord,
+  UserRecord,
+  AuditRecord,
+  ImportPlan,
+  Snapshot,
+} from "./repository.js";
+export { Registry } from "./registry.js";
+export type { LivePolicy, LiveDraft, DraftStats } from "./registry.js";
+export { API_ERROR_CODES, ApiError } from "./errors.js";
+export type { ApiErrorCode, ApiErrorBody } from "./errors.js";
+export { ROLES, validatePolicyDocument, policyDocumentSchema } from "./model.js";
+export type { Role, PolicyDocument, ValidPolicy } from "./model.js";
+export {
+  exportPolicyFile,
+  parsePolicyFile,
+  validatePolicyList,
+  POLICY_FILE_VERSION,
+} from "./policy-file.js";
+export { buildOpenApi } from "./openapi.js";
+export { redisClientFromUrl } from "./counters.js";
+export type { RedisClient } from "./counters.js";

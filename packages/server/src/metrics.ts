@@ -1,0 +1,65 @@
+/**
+ * Prometheus metrics, on a registry of their own (so several servers can live in one process).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+/** The service's metrics. */
+export interface Metrics {
+  readonly registry: Registry;
+  /** Decisions by policy and outcome (`allowed`, `denied`), with the decision's reason when unusual. */
+  readonly decisions: Counter<"policy" | "outcome" | "reason">;
+  /** What drafts (shadow) would have decided, by policy and outcome. */
+  readonly draftDecisions: Counter<"policy" | "outcome">;
+  /** Latency of counter-store calls. */
+  readonly storeLatency: Histogram<"store" | "operation">;
+  /** Failed counter-store calls. */
+  readonly storeErrors: Counter<"store" | "operation">;
+  /** Policies loaded on this node. */
+  readonly policies: Gauge;
+  /** The policy revision this node runs. */
+  readonly revision: Gauge;
+}
+
+/** Creates the metrics (and Node's default process metrics) on a new registry. */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
+  return {
+    registry,
+    decisions: new Counter({
+      name: "sluice_decisions_total",
+      help: "Rate-limit decisions by policy and outcome",
+      labelNames: ["policy", "outcome", "reason"],
+      registers: [registry],
+    }),
+    draftDecisions: new Counter({
+      name: "sluice_draft_decisions_total",
+      help: "What policy drafts (evaluated in shadow) would have decided",
+      labelNames: ["policy", "outcome"],
+      registers: [registry],
+    }),
+    storeLatency: new Histogram({
+      name: "sluice_store_duration_seconds",
+      help: "Latency of counter-store calls",
+      labelNames: ["store", "operation"],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      registers: [registry],
+    }),
+    storeErrors: new Counter({
+      name: "sluice_store_errors_total",
+      help: "Failed counter-store calls",
+      labelNames: ["store", "operation"],
+      registers: [registry],
+    }),
+    policies: new Gauge({
+      name: "sluice_policies",
+      help: "Policies loaded on this node",
+      registers: [registry],
+    }),
+    revision: new Gauge({
+      name: "sluice_policy_revision",
+      help: "Policy revision this node runs",
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,255 @@
+/**
+ * The OpenAPI 3.1 document served at `/openapi.json`, generated from the same zod schemas the
+ * handlers validate with (`z.toJSONSchema`), so the two cannot drift apart.
+ */
+import { z } from "zod";
+import { namedSchemas } from "./api-schemas.js";
+
+type Json = Record<string, unknown>;
+
+const ref = (name: keyof typeof namedSchemas) => ({ $ref: `#/components/schemas/${name}` });
+const json = (name: keyof typeof namedSchemas) => ({
+  content: { "application/json": { schema: ref(name) } },
+});
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(
+    statuses.map((s) => [String(s), { description: STATUS_TEXT[s] ?? "Error", ...json("Error") }]),
+  );
+
+const STATUS_TEXT: Record<number, string> = {
+  400: "Bad input: `error.issues` names each field",
+  401: "Missing or wrong credentials",
+  403: "Not allowed (policy not granted, or role too low)",
+  404: "Unknown policy or resource",
+  409: "Conflict (exists, or version moved)",
+  429: "Too many sign-in attempts",
+  503: "Counter store or database unavailable",
+};
+
+function op(
+  summary: string,
+  options: {
+    body?: keyof typeof namedSchemas;
+    ok?: keyof typeof namedSchemas | "none" | "object";
+    okStatus?: number;
+    errs?: number[];
+    security?: "app" | "admin" | "none";
+    tags: string[];
+  },
+): Json {
+  const okStatus = String(options.okStatus ?? 200);
+  const ok =
+    options.ok === undefined || options.ok === "object"
+      ? { description: "OK", content: { "application/json": { schema: { type: "object" } } } }
+      : options.ok === "none"
+        ? { description: "Done" }
+        : { description: "OK", ...json(options.ok) };
+  return {
+    summary,
+    tags: options.tags,
+    ...(options.body ? { requestBody: { required: true, ...json(options.body) } } : {}),
+    responses: { [okStatus]: ok, ...errors(...(options.errs ?? [400, 401])) },
+    ...(options.security === "none"
+      ? { security: [] }
+      : options.security === "app"
+        ? { security: [{ apiKey: [] }] }
+        : { security: [{ session: [] }] }),
+  };
+}
+
+/** Builds the OpenAPI document. */
+export function buildOpenApi(): Json {
+  const registry = z.registry<{ id: string }>();
+  for (const [id, schema] of Object.entries(namedSchemas)) registry.add(schema, { id });
+  const { schemas } = z.toJSONSchema(registry, {
+    target: "draft-2020-12",
+    io: "input",
+    unrepresentable: "any",
+    uri: (id) => `#/components/schemas/${id}`,
+  });
+  for (const s of Object.values(schemas)) delete (s as Json).$schema;
+
+  const app = (
+    summary: string,
+    body: keyof typeof namedSchemas,
+    ok: keyof typeof namedSchemas | "object",
+  ) =>
+    op(summary, {
+      body,
+      ok,
+      security: "app",
+      errs: [400, 401, 403, 404, 503],
+      tags: ["decisions"],
+    });
+  const admin = (summary: string, o: Partial<Parameters<typeof op>[1]> = {}) =>
+    op(summary, { tags: ["admin"], errs: [400, 401, 403, 404], ...o });
+  const nameParam = { name: "name", in: "path", required: true, schema: { type: "string" } };
+  const withName = (o: Json) => ({ parameters: [nameParam], ...o });
+
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "sluice decision and admin API",
+      version: "1",
+      description: "Rate-limit decisions for apps, and policy administration. See docs/server.md.",
+    },
+    components: {
+      schemas,
+      securitySchemes: {
+        apiKey: {
+          type: "http",
+          scheme: "bearer",
+          description: "An app's API key (from POST /v1/admin/apps).",
+        },
+        session: {
+          type: "http",
+          scheme: "bearer",
+          description: "A session token (from POST /v1/admin/login).",
+        },
+      },
+    },
+    paths: {
+      "/v1/limit": {
+        post: app("Decide one request (and charge it when allowed)", "LimitRequest", "Decision"),
+      },
+      "/v1/limit/batch": {
+        post: app(
+          "Decide several requests; every item is checked before any is charged",
+          "BatchRequest",
+          "BatchResponse",
+        ),
+      },
+      "/v1/peek": {
+        post: app("What a cost-1 request would get, without charging", "PeekRequest", "Decision"),
+      },
+      "/v1/release": { post: app("Release a concurrency lease", "ReleaseRequest", "object") },
+      "/v1/admin/login": {
+        post: admin("Sign in; returns a session token", {
+          body: "LoginRequest",
+          ok: "LoginResponse",
+          security: "none",
+          errs: [400, 401, 429],
+        }),
+      },
+      "/v1/admin/logout": {
+        post: admin("End the session", { ok: "none", okStatus: 204, errs: [401] }),
+      },
+      "/v1/admin/me": { get: admin("The signed-in user", { errs: [401] }) },
+      "/v1/admin/policies": {
+        get: admin("List policies"),
+        post: admin("Create a policy (admin, or owner of a granted app)", {
+          body: "PolicyDocument",
+          okStatus: 201,
+          errs: [400, 401, 403, 409],
+        }),
+      },
+      "/v1/admin/policies/export": {
+        get: admin("Export every policy as a YAML (or ?format=json) policy file"),
+      },
+      "/v1/admin/policies/import": {
+        post: admin(
+          "Import a policy file (JSON body, or YAML with Content-Type application/yaml); all or nothing",
+          { body: "ImportRequest", errs: [400, 401, 403] },
+        ),
+      },
+      "/v1/admin/policies/{name}": withName({
+        get: admin("One policy"),
+        put: admin("Create or replace a policy (a new version)", {
+          body: "PolicyWrite",
+          errs: [400, 401, 403, 409],
+        }),
+        delete: admin("Delete a policy (its versions are kept)", { ok: "none", okStatus: 204 }),
+      }),
+      "/v1/admin/policies/{name}/versions": withName({ get: admin("Every version, newest first") }),
+      "/v1/admin/policies/{name}/versions/{version}": {
+        parameters: [
+          nameParam,
+          { name: "version", in: "path", required: true, schema: { type: "integer" } },
+        ],
+        get: admin("One version"),
+      },
+      "/v1/admin/policies/{name}/versions/{version}/restore": {
+        parameters: [
+          nameParam,
+          { name: "version", in: "path", required: true, schema: { type: "integer" } },
+        ],
+        post: admin("Make an earlier version the enforced one (as a new version)"),
+      },
+      "/v1/admin/policies/{name}/draft": withName({
+        get: admin("The draft and what it would have denied (this node's shadow counts)"),
+        put: admin("Write the draft, evaluated in shadow beside the enforced version", {
+          body: "PolicyWrite",
+        }),
+        delete: admin("Discard the draft", { ok: "none", okStatus: 204 }),
+      }),
+      "/v1/admin/policies/{name}/draft/promote": withName({
+        post: admin("Make the draft the enforced version"),
+      }),
+      "/v1/admin/apps": {
+        get: admin("List apps (never their keys)"),
+        post: admin("Create an app; the API key is returned once (admin)", {
+          body: "AppCreate",
+          okStatus: 201,
+          errs: [400, 401, 403, 409],
+        }),
+      },
+      "/v1/admin/apps/{name}/rotate-key": withName({
+        post: admin("Replace an app's API key (admin, or its owner)"),
+      }),
+      "/v1/admin/apps/{name}": withName({
+        delete: admin("Delete an app (refused while policies are granted to it)", {
+          ok: "none",
+          okStatus: 204,
+          errs: [401, 403, 404, 409],
+        }),
+      }),
+      "/v1/admin/users": {
+        get: admin("List users"),
+        post: admin("Create a user (admin)", {
+          body: "UserCreate",
+          okStatus: 201,
+          errs: [400, 401, 403, 409],
+        }),
+      },
+      "/v1/admin/users/{username}": {
+        parameters: [{ name: "username", in: "path", required: true, schema: { type: "string" } }],
+        patch: admin("Change a user's role, apps or password (admin)", { body: "UserUpdate" }),
+        delete: admin("Delete a user (admin; not the last admin)", {
+          ok: "none",
+          okStatus: 204,
+          errs: [401, 403, 404, 409],
+        }),
+      },
+      "/v1/admin/audit": { get: admin("The audit log, newest first (?limit, ?before, ?target)") },
+      "/healthz": { get: op("Liveness", { security: "none", errs: [], tags: ["operations"] }) },
+      "/readyz": {
+        get: op("Readiness: database and counter store reachable", {
+          security: "none",
+          errs: [503],
+          tags: ["operations"],
+        }),
+      },
+      "/metrics": {
+        get: {
+          summary: "Prometheus metrics",
+          tags: ["operations"],
+          security: [],
+          responses: {
+            "200": {
+              description: "Prometheus text format",
+              content: { "text/plain": { schema: { type: "string" } } },
+            },
+          },
+        },
+      },
+      "/openapi.json": {
+        get: {
+          summary: "This document",
+          tags: ["operations"],
+          security: [],
+          responses: { "200": { description: "OpenAPI 3.1" } },
+        },
+      },
+    },
+  };
+}

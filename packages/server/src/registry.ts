@@ -1,0 +1,186 @@
+/**
+ * The node's live view of policies and apps, kept in step with the database: every
+ * `pollIntervalMs` it reads the `revision` counter (one tiny query, same on SQLite and
+ * PostgreSQL) and, when it moved, reloads the snapshot and swaps it in whole. A snapshot that
+ * fails to load leaves the last good one in force.
+ */
+import { type Limiter, type Policy, type Store, createLimiter, definePolicy } from "sluice";
+import type { Logger } from "pino";
+import { documentToInput, type PolicyDocument } from "./model.js";
+import type { AppKey, Repository, Snapshot } from "./repository.js";
+import { secretId, secretMatches } from "./secrets.js";
+
+/** What a draft would have done on live traffic, counted on this node since it was loaded. */
+export interface DraftStats {
+  /** Requests evaluated against the draft. */
+  evaluated: number;
+  /** Requests the draft would have denied. */
+  wouldDeny: number;
+  /** Of those, how many the enforced version allowed (the change in behaviour). */
+  wouldDenyNewly: number;
+  /** Requests the draft would have allowed but the enforced version denied. */
+  wouldAllowNewly: number;
+}
+
+/** The draft of a policy, running in shadow. */
+export interface LiveDraft {
+  readonly id: number;
+  readonly doc: PolicyDocument;
+  readonly limiter: Limiter;
+  readonly stats: DraftStats;
+}
+
+/** A policy as a node enforces it. */
+export interface LivePolicy {
+  readonly doc: PolicyDocument;
+  readonly version: number;
+  readonly policy: Policy;
+  readonly limiter: Limiter;
+  readonly apps: ReadonlySet<string>;
+  readonly draft: LiveDraft | undefined;
+}
+
+/** Options of {@link Registry}. */
+export interface RegistryOptions {
+  repo: Repository;
+  store: Store;
+  logger: Logger;
+  pollIntervalMs: number;
+  /** Called with the store error when a limiter's `onStoreError` decided instead. */
+  onStoreError?: (error: unknown, policy: Policy) => void;
+  /** Called after each (re)load. */
+  onLoad?: (snapshot: Snapshot) => void;
+}
+
+/** The live policies and app keys of one node. */
+export class Registry {
+  private policies = new Map<string, LivePolicy>();
+  private apps = new Map<string, AppKey>();
+  private revision = -1;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private lastError: unknown;
+
+  constructor(private readonly options: RegistryOptions) {}
+
+  /** Loads the first snapshot (throws if it cannot) and starts polling. */
+  async start(): Promise<void> {
+    await this.reload();
+    this.timer = setInterval(() => {
+      this.polling ??= this.poll().finally(() => (this.polling = undefined));
+    }, this.options.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops polling. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling;
+  }
+
+  /** The revision this node runs. */
+  get currentRevision(): number {
+    return this.revision;
+  }
+
+  /** The last reload error, if the latest poll failed. */
+  get error(): unknown {
+    return this.lastError;
+  }
+
+  /** A policy by name. */
+  get(name: string): LivePolicy | undefined {
+    return this.policies.get(name);
+  }
+
+  /** Every live policy. */
+  all(): LivePolicy[] {
+    return [...this.policies.values()];
+  }
+
+  /** The app an API key belongs to (constant-time check of the key), or undefined. */
+  appForKey(key: string): string | undefined {
+    const id = secretId("sk", key);
+    const app = id === undefined ? undefined : this.apps.get(id);
+    return app && secretMatches(key, app.keyHash) ? app.name : undefined;
+  }
+
+  /** Checks the revision now and reloads when it moved (the poll, callable by tests). */
+  async poll(): Promise<void> {
+    try {
+      const rev = await this.options.repo.revision();
+      if (rev !== this.revision) await this.reload();
+      this.lastError = undefined;
+    } catch (err) {
+      if (this.lastError === undefined)
+        this.options.logger.error({ err }, "policy reload failed; keeping the last good policies");
+      this.lastError = err;
+    }
+  }
+
+  /** Reads the whole snapshot and swaps it in. */
+  async reload(): Promise<void> {
+    const snap = await this.options.repo.snapshot();
+    const drafts = new Map(snap.drafts.map((d) => [d.name, d]));
+    const next = new Map<string, LivePolicy>();
+    for (const rec of snap.policies) {
+      const prev = this.policies.get(rec.doc.name);
+      try {
+        const reuse = prev && prev.version === rec.version;
+        const policy = reuse ? prev.policy : definePolicy(documentToInput(rec.doc));
+        const limiter = reuse ? prev.limiter : this.limiter(policy);
+        const d = drafts.get(rec.doc.name);
+        let draft: LiveDraft | undefined;
+        if (d) {
+          if (prev?.draft?.id === d.id) {
+            draft = prev.draft;
+          } else {
+            // The draft counts on its own keys (a reserved name), so it never charges the enforced policy.
+            const dp = definePolicy({
+              ...documentToInput(d.doc),
+              name: `sluice.draft.${d.id}`,
+              shadow: false,
+            });
+            draft = {
+              id: d.id,
+              doc: d.doc,
+              limiter: this.limiter(dp),
+              stats: { evaluated: 0, wouldDeny: 0, wouldDenyNewly: 0, wouldAllowNewly: 0 },
+            };
+          }
+        }
+        next.set(rec.doc.name, {
+          doc: rec.doc,
+          version: rec.version,
+          policy,
+          limiter,
+          apps: new Set(rec.doc.apps),
+          draft,
+        });
+      } catch (err) {
+        // Stored policies were validated on write; one that no longer validates keeps its last good form.
+        this.options.logger.error(
+          { err, policy: rec.doc.name },
+          "stored policy is invalid; keeping its last good version",
+        );
+        if (prev) next.set(rec.doc.name, prev);
+      }
+    }
+    this.policies = next;
+    this.apps = new Map(snap.apps.map((a) => [a.keyId, a]));
+    if (this.revision !== -1 && snap.revision !== this.revision) {
+      this.options.logger.info(
+        { revision: snap.revision, policies: next.size },
+        "policies reloaded",
+      );
+    }
+    this.revision = snap.revision;
+    this.options.onLoad?.(snap);
+  }
+
+  private limiter(policy: Policy): Limiter {
+    const onError = this.options.onStoreError;
+    return createLimiter({ store: this.options.store, policy, ...(onError ? { onError } : {}) });
+  }
+}

@@ -1,0 +1,445 @@
+/**
+ * The admin API under `/v1/admin/`: sign-in, policies (versions, restore, drafts, import and
+ * export), apps, users and the audit log. Sessions are bearer tokens from `POST /login`.
+ *
+ * Roles: `viewer` reads everything; `owner` also changes the policies granted to the apps it
+ * owns (and may not grant or revoke apps it does not own) and rotates its apps' keys; `admin`
+ * does everything.
+ */
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { z } from "zod";
+import {
+  appCreateSchema,
+  auditQuerySchema,
+  importRequestSchema,
+  loginRequestSchema,
+  userCreateSchema,
+  userUpdateSchema,
+  versionParamSchema,
+} from "../api-schemas.js";
+import { ApiError, invalid, parseOr400, zodIssues } from "../errors.js";
+import { type PolicyDocument, type Role, validatePolicyDocument } from "../model.js";
+import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../policy-file.js";
+import type { PolicyRecord, UserRecord } from "../repository.js";
+import type { ServiceContext } from "../service.js";
+import { bearer } from "./decision.js";
+
+/** The signed-in user of a request. */
+interface Session {
+  readonly user: UserRecord;
+  readonly sessionId: string;
+}
+
+const forbidden = (message: string) => new ApiError("forbidden", message);
+
+/** Refuses unless the user may change a policy from `before` to `after` (either may be absent). */
+export function assertCanEditPolicy(
+  user: Pick<UserRecord, "role" | "apps">,
+  before: PolicyDocument | undefined,
+  after: PolicyDocument | undefined,
+): void {
+  if (user.role === "admin") return;
+  if (user.role !== "owner") throw forbidden(`role ${user.role} may not change policies`);
+  const owned = new Set(user.apps);
+  const name = (before ?? after)?.name ?? "";
+  if (before && !before.apps.some((a) => owned.has(a)))
+    throw forbidden(`policy "${name}" is not granted to an app you own`);
+  if (after && !after.apps.some((a) => owned.has(a))) {
+    throw forbidden(
+      `policy "${name}" must stay granted to at least one app you own (${[...owned].join(", ") || "none"})`,
+    );
+  }
+  const b = new Set(before?.apps ?? []);
+  const a = new Set(after?.apps ?? []);
+  const changed = [...[...b].filter((x) => !a.has(x)), ...[...a].filter((x) => !b.has(x))].filter(
+    (x) => !owned.has(x),
+  );
+  if (changed.length > 0)
+    throw forbidden(`only an admin may grant or revoke apps you do not own: ${changed.join(", ")}`);
+}
+
+function recordView(r: PolicyRecord) {
+  return {
+    ...r.doc,
+    version: r.version,
+    createdBy: r.createdBy,
+    updatedBy: r.updatedBy,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+  };
+}
+
+const nameParam = z.object({ name: z.string().min(1).max(128) });
+
+/** Registers the admin routes. */
+export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+  const { repo, registry } = ctx;
+
+  const session = async (req: FastifyRequest): Promise<Session> => {
+    const token = bearer(req);
+    const s = token === undefined ? undefined : await repo.authenticateSession(token);
+    if (!s) {
+      throw new ApiError(
+        "unauthorized",
+        token === undefined
+          ? "sign in first: POST /v1/admin/login, then send Authorization: Bearer <token>"
+          : "session expired or unknown; sign in again",
+        {
+          headers: { "WWW-Authenticate": 'Bearer realm="sluice-admin"' },
+        },
+      );
+    }
+    return s;
+  };
+  const role = async (req: FastifyRequest, ...allowed: Role[]): Promise<Session> => {
+    const s = await session(req);
+    if (!allowed.includes(s.user.role))
+      throw forbidden(`this needs role ${allowed.join(" or ")}; you are ${s.user.role}`);
+    return s;
+  };
+  const actor = (s: Session) => s.user.username;
+  const params = (req: FastifyRequest) => parseOr400(nameParam, req.params, "Invalid path");
+
+  /** A validated document from a write body, named by the URL. */
+  const documentFrom = (
+    body: unknown,
+    name: string,
+  ): { doc: PolicyDocument; expectVersion: number | undefined } => {
+    if (typeof body !== "object" || body === null || Array.isArray(body))
+      throw invalid("Invalid policy", [
+        { path: "", message: "body must be a JSON object (a policy document)" },
+      ]);
+    const { expectVersion, ...rest } = body as Record<string, unknown>;
+    const issues = [];
+    if (
+      expectVersion !== undefined &&
+      (typeof expectVersion !== "number" || !Number.isInteger(expectVersion) || expectVersion < 1)
+    ) {
+      issues.push({
+        path: "expectVersion",
+        message: "must be a positive integer (the version you edited)",
+      });
+    }
+    if (rest.name !== undefined && rest.name !== name)
+      issues.push({ path: "name", message: `must match the URL ("${name}") or be left out` });
+    const r = validatePolicyDocument({ ...rest, name });
+    if ("issues" in r) issues.push(...r.issues);
+    if (issues.length > 0 || "issues" in r) throw invalid(`Invalid policy "${name}"`, issues);
+    return { doc: r.doc, expectVersion: expectVersion as number | undefined };
+  };
+
+  // ------------------------------------------------------------ sessions
+
+  app.post("/v1/admin/login", async (req, reply) => {
+    const body = parseOr400(loginRequestSchema, req.body, "Invalid sign-in");
+    // Sign-in attempts are rate limited by sluice itself, per username and per client IP.
+    const [byUser, byIp] = await Promise.all([
+      ctx.loginLimiters.user.limit(body.username.toLowerCase()),
+      ctx.loginLimiters.ip.limit(req.ip || "unknown"),
+    ]);
+    if (!byUser.allowed || !byIp.allowed) {
+      const retry = Math.max(byUser.retryAfterMs, byIp.retryAfterMs);
+      throw new ApiError("too_many_requests", "too many sign-in attempts; retry later", {
+        headers: { "Retry-After": String(Math.max(1, Math.ceil(retry / 1000))) },
+      });
+    }
+    const user = await repo.checkPassword(body.username, body.password);
+    if (!user) {
+      req.log.warn({ username: body.username, ip: req.ip }, "failed sign-in");
+      throw new ApiError("unauthorized", "wrong username or password");
+    }
+    const { token, expiresAt } = await repo.createSession(user.username, ctx.config.sessionTtlMs);
+    return reply.status(200).send({
+      token,
+      expiresAt,
+      user: { username: user.username, role: user.role, apps: user.apps },
+    });
+  });
+
+  app.post("/v1/admin/logout", async (req, reply) => {
+    const s = await session(req);
+    await repo.deleteSession(s.sessionId, s.user.username);
+    return reply.status(204).send();
+  });
+
+  app.get("/v1/admin/me", async (req) => {
+    const s = await session(req);
+    return { username: s.user.username, role: s.user.role, apps: s.user.apps };
+  });
+
+  // ------------------------------------------------------------ policies
+
+  app.get("/v1/admin/policies", async (req) => {
+    await session(req);
+    const list = await repo.listPolicies();
+    return {
+      revision: registry.currentRevision,
+      policies: list.map((r) => ({
+        ...recordView(r),
+        hasDraft: registry.get(r.doc.name)?.draft !== undefined,
+      })),
+    };
+  });
+
+  app.get("/v1/admin/policies/export", async (req, reply) => {
+    await session(req);
+    const q = parseOr400(
+      z.strictObject({
+        format: z.enum(["yaml", "json"], { error: "must be yaml or json" }).default("yaml"),
+      }),
+      req.query,
+      "Invalid query",
+    );
+    const list = await repo.listPolicies();
+    if (q.format === "json") return { version: 1, policies: list.map((r) => r.doc) };
+    return reply.type("application/yaml; charset=utf-8").send(exportPolicyFile(list));
+  });
+
+  app.post("/v1/admin/policies/import", async (req) => {
+    const s = await role(req, "admin");
+    let docs: PolicyDocument[];
+    let prune = false;
+    let dryRun = false;
+    if (typeof req.body === "string") {
+      const r = parsePolicyFile(req.body);
+      if ("issues" in r) throw invalid("Import refused, nothing was changed", r.issues);
+      docs = r.docs;
+      const q = parseOr400(
+        z.strictObject({
+          prune: z.enum(["true", "false"]).optional(),
+          dryRun: z.enum(["true", "false"]).optional(),
+        }),
+        req.query,
+        "Invalid query",
+      );
+      prune = q.prune === "true";
+      dryRun = q.dryRun === "true";
+    } else {
+      const b = parseOr400(importRequestSchema, req.body, "Invalid import");
+      const r = validatePolicyList(b.policies);
+      if ("issues" in r) throw invalid("Import refused, nothing was changed", r.issues);
+      docs = r.docs;
+      prune = b.prune ?? false;
+      dryRun = b.dryRun ?? false;
+    }
+    if (dryRun) return { dryRun: true, plan: await repo.planImport(docs, prune) };
+    const plan = await repo.importPolicies(docs, actor(s), { prune });
+    return { dryRun: false, plan };
+  });
+
+  app.get("/v1/admin/policies/:name", async (req) => {
+    await session(req);
+    const { name } = params(req);
+    const r = await repo.getPolicy(name);
+    if (!r) throw new ApiError("policy_not_found", `policy "${name}" does not exist`);
+    return recordView(r);
+  });
+
+  app.post("/v1/admin/policies", async (req, reply) => {
+    const s = await role(req, "admin", "owner");
+    const name =
+      typeof (req.body as { name?: unknown } | null)?.name === "string"
+        ? (req.body as { name: string }).name
+        : "";
+    if (!name) throw invalid("Invalid policy", [{ path: "name", message: "is required" }]);
+    const { doc } = documentFrom(req.body, name);
+    const rec = await repo.putPolicy(doc, actor(s), {
+      mustNotExist: true,
+      check: () => assertCanEditPolicy(s.user, undefined, doc),
+    });
+    return reply.status(201).send(recordView(rec));
+  });
+
+  app.put("/v1/admin/policies/:name", async (req) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    const { doc, expectVersion } = documentFrom(req.body, name);
+    const rec = await repo.putPolicy(doc, actor(s), {
+      expectVersion,
+      check: (before) => assertCanEditPolicy(s.user, before?.doc, doc),
+    });
+    return recordView(rec);
+  });
+
+  app.delete("/v1/admin/policies/:name", async (req, reply) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    await repo.deletePolicy(name, actor(s), (before) =>
+      assertCanEditPolicy(s.user, before.doc, undefined),
+    );
+    return reply.status(204).send();
+  });
+
+  app.get("/v1/admin/policies/:name/versions", async (req) => {
+    await session(req);
+    const { name } = params(req);
+    const versions = await repo.listVersions(name);
+    if (versions.length === 0)
+      throw new ApiError("policy_not_found", `policy "${name}" has no versions`);
+    return { versions };
+  });
+
+  app.get("/v1/admin/policies/:name/versions/:version", async (req) => {
+    await session(req);
+    const { name } = params(req);
+    const version = parseOr400(
+      versionParamSchema,
+      (req.params as { version?: unknown }).version,
+      "Invalid path",
+      "version",
+    );
+    const v = await repo.getVersion(name, version);
+    if (!v) throw new ApiError("not_found", `policy "${name}" has no version ${version}`);
+    return v;
+  });
+
+  app.post("/v1/admin/policies/:name/versions/:version/restore", async (req) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    const version = parseOr400(
+      versionParamSchema,
+      (req.params as { version?: unknown }).version,
+      "Invalid path",
+      "version",
+    );
+    const rec = await repo.restoreVersion(name, version, actor(s), (before, restored) =>
+      assertCanEditPolicy(s.user, before?.doc, restored),
+    );
+    return recordView(rec);
+  });
+
+  app.get("/v1/admin/policies/:name/draft", async (req) => {
+    await session(req);
+    const { name } = params(req);
+    const d = await repo.getDraft(name);
+    if (!d) throw new ApiError("not_found", `policy "${name}" has no draft`);
+    const live = registry.get(name);
+    // Shadow counts are this node's, since it loaded the draft (metrics sum them over nodes).
+    const stats =
+      live?.draft?.id === d.id
+        ? { ...live.draft.stats }
+        : { evaluated: 0, wouldDeny: 0, wouldDenyNewly: 0, wouldAllowNewly: 0 };
+    return { ...d, stats };
+  });
+
+  app.put("/v1/admin/policies/:name/draft", async (req) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    const { doc } = documentFrom(req.body, name);
+    return repo.putDraft(doc, actor(s), (before) => assertCanEditPolicy(s.user, before.doc, doc));
+  });
+
+  app.delete("/v1/admin/policies/:name/draft", async (req, reply) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    await repo.deleteDraft(name, actor(s), (before) =>
+      assertCanEditPolicy(s.user, before.doc, before.doc),
+    );
+    return reply.status(204).send();
+  });
+
+  app.post("/v1/admin/policies/:name/draft/promote", async (req) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    const rec = await repo.promoteDraft(name, actor(s), (before, draft) =>
+      assertCanEditPolicy(s.user, before.doc, draft),
+    );
+    return recordView(rec);
+  });
+
+  // ------------------------------------------------------------ apps
+
+  app.get("/v1/admin/apps", async (req) => {
+    await session(req);
+    const [apps, policies] = await Promise.all([repo.listApps(), repo.listPolicies()]);
+    return {
+      apps: apps.map((a) => ({
+        ...a,
+        policies: policies.filter((p) => p.doc.apps.includes(a.name)).map((p) => p.doc.name),
+      })),
+    };
+  });
+
+  app.post("/v1/admin/apps", async (req, reply) => {
+    const s = await role(req, "admin");
+    const body = parseOr400(appCreateSchema, req.body, "Invalid app");
+    const { app: created, apiKey } = await repo.createApp(
+      body.name,
+      body.description ?? "",
+      actor(s),
+    );
+    return reply
+      .status(201)
+      .send({ ...created, apiKey, note: "store the apiKey now: it is shown only once" });
+  });
+
+  app.post("/v1/admin/apps/:name/rotate-key", async (req) => {
+    const s = await role(req, "admin", "owner");
+    const { name } = params(req);
+    if (s.user.role === "owner" && !s.user.apps.includes(name))
+      throw forbidden(`you do not own app "${name}"`);
+    const { app: rotated, apiKey } = await repo.rotateAppKey(name, actor(s));
+    return {
+      ...rotated,
+      apiKey,
+      note: "store the apiKey now: it is shown only once; the old key stops working",
+    };
+  });
+
+  app.delete("/v1/admin/apps/:name", async (req, reply) => {
+    const s = await role(req, "admin");
+    const { name } = params(req);
+    await repo.deleteApp(name, actor(s));
+    return reply.status(204).send();
+  });
+
+  // ------------------------------------------------------------ users
+
+  app.get("/v1/admin/users", async (req) => {
+    await session(req);
+    return { users: await repo.listUsers() };
+  });
+
+  app.post("/v1/admin/users", async (req, reply) => {
+    const s = await role(req, "admin");
+    const body = parseOr400(userCreateSchema, req.body, "Invalid user");
+    if (body.role !== "owner" && body.apps && body.apps.length > 0)
+      throw invalid("Invalid user", [{ path: "apps", message: "only owners own apps" }]);
+    const user = await repo.createUser(
+      { username: body.username, password: body.password, role: body.role, apps: body.apps ?? [] },
+      actor(s),
+    );
+    return reply.status(201).send(user);
+  });
+
+  app.patch("/v1/admin/users/:username", async (req) => {
+    const s = await role(req, "admin");
+    const username = parseOr400(
+      z.object({ username: z.string().min(1).max(64) }),
+      req.params,
+      "Invalid path",
+    ).username;
+    const body = parseOr400(userUpdateSchema, req.body, "Invalid user change");
+    return repo.updateUser(username, body, actor(s));
+  });
+
+  app.delete("/v1/admin/users/:username", async (req, reply) => {
+    const s = await role(req, "admin");
+    const username = parseOr400(
+      z.object({ username: z.string().min(1).max(64) }),
+      req.params,
+      "Invalid path",
+    ).username;
+    await repo.deleteUser(username, actor(s));
+    return reply.status(204).send();
+  });
+
+  // ------------------------------------------------------------ audit
+
+  app.get("/v1/admin/audit", async (req) => {
+    await session(req);
+    const q = auditQuerySchema.safeParse(req.query ?? {});
+    if (!q.success) throw invalid("Invalid query", zodIssues(q.error, "", req.query ?? {}));
+    return { entries: await repo.listAudit(q.data) };
+  });
+}

@@ -1,0 +1,191 @@
+/**
+ * The decision API for apps: `POST /v1/limit`, `/v1/limit/batch`, `/v1/peek`, `/v1/release`.
+ * Apps authenticate with `Authorization: Bearer <api key>` and may use only the policies
+ * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
+ */
+import { type Decision, ValidationError, policyCapacity } from "sluice";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import {
+  batchRequestSchema,
+  limitRequestSchema,
+  peekRequestSchema,
+  releaseRequestSchema,
+} from "../api-schemas.js";
+import { ApiError, invalid, parseOr400 } from "../errors.js";
+import { decisionHeaders } from "../headers.js";
+import type { LivePolicy } from "../registry.js";
+import type { ServiceContext } from "../service.js";
+
+/** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
+type Answer = Decision & { disabled?: true };
+
+/** The bearer token of a request, or undefined. */
+export function bearer(req: FastifyRequest): string | undefined {
+  const h = req.headers.authorization;
+  if (typeof h !== "string") return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
+  return m?.[1];
+}
+
+/** Registers the decision routes. */
+export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+  const { registry, metrics } = ctx;
+
+  const authApp = (req: FastifyRequest): string => {
+    const token = bearer(req);
+    const name = token === undefined ? undefined : registry.appForKey(token);
+    if (!name) {
+      throw new ApiError(
+        "unauthorized",
+        token === undefined
+          ? "missing Authorization: Bearer <api key>"
+          : "unknown or revoked API key",
+        {
+          headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
+        },
+      );
+    }
+    return name;
+  };
+
+  /** The live policy, if it exists (404) and is granted to the app (403). `at` prefixes field paths. */
+  const granted = (appName: string, policy: string, at: string): LivePolicy => {
+    const live = registry.get(policy);
+    if (!live)
+      throw new ApiError("policy_not_found", `${at}: unknown policy "${policy}"`, {
+        issues: [{ path: at, message: `unknown policy "${policy}"` }],
+      });
+    if (!live.apps.has(appName)) {
+      throw new ApiError(
+        "forbidden",
+        `${at}: policy "${policy}" is not granted to app "${appName}"`,
+        { issues: [{ path: at, message: "not granted to this app" }] },
+      );
+    }
+    return live;
+  };
+
+  const checkCost = (live: LivePolicy, cost: number, at: string): void => {
+    const capacity = policyCapacity(live.policy);
+    if (cost > capacity)
+      throw invalid("Invalid cost", [
+        {
+          path: at,
+          message: `${cost} can never fit policy "${live.policy.name}", whose capacity is ${capacity}`,
+        },
+      ]);
+  };
+
+  const decide = async (live: LivePolicy, key: string, cost: number): Promise<Answer> => {
+    if (!live.doc.enabled) {
+      const r0 = live.policy.rules[0]!;
+      metrics.decisions.inc({ policy: live.policy.name, outcome: "allowed", reason: "disabled" });
+      return {
+        allowed: true,
+        limit: r0.limit,
+        remaining: r0.limit,
+        resetAfterMs: 0,
+        retryAfterMs: 0,
+        policy: live.policy.name,
+        rule: 0,
+        rules: [],
+        cost,
+        disabled: true,
+      };
+    }
+    const draft = live.draft;
+    const [d, dd] = await Promise.all([
+      live.limiter.limit(key, { cost }),
+      draft
+        ? draft.limiter.limit(key, { cost }).catch((err: unknown) => {
+            // A cost the draft can never fit counts as a denial; anything else is not the caller's business.
+            if (err instanceof ValidationError) return undefined;
+            ctx.logger.warn({ err, policy: live.policy.name }, "draft evaluation failed");
+            return null;
+          })
+        : null,
+    ]);
+    metrics.decisions.inc({
+      policy: live.policy.name,
+      outcome: d.allowed ? "allowed" : "denied",
+      reason: d.reason ?? "",
+    });
+    if (draft && dd !== null) {
+      const draftAllowed = dd?.allowed ?? false;
+      // The enforced verdict, shadow or not: what the enforced version would have done.
+      const liveAllowed = d.allowed && d.reason !== "shadow";
+      draft.stats.evaluated++;
+      if (!draftAllowed) draft.stats.wouldDeny++;
+      if (!draftAllowed && liveAllowed) draft.stats.wouldDenyNewly++;
+      if (draftAllowed && !liveAllowed) draft.stats.wouldAllowNewly++;
+      metrics.draftDecisions.inc({
+        policy: live.policy.name,
+        outcome: draftAllowed ? "allowed" : "denied",
+      });
+    }
+    return d;
+  };
+
+  const send = (reply: FastifyReply, live: LivePolicy, d: Answer): Answer => {
+    if (!d.disabled)
+      for (const [name, value] of decisionHeaders(d, live.policy.algorithm, Date.now()))
+        void reply.header(name, value);
+    return d;
+  };
+
+  app.post("/v1/limit", async (req, reply) => {
+    const appName = authApp(req);
+    const body = parseOr400(limitRequestSchema, req.body, "Invalid limit request");
+    const live = granted(appName, body.policy, "policy");
+    const cost = body.cost ?? 1;
+    checkCost(live, cost, "cost");
+    return send(reply, live, await decide(live, body.key, cost));
+  });
+
+  app.post("/v1/limit/batch", async (req) => {
+    const appName = authApp(req);
+    const body = parseOr400(batchRequestSchema, req.body, "Invalid batch request");
+    if (body.requests.length > ctx.config.maxBatch) {
+      throw invalid("Invalid batch request", [
+        {
+          path: "requests",
+          message: `must hold at most ${ctx.config.maxBatch} requests (got ${body.requests.length})`,
+        },
+      ]);
+    }
+    // Check every item before charging any, so a bad item charges nothing.
+    const lives = body.requests.map((r, i) => {
+      const live = granted(appName, r.policy, `requests.${i}.policy`);
+      checkCost(live, r.cost ?? 1, `requests.${i}.cost`);
+      return live;
+    });
+    const results = await Promise.all(
+      body.requests.map((r, i) => decide(lives[i]!, r.key, r.cost ?? 1)),
+    );
+    return { results };
+  });
+
+  app.post("/v1/peek", async (req, reply) => {
+    const appName = authApp(req);
+    const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
+    const live = granted(appName, body.policy, "policy");
+    if (!live.doc.enabled) return decide(live, body.key, 1);
+    return send(reply, live, await live.limiter.peek(body.key));
+  });
+
+  app.post("/v1/release", async (req) => {
+    const appName = authApp(req);
+    const body = parseOr400(releaseRequestSchema, req.body, "Invalid release request");
+    const live = granted(appName, body.policy, "policy");
+    if (live.policy.algorithm !== "concurrency") {
+      throw invalid("Invalid release request", [
+        {
+          path: "policy",
+          message: `"${body.policy}" uses ${live.policy.algorithm}; only concurrency policies hold leases`,
+        },
+      ]);
+    }
+    await live.limiter.release(body.key, body.leaseId);
+    return { released: true };
+  });
+}

@@ -1,0 +1,101 @@
+/**
+ * Secrets: API keys, session tokens and passwords. Keys and tokens are high-entropy random
+ * strings stored as their SHA-256; passwords are hashed with scrypt. Every comparison of a
+ * secret runs in constant time (`crypto.timingSafeEqual`).
+ */
+import { createHash, randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+
+/** A secret as shown once to its owner, with the parts stored to find and check it later. */
+export interface IssuedSecret {
+  /** The whole secret, e.g. `sk_3f2a9c1b_…`: shown once, never stored. */
+  readonly secret: string;
+  /** The public id embedded in the secret, used to look the record up. */
+  readonly id: string;
+  /** Hex SHA-256 of the whole secret: what is stored. */
+  readonly hash: string;
+}
+
+/** SHA-256 of a string, hex. */
+export function sha256(value: string): string {
+  return createHash("sha256").update(value).digest("hex");
+}
+
+/**
+ * Issues a secret `<prefix>_<id>_<random>`: the id (8 random bytes, hex) finds the record, the
+ * random part (32 bytes, base64url) is the secret proper.
+ */
+export function issueSecret(prefix: "sk" | "st"): IssuedSecret {
+  const id = randomBytes(8).toString("hex");
+  const secret = `${prefix}_${id}_${randomBytes(32).toString("base64url")}`;
+  return { secret, id, hash: sha256(secret) };
+}
+
+/** Splits a presented secret into its id, or undefined when it does not have the shape. */
+export function secretId(prefix: "sk" | "st", presented: string): string | undefined {
+  const m = /^([a-z]{2})_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/.exec(presented);
+  return m && m[1] === prefix ? m[2] : undefined;
+}
+
+/** Constant-time comparison of a presented secret with a stored SHA-256 (hex). */
+export function secretMatches(presented: string, storedHash: string): boolean {
+  const a = Buffer.from(sha256(presented), "hex");
+  const b = Buffer.from(storedHash, "hex");
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+const SCRYPT = { N: 16384, r: 8, p: 1, keyLen: 64 } as const;
+
+function scryptAsync(
+  password: string,
+  salt: Buffer,
+  N: number,
+  r: number,
+  p: number,
+  keyLen: number,
+): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    scrypt(password, salt, keyLen, { N, r, p, maxmem: 256 * N * r }, (err, key) =>
+      err ? reject(err) : resolve(key),
+    );
+  });
+}
+
+/** Hashes a password with scrypt: `scrypt$N$r$p$<salt b64>$<hash b64>`. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  const key = await scryptAsync(password, salt, SCRYPT.N, SCRYPT.r, SCRYPT.p, SCRYPT.keyLen);
+  return [
+    "scrypt",
+    SCRYPT.N,
+    SCRYPT.r,
+    SCRYPT.p,
+    salt.toString("base64"),
+    key.toString("base64"),
+  ].join("$");
+}
+
+/** A hash of no password, checked against when the user does not exist, so timing tells nothing. */
+const DUMMY_HASH = `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${Buffer.alloc(16).toString("base64")}$${Buffer.alloc(64).toString("base64")}`;
+
+/**
+ * Checks a password against a stored scrypt hash in constant time. With no stored hash (unknown
+ * user) it still does the same work and returns false.
+ */
+export async function verifyPassword(
+  password: string,
+  stored: string | undefined,
+): Promise<boolean> {
+  const parts = (stored ?? DUMMY_HASH).split("$");
+  const [kind, n, r, p, salt, hash] = parts;
+  if (parts.length !== 6 || kind !== "scrypt" || !salt || !hash) return false;
+  const expected = Buffer.from(hash, "base64");
+  const key = await scryptAsync(
+    password,
+    Buffer.from(salt, "base64"),
+    Number(n),
+    Number(r),
+    Number(p),
+    expected.length,
+  );
+  return timingSafeEqual(key, expected) && stored !== undefined;
+}
