@@ -115,7 +115,7 @@ interface DenyEntry {
   readonly rules: readonly RuleOutcome[];
 }
 
-const USABLE_STATUS = new Set(["ready", "connect", "connecting", "wait"]);
+const CONNECTING_STATUS = new Set(["connect", "connecting", "wait"]);
 
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
@@ -142,15 +142,12 @@ export class RedisStore implements Store {
   private lastInstances: number | undefined;
   private readonly denied = new Map<string, DenyEntry>();
   private closed = false;
-  private readonly onClientError = (): void => {
-    // The client reconnects by itself; calls meanwhile fail (and count) through the breaker.
-  };
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveOptions(options);
     this.cluster = this.o.client.isCluster === true;
     this.instanceId = randomBytes(9).toString("base64url");
-    this.o.client.on("error", this.onClientError);
+    guardClient(this.o.client);
     if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
       this.heartbeat();
       this.heartbeatTimer = setInterval(() => this.heartbeat(), this.o.heartbeatMs);
@@ -226,7 +223,7 @@ export class RedisStore implements Store {
         ),
       ).catch(() => undefined);
     }
-    this.o.client.off("error", this.onClientError);
+    unguardClient(this.o.client);
     this.denied.clear();
   }
 
@@ -316,8 +313,16 @@ export class RedisStore implements Store {
 
   // ─── calling Redis: breaker, timeout, NOSCRIPT ───
 
+  /**
+   * Whether to send a command now. `ready` always; while connecting only before any failure:
+   * once Redis has failed, nothing is left waiting in the client's offline queue (it would
+   * charge decisions that were already answered by `onStoreError`).
+   */
   private usable(): boolean {
-    return USABLE_STATUS.has(this.o.client.status);
+    const status = this.o.client.status;
+    return (
+      status === "ready" || (this.failures === 0 && !this.open && CONNECTING_STATUS.has(status))
+    );
   }
 
   private async run(
@@ -491,6 +496,27 @@ export class RedisStore implements Store {
   private forget(policy: Policy, key: string): void {
     if (this.denied.size > 0) this.denied.delete(`${policy.name}\u0000${key}`);
   }
+}
+
+/** Stores per client: the client gets one no-op `error` listener while any store uses it. */
+const guarded = new WeakMap<RedisClientLike, number>();
+const ignoreClientError = (): void => {
+  // ioredis reconnects by itself; calls meanwhile fail (and count) through the breaker. The
+  // listener only keeps an unhandled 'error' event from being reported as a crash.
+};
+
+function guardClient(client: RedisClientLike): void {
+  const n = guarded.get(client) ?? 0;
+  if (n === 0) client.on("error", ignoreClientError);
+  guarded.set(client, n + 1);
+}
+
+function unguardClient(client: RedisClientLike): void {
+  const n = guarded.get(client) ?? 0;
+  if (n <= 1) {
+    client.off("error", ignoreClientError);
+    guarded.delete(client);
+  } else guarded.set(client, n - 1);
 }
 
 /** Splits a batch reply into each operation's result. */

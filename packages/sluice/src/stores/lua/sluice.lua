@@ -276,8 +276,9 @@ local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide, l
 local ADJUST = { g = gcra_adjust, t = tb_adjust, f = fw_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust }
 
 -- ─── storage: how each algorithm's state sits in Redis ───
--- g, t, f, s: one string of space-separated numbers ("tat"; "tokens last"; "start count";
--- "start prev curr"), expiring with the state. l: a ZSET scored by time, member "t" (cost 1) or
+-- g, t, s: one string of space-separated numbers ("tat"; "tokens last"; "start prev curr"),
+-- expiring with the state (a whole number is kept by Redis as an integer, the smallest form).
+-- f: one packed integer (see read_fixed). l: a ZSET scored by time, member "t" (cost 1) or
 -- "t:cost". c: a ZSET scored by expiry, member "leaseId" (cost 1) or "leaseId:cost".
 
 local CORRUPT = {}
@@ -329,9 +330,35 @@ end
 
 local STRING_LEN = { g = 1, t = 2, f = 2, s = 3 }
 
+-- Fixed-window state {start, count} is packed into one integer, so that Redis keeps it in the
+-- object itself (int encoding, no string allocation): (window index mod 2^32)·2^21 + count,
+-- below 2^53 so exact in a Lua number. A count of 2^21 or more is stored as "start count".
+local FW_COUNT = 2097152
+local FW_WINDOWS = 4294967296
+
+local function read_fixed(key, now, P)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then return CORRUPT end
+  if not v then return nil end
+  if string.find(v, ' ', 1, true) then
+    local a, b = string.match(v, '^(%S+) (%S+)$')
+    a, b = tonumber(a), tonumber(b)
+    if a == nil or b == nil then return CORRUPT end
+    return { a, b }
+  end
+  local x = tonumber(v)
+  if x == nil then return CORRUPT end
+  local w = floor(x / FW_COUNT)
+  local start = now - mod(now, P)
+  -- Another window's count: the same as no state (fw_decide would ignore it too).
+  if w ~= mod(start / P, FW_WINDOWS) then return nil end
+  return { start, x - w * FW_COUNT }
+end
+
 local function read_state(alg, key, now, P)
   if alg == 'l' then return read_log(key, now, P) end
   if alg == 'c' then return read_leases(key, now) end
+  if alg == 'f' then return read_fixed(key, now, P) end
   return read_string(key, STRING_LEN[alg])
 end
 
@@ -369,6 +396,10 @@ local function write_state(alg, key, old, nxt, ttl, now, P, pad)
     if alg == 'l' then redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - P))
     else redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now)) end
     redis.call('PEXPIRE', key, px)
+    return
+  end
+  if alg == 'f' and nxt[2] < FW_COUNT and nxt[2] == floor(nxt[2]) then
+    redis.call('SET', key, num(mod(nxt[1] / P, FW_WINDOWS) * FW_COUNT + nxt[2]), 'PX', px)
     return
   end
   local parts = {}

@@ -1,0 +1,417 @@
+/** The Redis store on standalone Redis: batching, scripts, deny cache, TTLs, errors, size, latency. */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type Limiter,
+  type PolicyInput,
+  type RedisStore,
+  type RedisStoreOptions,
+  StoreError,
+  createLimiter,
+  definePolicy,
+  isSluiceError,
+  redisStore,
+} from "../../src/index.js";
+import { SLUICE_LUA } from "../../src/stores/lua-scripts.js";
+import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+
+let server: RedisServer;
+let client: Redis;
+let admin: Redis;
+const stores: RedisStore[] = [];
+const run = Date.now().toString(36);
+let seq = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+  client = new Redis(server.url);
+  admin = new Redis(server.url);
+  await Promise.all([client.ping(), admin.ping()]);
+  // Load the script once, so that call counts below do not include the NOSCRIPT + EVAL pair.
+  const warm = redisStore({ client, heartbeatMs: 0 });
+  await warm.decide({
+    policy: definePolicy({ name: "warm", rules: [{ limit: 1, period: 1000 }] }),
+    key: "w",
+    cost: 1,
+  });
+  await warm.close();
+});
+
+afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
+  client.disconnect();
+  admin.disconnect();
+  await server.stop();
+});
+
+function store(options: Partial<RedisStoreOptions> = {}): RedisStore {
+  const s = redisStore({ client, heartbeatMs: 0, ...options });
+  stores.push(s);
+  return s;
+}
+
+function limiter(
+  policy: Omit<PolicyInput, "name">,
+  options: Partial<RedisStoreOptions> = {},
+): Limiter {
+  return createLimiter({
+    store: store(options),
+    policy: { onStoreError: "deny", ...policy, name: `p${run}-${++seq}` },
+  });
+}
+
+/** EVALSHA + EVAL calls the server has run so far. */
+async function scriptCalls(): Promise<number> {
+  const info = await admin.info("commandstats");
+  let n = 0;
+  for (const m of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) n += Number(m[1]);
+  return n;
+}
+
+describe("batching", () => {
+  it("decisions made in one tick travel in one script call", async () => {
+    const l = limiter({ algorithm: "gcra", rules: [{ limit: 1000, period: "1m" }] });
+    const before = await scriptCalls();
+    const ds = await Promise.all(Array.from({ length: 200 }, (_, i) => l.limit(`k${i % 20}`)));
+    expect(await scriptCalls()).toBe(before + 1);
+    expect(ds.every((d) => d.allowed && d.reason === undefined)).toBe(true);
+  });
+
+  it("splits at maxBatch", async () => {
+    const l = limiter(
+      { algorithm: "fixed-window", rules: [{ limit: 10, period: "1h" }] },
+      { maxBatch: 16 },
+    );
+    const before = await scriptCalls();
+    const ds = await Promise.all(Array.from({ length: 100 }, () => l.limit("same")));
+    expect(await scriptCalls()).toBe(before + 7);
+    expect(ds.filter((d) => d.allowed)).toHaveLength(10);
+    // The 10 allowed are the first 10 asked: batches keep the order of the calls.
+    expect(ds.slice(0, 10).every((d) => d.allowed)).toBe(true);
+  });
+
+  it("mixes policies, algorithms and operations in one call", async () => {
+    const s = store();
+    const ls = ALGORITHMS.map((alg) =>
+      createLimiter({
+        store: s,
+        policy: { name: `mix${run}-${alg}`, algorithm: alg, rules: [{ limit: 2, period: "1h" }] },
+      }),
+    );
+    const ds = await Promise.all(
+      ls.flatMap((l) => [l.limit("a"), l.limit("a"), l.limit("a"), l.peek("a")]),
+    );
+    for (let i = 0; i < ls.length; i++) {
+      expect(ds.slice(i * 4, i * 4 + 4).map((d) => d.allowed)).toEqual([true, true, false, false]);
+    }
+  });
+});
+
+describe("scripts", () => {
+  it("reloads after SCRIPT FLUSH (NOSCRIPT) and keeps deciding", async () => {
+    const l = limiter({ algorithm: "sliding-window", rules: [{ limit: 3, period: "1h" }] });
+    expect((await l.limit("k")).allowed).toBe(true);
+    await admin.script("FLUSH");
+    expect(await admin.script("EXISTS", SLUICE_LUA.sha)).toEqual([0]);
+    const d = await l.limit("k");
+    expect(d.reason).toBeUndefined();
+    expect(d.remaining).toBe(1);
+    expect(await admin.script("EXISTS", SLUICE_LUA.sha)).toEqual([1]);
+  });
+
+  it("a corrupt key fails its own decision with SLUICE_ERR_CORRUPT_STATE, not the batch", async () => {
+    const errors: unknown[] = [];
+    const policy = definePolicy({
+      name: `corrupt${run}`,
+      algorithm: "gcra",
+      rules: [{ limit: 5, period: "1m" }],
+      onStoreError: "deny",
+    });
+    const s = store({ prefix: "cx:" });
+    const l = createLimiter({ store: s, policy, onError: (e) => errors.push(e) });
+    await admin.set(`cx:${policy.name}:{bad}:g0`, "not a number");
+    await admin.sadd(`cx:${policy.name}:{wrongtype}:g0`, "x");
+    const [bad, wrong, good] = await Promise.all([
+      l.limit("bad"),
+      l.limit("wrongtype"),
+      l.limit("good"),
+    ]);
+    expect(bad.reason).toBe("store-error");
+    expect(bad.allowed).toBe(false);
+    expect(wrong.reason).toBe("store-error");
+    expect(good.reason).toBeUndefined();
+    expect(good.allowed).toBe(true);
+    expect(errors.map((e) => isSluiceError(e, "SLUICE_ERR_CORRUPT_STATE"))).toEqual([true, true]);
+    expect(String((errors[0] as Error).message)).toContain(`{bad}`);
+  });
+});
+
+describe("deny cache", () => {
+  it("answers a denied key locally, counting down, until its retry time", async () => {
+    let t = 1_700_000_000_000;
+    const l = limiter({ algorithm: "gcra", rules: [{ limit: 2, period: "1s" }] }, { now: () => t });
+    await l.limit("k");
+    await l.limit("k");
+    const first = await l.limit("k");
+    expect(first).toMatchObject({ allowed: false, retryAfterMs: 500, remaining: 0 });
+    expect(first.reason).toBeUndefined();
+    const before = await scriptCalls();
+    t += 200;
+    const cached = await l.limit("k");
+    expect(cached).toMatchObject({
+      allowed: false,
+      retryAfterMs: 300,
+      remaining: 0,
+      reason: "deny-cache",
+    });
+    expect(await scriptCalls()).toBe(before);
+    t += 300;
+    const after = await l.limit("k");
+    expect(after.allowed).toBe(true);
+    expect(after.reason).toBeUndefined();
+  });
+
+  it("is cleared by reset and by a refund in this process", async () => {
+    const t = 1_700_000_000_000;
+    const l = limiter(
+      { algorithm: "fixed-window", rules: [{ limit: 1, period: "1m" }] },
+      { now: () => t },
+    );
+    await l.limit("k");
+    expect((await l.limit("k")).reason).toBeUndefined();
+    expect((await l.limit("k")).reason).toBe("deny-cache");
+    await l.refund("k");
+    expect((await l.limit("k")).allowed).toBe(true);
+    expect((await l.limit("k")).allowed).toBe(false);
+    expect((await l.limit("k")).reason).toBe("deny-cache");
+    await l.reset("k");
+    expect((await l.limit("k")).allowed).toBe(true);
+  });
+
+  it("only answers the same cost (a larger cost waits longer), and can be turned off", async () => {
+    const t = 1_700_000_000_000;
+    const l = limiter(
+      { algorithm: "sliding-log", rules: [{ limit: 3, period: "1s" }] },
+      { now: () => t },
+    );
+    await l.limit("k", { cost: 3 });
+    expect((await l.limit("k", { cost: 1 })).reason).toBeUndefined();
+    expect((await l.limit("k", { cost: 1 })).reason).toBe("deny-cache");
+    const two = await l.limit("k", { cost: 2 });
+    expect(two.reason).toBeUndefined();
+    expect(two.allowed).toBe(false);
+    expect((await l.limit("k", { cost: 2 })).reason).toBe("deny-cache");
+    const off = limiter(
+      { algorithm: "sliding-log", rules: [{ limit: 1, period: "1s" }] },
+      { now: () => t, denyCache: false },
+    );
+    await off.limit("k");
+    await off.limit("k");
+    expect((await off.limit("k")).reason).toBeUndefined();
+  });
+
+  it("is bounded", async () => {
+    const s = store({ denyCacheSize: 3 });
+    const l = createLimiter({
+      store: s,
+      policy: { name: `dcb${run}`, rules: [{ limit: 1, period: "1h" }] },
+    });
+    for (let i = 0; i < 10; i++) {
+      await l.limit(`k${i}`);
+      await l.limit(`k${i}`);
+    }
+    expect((s as unknown as { denied: Map<string, unknown> }).denied.size).toBe(3);
+  });
+});
+
+describe("keys and TTLs", () => {
+  /** The longest TTL a key of this policy may have (ms). */
+  function bound(alg: AlgorithmName, limit: number, periodMs: number, burst: number): number {
+    switch (alg) {
+      case "gcra":
+      case "token-bucket":
+        return Math.ceil((periodMs * burst) / limit);
+      case "sliding-window":
+        return 2 * periodMs;
+      default:
+        return periodMs;
+    }
+  }
+
+  it("no leaks: after 10,000 keys over every algorithm, every key has a TTL within its bound", async () => {
+    const prefix = `lk${run}:`;
+    const s = store({ prefix });
+    const bounds = new Map<string, number>();
+    const limiters: Limiter[] = [];
+    const periods = [1000, 60_000, 3_600_000];
+    for (const alg of ALGORITHMS) {
+      for (const periodMs of periods) {
+        const name = `${alg}-${periodMs}`;
+        const burst = alg === "gcra" || alg === "token-bucket" ? 7 : 5;
+        const policy: PolicyInput = {
+          name,
+          algorithm: alg,
+          rules: [{ limit: 5, period: periodMs, ...(burst !== 5 ? { burst } : {}) }],
+          ...(periodMs === 1000 && alg !== "concurrency" ? { blockDuration: 30_000 } : {}),
+        };
+        bounds.set(`${name}:`, bound(alg, 5, periodMs, burst));
+        limiters.push(createLimiter({ store: s, policy }));
+      }
+    }
+    const perLimiter = Math.ceil(10_000 / limiters.length);
+    expect(perLimiter * limiters.length).toBeGreaterThanOrEqual(10_000);
+    for (const [i, l] of limiters.entries()) {
+      await Promise.all(
+        Array.from({ length: perLimiter }, (_, j) =>
+          l.limit(`id-${j}`, { cost: 1 + ((i + j) % 3) }),
+        ),
+      );
+      // A few over the limit, so that penalty blocks are written too.
+      await Promise.all(
+        Array.from({ length: 20 }, (_, j) =>
+          Promise.all([l.limit(`id-${j}`, { cost: 3 }), l.limit(`id-${j}`, { cost: 3 })]),
+        ),
+      );
+    }
+    const keys: string[] = [];
+    let cursor = "0";
+    do {
+      const [next, batch] = await admin.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
+      cursor = next;
+      keys.push(...batch);
+    } while (cursor !== "0");
+    // Keys of the 1 s policies may already have expired; the others are all there.
+    expect(keys.length).toBeGreaterThanOrEqual((perLimiter * limiters.length * 2) / 3);
+    const pipe = admin.pipeline();
+    for (const k of keys) pipe.pttl(k);
+    const ttls = (await pipe.exec())!.map(([, v]) => v as number);
+    const bad: string[] = [];
+    keys.forEach((k, i) => {
+      const ttl = ttls[i]!;
+      const policy = k.slice(prefix.length, k.indexOf(":{"));
+      const b = k.endsWith("b") ? 30_000 : bounds.get(`${policy}:`)!;
+      // -2: expired between SCAN and PTTL (fine); -1 would be a key without a TTL.
+      if (ttl !== -2 && !(ttl > 0 && ttl <= b)) bad.push(`${k} ttl ${ttl} bound ${b}`);
+    });
+    expect(bad.slice(0, 5)).toEqual([]);
+  });
+
+  it("lays keys out as prefix + policy + {identifier} + algorithm and rule; long identifiers hashed", async () => {
+    const s = store({ prefix: "kl:" });
+    const l = createLimiter({
+      store: s,
+      policy: {
+        name: `layout${run}`,
+        algorithm: "token-bucket",
+        rules: [
+          { limit: 5, period: "1m" },
+          { limit: 50, period: "1h" },
+        ],
+        blockDuration: "1m",
+      },
+    });
+    await l.limit("user:42");
+    await l.limit("x".repeat(200));
+    const keys = (await admin.keys(`kl:layout${run}:*`)).sort();
+    expect(keys).toHaveLength(4);
+    expect(keys.filter((k) => k.startsWith(`kl:layout${run}:{user:42}:`)).sort()).toEqual([
+      `kl:layout${run}:{user:42}:t0`,
+      `kl:layout${run}:{user:42}:t1`,
+    ]);
+    expect(keys.some((k) => /^kl:layout\w+:\{#[A-Za-z0-9_-]{27}\}:t0$/.test(k))).toBe(true);
+  });
+});
+
+describe("failures", () => {
+  it("times out with SLUICE_ERR_STORE_TIMEOUT when Redis does not answer in time", async () => {
+    const s = store({ timeoutMs: 100, breakerFailures: 100 });
+    const policy = definePolicy({ name: `to${run}`, rules: [{ limit: 5, period: "1m" }] });
+    await s.decide({ policy, key: "k", cost: 1 });
+    await admin.call("CLIENT", "PAUSE", "600", "ALL");
+    const err = await s.decide({ policy, key: "k", cost: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(StoreError);
+    expect((err as StoreError).code).toBe("SLUICE_ERR_STORE_TIMEOUT");
+    await new Promise((r) => setTimeout(r, 700));
+    expect((await s.decide({ policy, key: "k", cost: 1 })).allowed).toBe(true);
+  });
+
+  it("validates its options", () => {
+    expect(() => redisStore({ client, prefx: "x" } as unknown as RedisStoreOptions)).toThrow(
+      /prefx: unknown option/,
+    );
+    expect(() => redisStore({ client, prefix: "a{" })).toThrow(/prefix/);
+    expect(() => redisStore({ client, timeoutMs: 0 })).toThrow(/timeoutMs/);
+    expect(() => redisStore({ client: {} as unknown as RedisStoreOptions["client"] })).toThrow(
+      /client/,
+    );
+  });
+});
+
+describe("size and speed", () => {
+  it("bytes per key (MEMORY USAGE), per algorithm", async () => {
+    // What one client costs: prefix "sl:"-like (3 characters), policy "api", an IPv4 identifier,
+    // a few requests under 100 per minute. Each algorithm gets its own 3-character prefix.
+    const sizes: Record<string, number> = {};
+    for (const [i, alg] of ALGORITHMS.entries()) {
+      const prefix = `m${i}:`;
+      const s = store({ prefix });
+      const l = createLimiter({
+        store: s,
+        policy: { name: "api", algorithm: alg, rules: [{ limit: 100, period: "1m" }] },
+      });
+      for (let j = 0; j < 3; j++) await l.limit("203.0.113.77");
+      const key = (await admin.keys(`${prefix}api:*`))[0]!;
+      sizes[alg] = Number(await admin.call("MEMORY", "USAGE", key, "SAMPLES", "0"));
+    }
+    console.log(
+      "bytes per key (policy api, identifier 203.0.113.77, 3 requests):",
+      JSON.stringify(sizes),
+    );
+    expect(sizes.gcra).toBeLessThanOrEqual(101);
+    expect(sizes["fixed-window"]).toBeLessThanOrEqual(101);
+    expect(sizes["sliding-window"]).toBeLessThanOrEqual(151);
+  });
+
+  it("at 1 request in flight, a decision costs about one EVALSHA round trip", async () => {
+    const l = limiter({ algorithm: "gcra", rules: [{ limit: 1_000_000, period: "1s" }] });
+    const policy = l.policy;
+    const args = [
+      SLUICE_LUA.sha,
+      1,
+      `sl:${policy.name}:{raw}:g0`,
+      "",
+      0,
+      1,
+      "g",
+      1,
+      0,
+      1_000_000,
+      1000,
+      1_000_000,
+      "d",
+      1,
+      1,
+      "",
+    ];
+    const rounds = 1500;
+    const time = async (f: () => Promise<unknown>) => {
+      const xs: number[] = [];
+      for (let i = 0; i < rounds; i++) {
+        const t0 = performance.now();
+        await f();
+        xs.push(performance.now() - t0);
+      }
+      xs.sort((a, b) => a - b);
+      return xs[Math.floor(xs.length / 2)]!;
+    };
+    await time(() => l.limit("warm"));
+    const raw = await time(() => client.call("EVALSHA", args));
+    const ours = await time(() => l.limit("k"));
+    console.log(
+      `median latency at 1 in flight: raw EVALSHA ${raw.toFixed(3)} ms, limiter.limit ${ours.toFixed(3)} ms`,
+    );
+    expect(ours).toBeLessThan(raw * 2 + 0.2);
+  });
+});

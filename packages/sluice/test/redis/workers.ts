@@ -1,0 +1,84 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import type { PolicyInput } from "../../src/index.js";
+
+const WORKER = fileURLToPath(new URL("./worker.ts", import.meta.url));
+
+/** A pool of worker processes (see worker.ts) that fire limit() calls at the same key. */
+export interface Workers {
+  /** Each worker fires `perWorker` concurrent calls; resolves with the total allowed and reasons. */
+  fire(
+    policy: PolicyInput,
+    key: string,
+    perWorker: number,
+  ): Promise<{ allowed: number; reasons: Record<string, number> }>;
+  stop(): Promise<void>;
+}
+
+/** Forks `envs.length` workers (one per env) and waits until each has connected to Redis. */
+export async function startWorkers(envs: Array<Record<string, string>>): Promise<Workers> {
+  const children: ChildProcess[] = envs.map((env) =>
+    fork(WORKER, [], {
+      execArgv: ["--import", "tsx"],
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    }),
+  );
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise<void>((resolve, reject) => {
+          const t = setTimeout(() => reject(new Error("worker did not start in 30 s")), 30_000);
+          c.on("message", function ready(m: unknown) {
+            if (typeof m === "object" && m !== null && "ready" in m) {
+              clearTimeout(t);
+              c.off("message", ready);
+              resolve();
+            }
+          });
+          c.once("exit", (code) => reject(new Error(`worker exited (${String(code)})`)));
+        }),
+    ),
+  );
+  let seq = 0;
+  return {
+    async fire(policy, key, perWorker) {
+      const id = ++seq;
+      const answers = await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<{ allowed: number; reasons: Record<string, number> }>((resolve) => {
+              c.on("message", function done(m: unknown) {
+                const a = m as { id?: number; allowed: number; reasons: Record<string, number> };
+                if (a.id === id) {
+                  c.off("message", done);
+                  resolve(a);
+                }
+              });
+              c.send({ id, policy, key, n: perWorker });
+            }),
+        ),
+      );
+      const reasons: Record<string, number> = {};
+      for (const a of answers)
+        for (const [k, v] of Object.entries(a.reasons)) reasons[k] = (reasons[k] ?? 0) + v;
+      return { allowed: answers.reduce((s, a) => s + a.allowed, 0), reasons };
+    },
+    async stop() {
+      await Promise.all(
+        children.map(
+          (c) =>
+            new Promise<void>((resolve) => {
+              if (c.exitCode !== null) return resolve();
+              const t = setTimeout(() => c.kill("SIGKILL"), 3000);
+              c.once("exit", () => {
+                clearTimeout(t);
+                resolve();
+              });
+              c.send("exit");
+            }),
+        ),
+      );
+    },
+  };
+}
