@@ -1,0 +1,169 @@
+/**
+ * Inline SVG charts: lines (one polyline per series) or stacked bars, with a y axis of round
+ * ticks, a few x labels and a legend. No chart library; the page stays one small bundle.
+ */
+import { s } from "./dom.js";
+
+/** One series of a chart. */
+export interface Series {
+  /** Legend text; also `data-series` on the drawn element (tests look for it). */
+  readonly name: string;
+  /** A CSS colour. */
+  readonly color: string;
+  /** One value per x position. */
+  readonly values: readonly number[];
+  /** Draw dashed (e.g. what a draft would do, or offered traffic). */
+  readonly dashed?: boolean;
+}
+
+/** Options of {@link chart}. */
+export interface ChartOptions {
+  /** `line` (default) or stacked `bar`. */
+  readonly kind?: "line" | "bar";
+  readonly series: readonly Series[];
+  /** Label of x position `i` (a few are shown). */
+  readonly xLabel: (i: number) => string;
+  /** Unit shown above the y axis, e.g. "requests / 2 s". */
+  readonly yUnit: string;
+  readonly width?: number;
+  readonly height?: number;
+  /** Accessible description. */
+  readonly title: string;
+}
+
+/** Round tick step so that about `count` ticks cover `max`. */
+export function niceStep(max: number, count = 4): number {
+  if (max <= 0) return 1;
+  const raw = max / count;
+  const pow = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * pow >= raw) return Math.max(1, m * pow);
+  return Math.max(1, 10 * pow);
+}
+
+/** Draws a chart as an `<svg>` element that scales with its container. */
+export function chart(o: ChartOptions): SVGElement {
+  const width = o.width ?? 720;
+  const height = o.height ?? 240;
+  const pad = { left: 48, right: 12, top: 22, bottom: 26 };
+  const w = width - pad.left - pad.right;
+  const h = height - pad.top - pad.bottom;
+  const n = Math.max(1, ...o.series.map((x) => x.values.length));
+  const bar = o.kind === "bar";
+  let max = 0;
+  for (let i = 0; i < n; i++) {
+    if (bar)
+      max = Math.max(
+        max,
+        o.series.reduce((acc, x) => acc + (x.values[i] ?? 0), 0),
+      );
+    else for (const x of o.series) max = Math.max(max, x.values[i] ?? 0);
+  }
+  const step = niceStep(max);
+  const top = Math.max(step, Math.ceil(max / step) * step);
+  const y = (v: number) => pad.top + h - (v / top) * h;
+  const slot = w / n;
+  const x = (i: number) =>
+    pad.left + (bar ? slot * i + slot / 2 : n === 1 ? w / 2 : (w * i) / (n - 1));
+
+  const grid: SVGElement[] = [];
+  for (let v = 0; v <= top + 1e-9; v += step) {
+    grid.push(
+      s("line", { class: "grid", x1: pad.left, x2: pad.left + w, y1: y(v), y2: y(v) }),
+      s("text", { class: "tick", x: pad.left - 6, y: y(v) + 4, "text-anchor": "end" }, fmt(v)),
+    );
+  }
+  const labels: SVGElement[] = [];
+  const every = Math.max(1, Math.ceil(n / 6));
+  for (let i = 0; i < n; i += every) {
+    labels.push(
+      s(
+        "text",
+        { class: "tick", x: x(i), y: pad.top + h + 16, "text-anchor": "middle" },
+        o.xLabel(i),
+      ),
+    );
+  }
+
+  const marks: SVGElement[] = [];
+  if (bar) {
+    const bw = Math.max(1, slot * 0.7);
+    const base = new Array<number>(n).fill(0);
+    for (const ser of o.series) {
+      const rects: SVGElement[] = [];
+      for (let i = 0; i < n; i++) {
+        const v = ser.values[i] ?? 0;
+        if (v <= 0) continue;
+        const b = base[i] ?? 0;
+        rects.push(
+          s(
+            "rect",
+            { x: x(i) - bw / 2, y: y(b + v), width: bw, height: y(b) - y(b + v), fill: ser.color },
+            s("title", {}, `${ser.name}: ${fmt(v)} (${o.xLabel(i)})`),
+          ),
+        );
+        base[i] = b + v;
+      }
+      marks.push(s("g", { "data-series": ser.name, "data-total": sum(ser.values) }, rects));
+    }
+  } else {
+    for (const ser of o.series) {
+      const pts = ser.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+      marks.push(
+        s("polyline", {
+          points: pts,
+          fill: "none",
+          stroke: ser.color,
+          "stroke-width": 2,
+          "stroke-dasharray": ser.dashed ? "5 4" : undefined,
+          "data-series": ser.name,
+          "data-total": sum(ser.values),
+        }),
+      );
+    }
+  }
+
+  const legend = o.series.map((ser, i) =>
+    s(
+      "g",
+      { transform: `translate(${pad.left + i * 130}, 6)` },
+      s("rect", { width: 10, height: 10, y: 0, fill: ser.color }),
+      s("text", { class: "legend", x: 14, y: 9 }, ser.name),
+    ),
+  );
+
+  return s(
+    "svg",
+    {
+      class: "chart",
+      viewBox: `0 0 ${width} ${height}`,
+      role: "img",
+      "aria-label": o.title,
+      preserveAspectRatio: "xMidYMid meet",
+    },
+    s("title", {}, o.title),
+    grid,
+    s("text", { class: "unit", x: 4, y: pad.top - 8 }, o.yUnit),
+    labels,
+    s("line", { class: "axis", x1: pad.left, x2: pad.left + w, y1: y(0), y2: y(0) }),
+    marks,
+    legend,
+  );
+}
+
+function sum(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0);
+}
+
+function fmt(v: number): string {
+  if (v >= 1e6) return `${+(v / 1e6).toFixed(1)}M`;
+  if (v >= 1e4) return `${+(v / 1e3).toFixed(1)}k`;
+  return String(+v.toFixed(2));
+}
+
+/** A duration in ms as a short label: `250ms`, `2s`, `1.5m`, `2h`. */
+export function shortDuration(ms: number): string {
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 60_000) return `${+(ms / 1000).toFixed(1)}s`;
+  if (ms < 3_600_000) return `${+(ms / 60_000).toFixed(1)}m`;
+  return `${+(ms / 3_600_000).toFixed(1)}h`;
+}

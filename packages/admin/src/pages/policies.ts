@@ -1,0 +1,543 @@
+/**
+ * Policies: the list, one policy (its rules, draft and versions with restore), and the form
+ * that creates or edits one (or saves the edit as a draft evaluated in shadow).
+ */
+import { ALGORITHMS } from "../../../sluice/src/algorithms/index.js";
+import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord, VersionRecord } from "../api.js";
+import { h, mount, when } from "../dom.js";
+import {
+  type Ctx,
+  canEditPolicy,
+  canWrite,
+  clearIssues,
+  failed,
+  field,
+  formError,
+  heading,
+  input,
+  loading,
+  numberOrRaw,
+  durationOrRaw,
+  ruleText,
+  rulesEditor,
+  select,
+  showIssues,
+} from "../ui.js";
+
+const enc = encodeURIComponent;
+
+/** A button that asks for a second click before doing something destructive. */
+export function confirmButton(
+  label: string,
+  action: () => Promise<void>,
+  props: Record<string, unknown> = {},
+): HTMLButtonElement {
+  let armed = false;
+  const b: HTMLButtonElement = h(
+    "button",
+    {
+      type: "button",
+      class: "danger",
+      ...props,
+      onclick: async () => {
+        if (!armed) {
+          armed = true;
+          b.textContent = `Click again to ${label.toLowerCase()}`;
+          setTimeout(() => {
+            armed = false;
+            b.textContent = label;
+          }, 4000);
+          return;
+        }
+        b.disabled = true;
+        try {
+          await action();
+        } finally {
+          b.disabled = false;
+        }
+      },
+    },
+    label,
+  );
+  return b;
+}
+
+function flags(p: PolicyDoc & { hasDraft?: boolean }): HTMLElement[] {
+  const out: HTMLElement[] = [];
+  if (p.enabled === false) out.push(h("span", { class: "tag off" }, "disabled"));
+  if (p.shadow) out.push(h("span", { class: "tag shadow" }, "shadow"));
+  if (p.hasDraft) out.push(h("span", { class: "tag draft" }, "draft"));
+  return out;
+}
+
+/** `#/policies`: every policy. */
+export async function policiesPage(ctx: Ctx): Promise<void> {
+  mount(ctx.main, heading("Policies"), loading());
+  const list = await ctx.api.policies();
+  const canCreate = canWrite(ctx);
+  mount(
+    ctx.main,
+    heading(
+      "Policies",
+      canCreate
+        ? h("a", { class: "button", href: "#/policies/new", id: "new-policy" }, "New policy")
+        : null,
+    ),
+    list.length === 0
+      ? h("p", { class: "muted" }, "No policies yet.")
+      : h(
+          "table",
+          { class: "list", id: "policies" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              ["Name", "Algorithm", "Rules", "Apps", "", "Version", "Updated"].map((t) =>
+                h("th", {}, t),
+              ),
+            ),
+          ),
+          h(
+            "tbody",
+            {},
+            list.map((p) =>
+              h(
+                "tr",
+                { "data-policy": p.name },
+                h("td", {}, h("a", { href: `#/policies/${enc(p.name)}` }, p.name)),
+                h("td", {}, p.algorithm ?? "gcra"),
+                h("td", {}, p.rules.map(ruleText).join(" and ")),
+                h("td", {}, (p.apps ?? []).join(", ") || h("span", { class: "muted" }, "none")),
+                h("td", {}, flags(p)),
+                h("td", { class: "num" }, `v${p.version}`),
+                h("td", {}, `${when(p.updatedAt)} by ${p.updatedBy}`),
+              ),
+            ),
+          ),
+        ),
+  );
+}
+
+function docView(doc: PolicyDoc): HTMLElement {
+  const row = (k: string, v: string | HTMLElement | HTMLElement[]) => [
+    h("dt", {}, k),
+    h("dd", {}, v),
+  ];
+  return h(
+    "dl",
+    { class: "doc" },
+    row("Algorithm", doc.algorithm ?? "gcra"),
+    row(
+      "Rules",
+      h(
+        "ul",
+        { class: "plain" },
+        doc.rules.map((r) => h("li", {}, ruleText(r))),
+      ),
+    ),
+    row("Block after denial", doc.blockDuration !== undefined ? String(doc.blockDuration) : "off"),
+    row("On store error", doc.onStoreError ?? "allow"),
+    doc.onStoreError === "insurance"
+      ? row("Insurance instances", String(doc.insuranceInstances ?? "counted by the store"))
+      : [],
+    row("Shadow", doc.shadow ? "yes — everything passes, denials are only reported" : "no"),
+    row("Enabled", doc.enabled === false ? "no — everything passes, nothing is counted" : "yes"),
+    row("Apps granted", (doc.apps ?? []).join(", ") || "none"),
+    doc.description ? row("Description", doc.description) : [],
+  );
+}
+
+/** `#/policies/:name`: one policy, its draft and its versions. */
+export async function policyPage(ctx: Ctx, name: string): Promise<void> {
+  mount(ctx.main, heading(name), loading());
+  const [p, versions, draft] = await Promise.all([
+    ctx.api.policy(name),
+    ctx.api.versions(name).catch((): VersionRecord[] => []),
+    ctx.api.draft(name),
+  ]);
+  const editable = canEditPolicy(ctx, p);
+  const reload = () => policyPage(ctx, name);
+  mount(
+    ctx.main,
+    heading(
+      p.name,
+      h("a", { class: "button secondary", href: `#/traffic?policy=${enc(p.name)}` }, "Traffic"),
+      h("a", { class: "button secondary", href: `#/simulator?policy=${enc(p.name)}` }, "Simulate"),
+      editable
+        ? h(
+            "a",
+            { class: "button", id: "edit-policy", href: `#/policies/${enc(p.name)}/edit` },
+            "Edit",
+          )
+        : null,
+      editable
+        ? confirmButton("Delete", async () => {
+            try {
+              await ctx.api.deletePolicy(p.name);
+              ctx.flash(`Deleted policy ${p.name}`);
+              ctx.navigate("/policies");
+            } catch (err) {
+              ctx.flash(err instanceof Error ? err.message : String(err), "error");
+            }
+          })
+        : null,
+    ),
+    h(
+      "p",
+      { class: "muted meta" },
+      h("span", { id: "policy-version" }, `Version ${p.version}`),
+      ` · created ${when(p.createdAt)} by ${p.createdBy} · updated ${when(p.updatedAt)} by ${p.updatedBy}`,
+      flags(p).length > 0 ? [" · ", flags(p)] : null,
+    ),
+    editable
+      ? null
+      : h(
+          "p",
+          { class: "notice", id: "read-only" },
+          "Read-only: your role cannot change this policy.",
+        ),
+    h("section", { class: "card" }, h("h2", {}, "Enforced"), docView(p)),
+    draft ? draftSection(ctx, p, draft, editable, reload) : null,
+    versionsSection(ctx, p, versions, editable, reload),
+  );
+}
+
+function draftSection(
+  ctx: Ctx,
+  p: PolicyRecord,
+  d: DraftRecord,
+  editable: boolean,
+  reload: () => Promise<void>,
+): HTMLElement {
+  const st = d.stats;
+  return h(
+    "section",
+    { class: "card draft", id: "draft" },
+    h("h2", {}, "Draft (evaluated in shadow)"),
+    h(
+      "p",
+      { class: "muted" },
+      `Saved ${when(d.createdAt)} by ${d.createdBy}, based on version ${d.baseVersion}. Every request is also decided by the draft; its answers are only counted.`,
+    ),
+    st
+      ? h(
+          "p",
+          { class: "stats" },
+          `Evaluated ${st.evaluated} · would deny ${st.wouldDeny} · would newly deny ${st.wouldDenyNewly} · would newly allow ${st.wouldAllowNewly}`,
+        )
+      : null,
+    docView(d.doc),
+    editable
+      ? h(
+          "div",
+          { class: "actions" },
+          h(
+            "button",
+            {
+              type: "button",
+              id: "promote-draft",
+              onclick: async () => {
+                try {
+                  const r = await ctx.api.promoteDraft(p.name);
+                  ctx.flash(`Draft promoted: version ${r.version} is enforced`);
+                  await reload();
+                } catch (err) {
+                  ctx.flash(err instanceof Error ? err.message : String(err), "error");
+                }
+              },
+            },
+            "Promote to enforced",
+          ),
+          confirmButton("Discard draft", async () => {
+            try {
+              await ctx.api.deleteDraft(p.name);
+              ctx.flash("Draft discarded");
+              await reload();
+            } catch (err) {
+              ctx.flash(err instanceof Error ? err.message : String(err), "error");
+            }
+          }),
+        )
+      : null,
+  );
+}
+
+function versionsSection(
+  ctx: Ctx,
+  p: PolicyRecord,
+  versions: readonly VersionRecord[],
+  editable: boolean,
+  reload: () => Promise<void>,
+): HTMLElement {
+  const sorted = [...versions].sort((a, b) => b.version - a.version);
+  return h(
+    "section",
+    { class: "card" },
+    h("h2", {}, "Versions"),
+    h(
+      "table",
+      { class: "list", id: "versions" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Version", "Change", "By", "When", "Algorithm", "Rules", ""].map((t) => h("th", {}, t)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        sorted.map((v) =>
+          h(
+            "tr",
+            { "data-version": v.version },
+            h("td", { class: "num" }, `v${v.version}`),
+            h("td", {}, v.action),
+            h("td", {}, v.createdBy),
+            h("td", {}, when(v.createdAt)),
+            h("td", {}, v.doc.algorithm ?? "gcra"),
+            h("td", {}, v.doc.rules.map(ruleText).join(" and ")),
+            h(
+              "td",
+              {},
+              v.version === p.version
+                ? h("span", { class: "tag" }, "current")
+                : editable
+                  ? h(
+                      "button",
+                      {
+                        type: "button",
+                        class: "secondary restore",
+                        onclick: async () => {
+                          try {
+                            const r = await ctx.api.restore(p.name, v.version);
+                            ctx.flash(`Restored version ${v.version} as version ${r.version}`);
+                            await reload();
+                          } catch (err) {
+                            ctx.flash(err instanceof Error ? err.message : String(err), "error");
+                          }
+                        },
+                      },
+                      `Restore v${v.version}`,
+                    )
+                  : null,
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** `#/policies/new` and `#/policies/:name/edit`: the policy form. */
+export async function policyFormPage(ctx: Ctx, name: string | undefined): Promise<void> {
+  mount(ctx.main, heading(name ? `Edit ${name}` : "New policy"), loading());
+  const [existing, apps] = await Promise.all([
+    name ? ctx.api.policy(name) : Promise.resolve(undefined),
+    ctx.api.apps().catch((): AppRecord[] => []),
+  ]);
+  if (existing && !canEditPolicy(ctx, existing)) {
+    mount(
+      ctx.main,
+      heading(`Edit ${existing.name}`),
+      failed(new Error("your role cannot change this policy")),
+    );
+    return;
+  }
+  const user = ctx.session.user;
+  const doc: PolicyDoc = existing ?? {
+    name: "",
+    algorithm: "gcra",
+    rules: [{ limit: 100, period: "1m" }],
+    onStoreError: "allow",
+    shadow: false,
+    enabled: true,
+    apps: user.role === "owner" ? [...user.apps].slice(0, 1) : [],
+  };
+
+  const nameInput = input({
+    name: "name",
+    value: doc.name,
+    required: true,
+    readonly: existing ? true : undefined,
+    placeholder: "api.search",
+  });
+  const description = h("textarea", { name: "description", rows: 2 }, doc.description ?? "");
+  const algorithm = select(
+    ALGORITHMS.map((a) => [a, a] as const),
+    doc.algorithm ?? "gcra",
+    { name: "algorithm" },
+  );
+  const rules = rulesEditor(doc.rules);
+  const block = input({
+    name: "blockDuration",
+    value: doc.blockDuration ?? "",
+    placeholder: "off, or e.g. 5m",
+  });
+  const onStoreError = select(
+    [
+      ["allow", "allow (fail open)"],
+      ["deny", "deny (fail closed)"],
+      ["insurance", "insurance (in-memory share of the limit)"],
+    ],
+    doc.onStoreError ?? "allow",
+    { name: "onStoreError" },
+  );
+  const instances = input({
+    name: "insuranceInstances",
+    value: doc.insuranceInstances ?? "",
+    inputmode: "numeric",
+    placeholder: "counted by the store",
+  });
+  const instancesField = field(
+    "Insurance instances",
+    "insuranceInstances",
+    instances,
+    "How many service nodes share the limit.",
+  );
+  const shadow = h("input", { type: "checkbox", name: "shadow", checked: doc.shadow === true });
+  const enabled = h("input", { type: "checkbox", name: "enabled", checked: doc.enabled !== false });
+  const granted = new Set(doc.apps ?? []);
+  const appNames = [...new Set([...apps.map((a) => a.name), ...granted])].sort();
+  const appBoxes = appNames.map((a) =>
+    h(
+      "label",
+      { class: "check" },
+      h("input", {
+        type: "checkbox",
+        name: "apps",
+        value: a,
+        checked: granted.has(a),
+        disabled: user.role === "owner" && !user.apps.includes(a),
+      }),
+      ` ${a}`,
+    ),
+  );
+  const sync = () => {
+    rules.setBurst(algorithm.value === "gcra" || algorithm.value === "token-bucket");
+    instancesField.hidden = onStoreError.value !== "insurance";
+  };
+  algorithm.addEventListener("change", sync);
+  onStoreError.addEventListener("change", sync);
+  sync();
+
+  const read = (): PolicyDoc => {
+    const blockValue = durationOrRaw(block.value);
+    const inst = numberOrRaw(instances.value);
+    const out: Record<string, unknown> = {
+      name: nameInput.value.trim(),
+      description: description.value,
+      algorithm: algorithm.value,
+      rules: rules.read(),
+      onStoreError: onStoreError.value,
+      shadow: shadow.checked,
+      enabled: enabled.checked,
+      apps: [...form.querySelectorAll<HTMLInputElement>('input[name="apps"]:checked')].map(
+        (x) => x.value,
+      ),
+    };
+    if (blockValue !== undefined) out.blockDuration = blockValue;
+    if (onStoreError.value === "insurance" && inst !== undefined) out.insuranceInstances = inst;
+    return out as unknown as PolicyDoc;
+  };
+
+  const submit = async (asDraft: boolean) => {
+    clearIssues(form);
+    const d = read();
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    try {
+      if (asDraft) {
+        await ctx.api.putDraft(d);
+        ctx.flash(`Draft saved for ${d.name}: it is evaluated in shadow until you promote it`);
+      } else if (existing) {
+        const r = await ctx.api.putPolicy(d, existing.version);
+        ctx.flash(`Saved ${r.name}: version ${r.version}`);
+      } else {
+        const r = await ctx.api.createPolicy(d);
+        ctx.flash(`Created ${r.name}: version ${r.version}`);
+      }
+      ctx.navigate(`/policies/${enc(d.name)}`);
+    } catch (err) {
+      showIssues(form, err);
+    } finally {
+      for (const b of form.querySelectorAll("button")) b.disabled = false;
+    }
+  };
+
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      class: "card policy-form",
+      id: "policy-form",
+      novalidate: true,
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        void submit(false);
+      },
+    },
+    formError(),
+    field("Name", "name", nameInput, existing ? undefined : "Letters, digits, '.', '_', '-', ':'."),
+    field("Description", "description", description),
+    field("Algorithm", "algorithm", algorithm, "gcra is the default: smooth, one value per key."),
+    rules.element,
+    field(
+      "Block after a denial",
+      "blockDuration",
+      block,
+      "A penalty box: deny the key for this long after a denial.",
+    ),
+    field("On store error", "onStoreError", onStoreError),
+    instancesField,
+    h(
+      "div",
+      { class: "field inline", "data-field": "shadow" },
+      h("label", { class: "check" }, shadow, " Shadow: let everything pass, only report denials"),
+      h("div", { class: "field-error", role: "alert" }),
+    ),
+    h(
+      "div",
+      { class: "field inline", "data-field": "enabled" },
+      h("label", { class: "check" }, enabled, " Enabled"),
+      h("div", { class: "field-error", role: "alert" }),
+    ),
+    h(
+      "div",
+      { class: "field", "data-field": "apps" },
+      h("label", {}, "Apps granted"),
+      appBoxes.length > 0
+        ? h("div", { class: "checks" }, appBoxes)
+        : h("p", { class: "muted" }, "No apps yet."),
+      h("div", { class: "field-error", role: "alert" }),
+    ),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", id: "save-policy" }, existing ? "Save" : "Create policy"),
+      existing
+        ? h(
+            "button",
+            {
+              type: "button",
+              class: "secondary",
+              id: "save-draft",
+              onclick: () => void submit(true),
+            },
+            "Save as draft (shadow)",
+          )
+        : null,
+      h(
+        "a",
+        {
+          class: "button secondary",
+          href: existing ? `#/policies/${enc(existing.name)}` : "#/policies",
+        },
+        "Cancel",
+      ),
+    ),
+  );
+  mount(ctx.main, heading(existing ? `Edit ${existing.name}` : "New policy"), form);
+}

@@ -1,0 +1,315 @@
+/**
+ * Shared pieces of the pages: the app context, form fields that can show the service's
+ * validation issues next to the field they name, and the rules editor.
+ */
+import { type Api, ApiError, type Issue, type PolicyDoc, type Rule, type Session } from "./api.js";
+import { type Child, h } from "./dom.js";
+
+/** What every page gets. */
+export interface Ctx {
+  readonly api: Api;
+  readonly session: Session;
+  /** Where the page renders. */
+  readonly main: HTMLElement;
+  /** Query parameters of the current route (`#/simulator?policy=x`). */
+  readonly query: URLSearchParams;
+  /** Goes to a route (`/policies/x`). */
+  navigate(path: string): void;
+  /** Shows a short message at the top of the page. */
+  flash(message: string, kind?: "ok" | "error"): void;
+  /** Registers a cleanup run when the page is left (timers). */
+  onLeave(fn: () => void): void;
+}
+
+/** True when the user may change anything at all (viewers may not). */
+export function canWrite(ctx: Ctx): boolean {
+  return ctx.session.user.role !== "viewer";
+}
+
+/** True for admins. */
+export function isAdmin(ctx: Ctx): boolean {
+  return ctx.session.user.role === "admin";
+}
+
+/**
+ * True when the user may edit this policy: admins always; owners when the policy is granted
+ * to one of their apps (the service decides in the end — this only hides buttons).
+ */
+export function canEditPolicy(ctx: Ctx, doc: PolicyDoc | undefined): boolean {
+  const u = ctx.session.user;
+  if (u.role === "admin") return true;
+  if (u.role !== "owner") return false;
+  if (!doc) return true;
+  return (doc.apps ?? []).some((a) => u.apps.includes(a));
+}
+
+/**
+ * A labelled field. `path` is the dotted path the service uses in its issues (`rules.0.limit`);
+ * the wrapper carries it as `data-field`, and {@link showIssues} writes the message into it.
+ */
+export function field(
+  label: string,
+  path: string,
+  control: HTMLElement,
+  hint?: string,
+): HTMLElement {
+  const id = `f-${path.replace(/[^A-Za-z0-9_-]/g, "-")}`;
+  if (!control.id) control.id = id;
+  return h(
+    "div",
+    { class: "field", "data-field": path },
+    h("label", { for: control.id }, label),
+    control,
+    hint ? h("small", { class: "hint" }, hint) : null,
+    h("div", { class: "field-error", role: "alert", "aria-live": "polite" }),
+  );
+}
+
+/** Clears every issue shown in `form`. */
+export function clearIssues(form: HTMLElement): void {
+  for (const el of form.querySelectorAll<HTMLElement>(".field-error")) el.textContent = "";
+  for (const el of form.querySelectorAll<HTMLElement>("[data-field].invalid")) {
+    el.classList.remove("invalid");
+  }
+  for (const el of form.querySelectorAll("[aria-invalid]")) el.removeAttribute("aria-invalid");
+  const top = form.querySelector<HTMLElement>(".form-error");
+  if (top) {
+    top.textContent = "";
+    top.hidden = true;
+  }
+}
+
+/**
+ * Shows an error in `form`: each issue next to the field it names (or the nearest enclosing
+ * field: `rules.0` for `rules.0.period.x`), the rest — and the message of a non-validation
+ * error — in the form's `.form-error` box.
+ */
+export function showIssues(form: HTMLElement, err: unknown): void {
+  clearIssues(form);
+  const rest: string[] = [];
+  const issues: readonly Issue[] = err instanceof ApiError ? err.issues : [];
+  for (const issue of issues) {
+    let path = issue.path;
+    let target: HTMLElement | null = null;
+    for (;;) {
+      target = form.querySelector<HTMLElement>(`[data-field="${CSS.escape(path)}"]`);
+      if (target || !path.includes(".")) break;
+      path = path.slice(0, path.lastIndexOf("."));
+    }
+    if (target) {
+      const box =
+        target.querySelector<HTMLElement>(":scope > .field-error") ??
+        target.querySelector<HTMLElement>(".field-error");
+      const extra = path === issue.path ? "" : `${issue.path.slice(path.length + 1)}: `;
+      if (box)
+        box.textContent = [box.textContent, `${extra}${issue.message}`].filter(Boolean).join("; ");
+      target.classList.add("invalid");
+      target.querySelector("input, select, textarea")?.setAttribute("aria-invalid", "true");
+    } else {
+      rest.push(issue.path ? `${issue.path}: ${issue.message}` : issue.message);
+    }
+  }
+  const top = form.querySelector<HTMLElement>(".form-error");
+  const message =
+    issues.length === 0
+      ? err instanceof Error
+        ? err.message
+        : String(err)
+      : rest.length > 0
+        ? `Not saved: ${rest.join("; ")}`
+        : "Not saved: fix the fields marked below.";
+  if (top) {
+    top.textContent = message;
+    top.hidden = false;
+  }
+  form.querySelector<HTMLElement>(".invalid input, .invalid select, .invalid textarea")?.focus();
+}
+
+/** A box for form-level errors; {@link showIssues} fills it. */
+export function formError(): HTMLElement {
+  return h("div", { class: "form-error", role: "alert", hidden: true });
+}
+
+/** A text input. */
+export function input(props: Record<string, unknown> = {}): HTMLInputElement {
+  return h("input", { type: "text", autocomplete: "off", ...props });
+}
+
+/** A select with `options` (value, label). */
+export function select(
+  options: readonly (readonly [string, string])[],
+  value: string,
+  props: Record<string, unknown> = {},
+): HTMLSelectElement {
+  const el = h(
+    "select",
+    props,
+    options.map(([v, label]) => h("option", { value: v }, label)),
+  );
+  el.value = value;
+  return el;
+}
+
+/**
+ * Reads a number field as the service should see it: digits become a number, an empty field
+ * is left out, anything else is sent as written so the service's message names it.
+ */
+export function numberOrRaw(text: string): number | string | undefined {
+  const t = text.trim();
+  if (t === "") return undefined;
+  return /^-?\d+(\.\d+)?$/.test(t) ? Number(t) : t;
+}
+
+/** A period as the service takes it: whole milliseconds when only digits, else a string like "1m". */
+export function durationOrRaw(text: string): number | string | undefined {
+  const t = text.trim();
+  if (t === "") return undefined;
+  return /^\d+$/.test(t) ? Number(t) : t;
+}
+
+/** The rules editor: one row per rule (limit, period, burst), add and remove. */
+export interface RulesEditor {
+  readonly element: HTMLElement;
+  /** The rules as written (numbers where they parse, raw text otherwise). */
+  read(): Rule[];
+  /** Shows or hides the burst column (gcra and token-bucket only). */
+  setBurst(visible: boolean): void;
+}
+
+/** Creates a {@link RulesEditor} under the issue path `rules`. */
+export function rulesEditor(
+  rules: readonly Rule[],
+  options: { disabled?: boolean } = {},
+): RulesEditor {
+  const rows = h("div", { class: "rules" });
+  const wrapper = h(
+    "div",
+    { class: "field", "data-field": "rules" },
+    h("label", {}, "Rules (all must pass)"),
+    rows,
+    h("div", { class: "field-error", role: "alert" }),
+  );
+  let burstVisible = true;
+  const renumber = () => {
+    [...rows.children].forEach((row, i) => {
+      row.setAttribute("data-field", `rules.${i}`);
+      for (const f of row.querySelectorAll<HTMLElement>("[data-part]")) {
+        f.setAttribute("data-field", `rules.${i}.${f.dataset.part ?? ""}`);
+      }
+      for (const el of row.querySelectorAll<HTMLInputElement>("input")) {
+        el.id = `f-rules-${i}-${el.name}`;
+        el.closest(".field")?.querySelector("label")?.setAttribute("for", el.id);
+      }
+    });
+  };
+  const addRow = (r: Partial<Rule>) => {
+    const part = (name: keyof Rule, label: string, value: unknown, placeholder: string) => {
+      const el = input({
+        name,
+        value: value === undefined ? "" : String(value),
+        placeholder,
+        disabled: options.disabled,
+        inputmode: name === "period" ? undefined : "numeric",
+      });
+      return h(
+        "div",
+        { class: `field rule-${name}`, "data-part": name },
+        h("label", {}, label),
+        el,
+        h("div", { class: "field-error", role: "alert" }),
+      );
+    };
+    const row = h(
+      "div",
+      { class: "rule-row" },
+      part("limit", "Limit", r.limit, "100"),
+      h("span", { class: "per" }, "per"),
+      part("period", "Period", r.period, "1m"),
+      part("burst", "Burst", r.burst, "= limit"),
+      options.disabled
+        ? null
+        : h(
+            "button",
+            {
+              type: "button",
+              class: "link remove-rule",
+              title: "Remove this rule",
+              onclick: () => {
+                if (rows.children.length > 1) {
+                  row.remove();
+                  renumber();
+                }
+              },
+            },
+            "Remove",
+          ),
+    );
+    (row.querySelector(".rule-burst") as HTMLElement).hidden = !burstVisible;
+    rows.appendChild(row);
+    renumber();
+  };
+  for (const r of rules.length > 0 ? rules : [{ limit: 100, period: "1m" }]) addRow(r);
+  if (!options.disabled) {
+    wrapper.insertBefore(
+      h(
+        "button",
+        { type: "button", class: "secondary add-rule", onclick: () => addRow({}) },
+        "Add rule",
+      ),
+      wrapper.querySelector(".field-error"),
+    );
+  }
+  return {
+    element: wrapper,
+    read() {
+      return [...rows.children].map((row) => {
+        const val = (n: string) =>
+          row.querySelector<HTMLInputElement>(`input[name="${n}"]`)?.value ?? "";
+        const limit = numberOrRaw(val("limit"));
+        const period = durationOrRaw(val("period"));
+        const burst = burstVisible ? numberOrRaw(val("burst")) : undefined;
+        return {
+          ...(limit !== undefined ? { limit } : {}),
+          ...(period !== undefined ? { period } : {}),
+          ...(burst !== undefined ? { burst } : {}),
+        } as Rule;
+      });
+    },
+    setBurst(visible) {
+      burstVisible = visible;
+      for (const el of rows.querySelectorAll<HTMLElement>(".rule-burst")) el.hidden = !visible;
+    },
+  };
+}
+
+/** A rule as short text: `100 / 1m (burst 20)`. */
+export function ruleText(r: Rule): string {
+  const period = typeof r.period === "number" ? `${r.period}ms` : r.period;
+  return `${r.limit} / ${period}${r.burst !== undefined ? ` (burst ${r.burst})` : ""}`;
+}
+
+/** A loading placeholder. */
+export function loading(): HTMLElement {
+  return h("p", { class: "muted" }, "Loading…");
+}
+
+/** A page heading with optional actions on the right. */
+export function heading(title: string, ...actions: Child[]): HTMLElement {
+  return h(
+    "div",
+    { class: "page-head" },
+    h("h1", {}, title),
+    h("div", { class: "actions" }, actions),
+  );
+}
+
+/** Shows an error in place of a page. */
+export function failed(err: unknown): HTMLElement {
+  const msg = err instanceof Error ? err.message : String(err);
+  const forbidden = err instanceof ApiError && err.status === 403;
+  return h(
+    "div",
+    { class: "notice error", role: "alert" },
+    forbidden ? `You do not have access to this page: ${msg}` : msg,
+  );
+}
