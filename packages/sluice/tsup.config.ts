@@ -1,11 +1,25 @@
 import { defineConfig } from "tsup";
 
 export default defineConfig({
-  entry: { index: "src/index.ts" },
+  entry: {
+    index: "src/index.ts",
+    // HTTP middleware: one subpath export per framework (`sluice/express`, …) and the
+    // framework-free core (`sluice/http`).
+    http: "src/http/adapters/http.ts",
+    node: "src/http/adapters/node.ts",
+    express: "src/http/adapters/express.ts",
+    fastify: "src/http/adapters/fastify.ts",
+    koa: "src/http/adapters/koa.ts",
+    hono: "src/http/adapters/hono.ts",
+  },
   format: ["esm", "cjs"],
   dts: true,
   sourcemap: true,
   clean: true,
   target: "node20",
-  splitting: false,
+  // Shared chunks, so `sluice` and `sluice/express` share one copy of the core (and of its
+  // error classes, for `instanceof`).
+  splitting: true,
+  // fastify-plugin is tiny and CJS-only: bundle it into `sluice/fastify` so users need not install it.
+  noExternal: ["fastify-plugin"],
 });
