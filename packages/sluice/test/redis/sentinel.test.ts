@@ -1,0 +1,130 @@
+/**
+ * Sentinel: 1 master, 1 replica, 3 sentinels. Traffic keeps flowing through a SENTINEL FAILOVER
+ * (answered per onStoreError while the client switches), and decisions are exact afterwards.
+ */
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Decision, type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import { waitFor } from "../../../../test/support/ports.js";
+import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
+
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown) => unhandled.push(reason);
+const run = Date.now().toString(36);
+
+let sentinel: RedisSentinel;
+const clients: Redis[] = [];
+const stores: RedisStore[] = [];
+
+function sentinelClient(): Redis {
+  const c = new Redis({
+    sentinels: [...sentinel.sentinels],
+    name: sentinel.name,
+    failoverDetector: true,
+    retryStrategy: () => 50,
+    sentinelRetryStrategy: () => 50,
+    maxRetriesPerRequest: 1,
+    // A demoted master answers writes with READONLY: reconnect (through the sentinels).
+    reconnectOnError: (err) => err.message.startsWith("READONLY"),
+  });
+  c.on("error", () => {});
+  clients.push(c);
+  return c;
+}
+
+function store(c: Redis): RedisStore {
+  const s = redisStore({
+    client: c,
+    timeoutMs: 300,
+    breakerFailures: 3,
+    probeIntervalMs: 50,
+    heartbeatMs: 0,
+  });
+  stores.push(s);
+  return s;
+}
+
+beforeAll(async () => {
+  process.on("unhandledRejection", onUnhandled);
+  sentinel = await startSentinel();
+}, 120_000);
+
+afterAll(async () => {
+  process.off("unhandledRejection", onUnhandled);
+  await Promise.all(stores.map((s) => s.close()));
+  for (const c of clients) c.disconnect();
+  await sentinel?.stop();
+});
+
+describe("sentinel", () => {
+  it("keeps answering through a failover and is exact afterwards", async () => {
+    const [a, b] = [store(sentinelClient()), store(sentinelClient())];
+    const policy = (name: string, limit: number) =>
+      ({
+        name: `s${run}-${name}`,
+        algorithm: "gcra",
+        rules: [{ limit, period: "1h" }],
+        onStoreError: "allow",
+      }) as const;
+    const traffic = createLimiter({ store: a, policy: policy("traffic", 1_000_000) });
+    await traffic.limit("warm");
+
+    let stop = false;
+    const seen: Decision[] = [];
+    const failures: unknown[] = [];
+    const loop = (async () => {
+      while (!stop) {
+        await Promise.all(
+          Array.from({ length: 5 }, (_, i) =>
+            traffic.limit(`t${i}`).then(
+              (d) => seen.push(d),
+              (e: unknown) => failures.push(e),
+            ),
+          ),
+        );
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    await waitFor(() => seen.length > 100, 10_000, 10);
+    const before = await sentinel.masterPort();
+    const after = await sentinel.failover();
+    expect(after).not.toBe(before);
+    const atSwitch = seen.length;
+    // Answered from Redis again, on the new master.
+    await waitFor(
+      () =>
+        seen.slice(atSwitch).some((d) => d.reason === undefined) &&
+        seen[seen.length - 1]!.reason === undefined,
+      20_000,
+      20,
+    );
+    stop = true;
+    await loop;
+    const errors = seen.filter((d) => d.reason === "store-error").length;
+    console.log(
+      `sentinel failover: ${seen.length} decisions, ${errors} answered by onStoreError during the switch`,
+    );
+    expect(failures).toEqual([]);
+    // Every call was answered: from Redis, or per onStoreError ("allow") during the switch.
+    expect(
+      seen.every((d) => d.allowed && (d.reason === undefined || d.reason === "store-error")),
+    ).toBe(true);
+
+    // Exact afterwards: two stores (two connections) share a limit of 5.
+    for (const s of [a, b]) await waitFor(() => !s.breakerOpen, 10_000, 20);
+    const la = createLimiter({ store: a, policy: { ...policy("exact", 5), onStoreError: "deny" } });
+    const lb = createLimiter({ store: b, policy: { ...policy("exact", 5), onStoreError: "deny" } });
+    const ds = await Promise.all(
+      Array.from({ length: 100 }, (_, i) => (i % 2 ? la : lb).limit("shared")),
+    );
+    expect(ds.filter((d) => d.reason === "store-error")).toHaveLength(0);
+    expect(ds.filter((d) => d.allowed)).toHaveLength(5);
+    const master = new Redis({ host: "127.0.0.1", port: after });
+    expect((await master.info("replication")).includes("role:master")).toBe(true);
+    master.disconnect();
+  });
+
+  it("left no unhandled rejection", () => {
+    expect(unhandled).toEqual([]);
+  });
+});
