@@ -241,6 +241,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
 
   decisionRoutes(app, ctx);
   adminRoutes(app, ctx);
+  void app.register(import("./routes/admin-ui.js")); // the admin web page at /admin/
   return app;
 }
 
