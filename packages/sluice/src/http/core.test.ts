@@ -1,0 +1,104 @@
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../errors.js";
+import { createLimiter } from "../limiter.js";
+import { MemoryStore } from "../stores/memory.js";
+import { RateLimitCore, type RequestInput } from "./core.js";
+import type { RateLimitOptions } from "./types.js";
+
+const limiter = createLimiter({
+  store: new MemoryStore({ now: () => 0 }),
+  policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
+});
+
+function issues(options: unknown): string[] {
+  try {
+    new RateLimitCore(options as RateLimitOptions);
+  } catch (err) {
+    if (err instanceof ValidationError) return err.issues.map((i) => `${i.path}: ${i.message}`);
+    throw err;
+  }
+  return [];
+}
+
+const input = (peer: string, headers: Record<string, string> = {}): RequestInput<null> => ({
+  method: "GET",
+  path: "/",
+  route: undefined,
+  header: (n) => headers[n.toLowerCase()],
+  peer,
+  raw: null,
+});
+
+describe("option validation", () => {
+  it("accepts a minimal configuration", () => {
+    expect(issues({ limiter })).toEqual([]);
+  });
+
+  it("names every bad option", () => {
+    expect(
+      issues({
+        limiter: 42,
+        headers: "draft-7",
+        trustProxy: ["10.0.0.0/8", "not-an-ip"],
+        strategy: { type: "wait", maxWaitMs: -1 },
+        countOnly: "sometimes",
+        ipv6Prefix: 200,
+        key: "ip",
+        colour: "blue",
+      }),
+    ).toEqual([
+      ": unknown option(s): colour",
+      "limiter: is required: a limiter from createLimiter(), or a function of the request returning one",
+      "key: must be a function",
+      "headers: must be one of github, ietf, both or false",
+      'countOnly: must be "failed" or "successful"',
+      "ipv6Prefix: must be a whole number 0–128 (got 200)",
+      "strategy.maxWaitMs: must be a positive number of ms (got -1)",
+      'trustProxy.1: "not-an-ip" is not an IP address, a CIDR or one of loopback, linklocal, uniquelocal',
+    ]);
+  });
+
+  it("rejects countOnly with a concurrency policy and unknown strategies", () => {
+    const conc = createLimiter({
+      policy: { name: "c", algorithm: "concurrency", rules: [{ limit: 1, period: "1m" }] },
+    });
+    expect(issues({ limiter: conc, countOnly: "failed" })).toEqual([
+      "countOnly: does not apply to a concurrency policy (its slots are released when the response ends)",
+    ]);
+    expect(issues({ limiter, strategy: "queue" })).toEqual([
+      'strategy: must be "reject", "shadow", or an object with type reject | wait | degrade | shadow',
+    ]);
+    expect(issues({ limiter, strategy: { type: "degrade" } })).toEqual([
+      "strategy.fallback: must be a function (the fallback handler)",
+    ]);
+  });
+});
+
+describe("RateLimitCore.handle", () => {
+  it("falls back to the IP when the key function has no identity", async () => {
+    const core = new RateLimitCore<null>({ limiter, key: () => undefined });
+    const a = await core.handle(input("198.51.100.4"));
+    const b = await core.handle(input("198.51.100.4"));
+    expect([a.kind, b.kind]).toEqual(["pass", "reject"]);
+  });
+
+  it("skips requests whose limiter selector returns undefined", async () => {
+    const core = new RateLimitCore<null>({ limiter: () => undefined });
+    expect((await core.handle(input("198.51.100.5"))).kind).toBe("skip");
+  });
+
+  it("never calls hooks in a way that can break a response", async () => {
+    const core = new RateLimitCore<null>({
+      limiter,
+      onDecision: () => {
+        throw new Error("metrics down");
+      },
+    });
+    expect((await core.handle(input("198.51.100.6"))).kind).toBe("pass");
+  });
+
+  it("propagates an invalid cost as an error", async () => {
+    const core = new RateLimitCore<null>({ limiter, cost: () => 5 });
+    await expect(core.handle(input("198.51.100.7"))).rejects.toThrow(/can never fit/);
+  });
+});
