@@ -3,8 +3,14 @@
  * URL is configured. Every store is wrapped to time its calls and count its errors.
  */
 import { Cluster, Redis, type RedisOptions } from "ioredis";
-import * as sluice from "sluice";
-import type { Policy, Store, StoreDecision, StoreRequest } from "sluice";
+import {
+  type Policy,
+  type Store,
+  type StoreDecision,
+  type StoreRequest,
+  memoryStore,
+  redisStore,
+} from "sluice";
 import type { Metrics } from "./metrics.js";
 
 /** The counter store and what the service needs around it. */
@@ -62,21 +68,13 @@ export function redisClientFromUrl(url: string): RedisClient {
   return new Redis(url, common);
 }
 
-type RedisStoreFactory = (options: { client: RedisClient }) => Store;
-
-/** sluice's `redisStore`, when this version of the library exports it. */
-function redisStoreFactory(): RedisStoreFactory | undefined {
-  const f = (sluice as Record<string, unknown>).redisStore;
-  return typeof f === "function" ? (f as RedisStoreFactory) : undefined;
-}
-
 /** Opens the counter store for the configuration. */
 export function openCounters(options: {
   redisUrl?: string | undefined;
   metrics: Metrics;
 }): Counters {
   if (!options.redisUrl) {
-    const store = sluice.memoryStore();
+    const store = memoryStore();
     return {
       store: instrument(store, options.metrics),
       kind: "memory",
@@ -84,12 +82,10 @@ export function openCounters(options: {
       close: async () => store.close?.(),
     };
   }
-  const factory = redisStoreFactory();
-  if (!factory) throw new Error("REDIS_URL is set, but this version of sluice has no redisStore");
   const client = redisClientFromUrl(options.redisUrl);
   // Connection errors surface through the store as StoreErrors; ioredis also emits them here.
   client.on("error", () => {});
-  const store = factory({ client });
+  const store = redisStore({ client });
   return {
     store: instrument(store, options.metrics),
     kind: "redis",

@@ -62,6 +62,7 @@ export interface TestService {
   readonly dataDir: string;
   /** Session token of the admin `root`. */
   readonly adminToken: string;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   call<T = any>(
     method: string,
     path: string,
