@@ -1,0 +1,230 @@
+// Redis cases: decisions/s and latency, bytes per key, and round trips for a hot key.
+// Each export runs in its own child process (see lib/child.mjs) against the bench's redis-server.
+import { readFileSync } from "node:fs";
+import { createHistogram, performance } from "node:perf_hooks";
+import { Redis } from "ioredis";
+import { commandCalls, usedMemory } from "../lib/redis.mjs";
+import { drive, keyAt, makeKeys } from "../lib/util.mjs";
+
+/** The ceiling's minimal GCRA script (GET, TIME, SET PX). */
+export const MINIMAL_GCRA = readFileSync(
+  new URL("../lib/minimal-gcra.lua", import.meta.url),
+  "utf8",
+);
+
+/** The policy of the throughput runs: every key stays well inside it, so all are allowed. */
+export const THROUGHPUT_LIMIT = { limit: 1000, periodMs: 60_000 };
+
+/** sluice's Redis policy name (one letter: keys stay short, like the peers' with their prefixes). */
+export const POLICY_NAME = "b";
+
+function connect(port) {
+  return new Redis({ host: "127.0.0.1", port, lazyConnect: false, maxRetriesPerRequest: 1 });
+}
+
+/**
+ * Builds `op(key)` for a contestant over `client`:
+ * - `sluice`: createLimiter + redisStore (`algorithm`, `denyCache`, `limit`/`periodMs`);
+ * - `rlf`: rate-limiter-flexible RateLimiterRedis (`blockOnConsumed` → its in-memory block);
+ * - `rlr`: rate-limit-redis's RedisStore, driven through `increment(key)`;
+ * - `raw`: a bare ioredis EVALSHA of the minimal GCRA script.
+ * Denials count as results, never as errors.
+ */
+async function contestant(client, o) {
+  const limit = o.limit ?? THROUGHPUT_LIMIT.limit;
+  const periodMs = o.periodMs ?? THROUGHPUT_LIMIT.periodMs;
+  if (o.name === "sluice") {
+    const { createLimiter, redisStore } = await import("sluice");
+    if (typeof redisStore !== "function") throw new Error("sluice does not export redisStore yet");
+    const store = redisStore({
+      client,
+      denyCache: o.denyCache ?? true,
+      heartbeatMs: 0,
+      ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+    });
+    const algorithm = o.algorithm ?? "gcra";
+    const limiter = createLimiter({
+      store,
+      policy: { name: POLICY_NAME, algorithm, rules: [{ limit, period: periodMs }] },
+    });
+    // concurrency: leases are held (never released), so each identifier keeps its state.
+    return { op: (key) => limiter.limit(key), close: () => store.close() };
+  }
+  if (o.name === "rlf") {
+    const { RateLimiterRedis } = await import("rate-limiter-flexible");
+    const rl = new RateLimiterRedis({
+      storeClient: client,
+      points: limit,
+      duration: Math.ceil(periodMs / 1000),
+      ...(o.prefix !== undefined ? { keyPrefix: o.prefix } : {}),
+      ...(o.blockOnConsumed
+        ? { inMemoryBlockOnConsumed: limit, inMemoryBlockDuration: Math.ceil(periodMs / 1000) }
+        : {}),
+    });
+    // A denial rejects with a RateLimiterRes; a Redis failure with an Error.
+    return {
+      op: (key) =>
+        rl.consume(key).catch((e) => {
+          if (e instanceof Error) throw e;
+        }),
+      close: async () => {},
+    };
+  }
+  if (o.name === "rlr") {
+    const { RedisStore } = await import("rate-limit-redis");
+    const store = new RedisStore({
+      sendCommand: (command, ...args) => client.call(command, ...args),
+      ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+    });
+    await store.init({ windowMs: periodMs });
+    return { op: (key) => store.increment(key), close: async () => {} };
+  }
+  if (o.name === "raw") {
+    const sha = await client.script("LOAD", MINIMAL_GCRA);
+    const interval = periodMs / limit;
+    const tau = periodMs;
+    return { op: (key) => client.evalsha(sha, 1, key, interval, tau), close: async () => {} };
+  }
+  throw new Error(`unknown contestant ${o.name}`);
+}
+
+/**
+ * Decisions/s and p50/p99 latency at `inflight` concurrent calls over `keyCount` identifiers
+ * (`name`: see {@link contestant}; `raw-pipeline` sends each wave of `inflight` EVALSHAs as one
+ * explicit ioredis pipeline).
+ */
+export async function throughput(o) {
+  const client = connect(o.port);
+  await client.flushall();
+  const keys = makeKeys(o.keyCount);
+  const n = keys.length;
+  // Spread the in-flight calls over the key space (a stride prime to n), not on neighbours.
+  const pick = (i) => keys[(i * 7919) % n];
+  let r;
+  if (o.name === "raw-pipeline") {
+    r = await pipelined(client, pick, o);
+  } else {
+    const c = await contestant(client, o);
+    r = await drive((i) => c.op(pick(i)), {
+      inflight: o.inflight,
+      durationMs: o.durationMs,
+      warmupMs: o.warmupMs,
+      latency: true,
+    });
+    await c.close();
+  }
+  client.disconnect();
+  return r;
+}
+
+/** Waves of `inflight` EVALSHAs, each wave one ioredis pipeline; latency is the wave's. */
+async function pipelined(client, pick, o) {
+  const sha = await client.script("LOAD", MINIMAL_GCRA);
+  const interval = THROUGHPUT_LIMIT.periodMs / THROUGHPUT_LIMIT.limit;
+  const hist = createHistogram();
+  let i = 0;
+  let count = 0;
+  const wave = async (record) => {
+    const t0 = process.hrtime.bigint();
+    const p = client.pipeline();
+    for (let j = 0; j < o.inflight; j++) p.evalsha(sha, 1, pick(i++), interval, 60_000);
+    await p.exec();
+    if (record) {
+      const dt = process.hrtime.bigint() - t0;
+      for (let j = 0; j < o.inflight; j++) hist.record(dt);
+      count += o.inflight;
+    }
+  };
+  const warmEnd = performance.now() + o.warmupMs;
+  while (performance.now() < warmEnd) await wave(false);
+  const t0 = performance.now();
+  while (performance.now() - t0 < o.durationMs) await wave(true);
+  const seconds = (performance.now() - t0) / 1000;
+  return {
+    ops: count / seconds,
+    count,
+    seconds,
+    errors: 0,
+    p50: hist.percentile(50) / 1e6,
+    p99: hist.percentile(99) / 1e6,
+  };
+}
+
+/**
+ * Redis bytes per identifier: INFO used_memory growth over `count` identifiers decided once
+ * each (after FLUSHALL and one warm-up decision, which loads the scripts). Also returns a
+ * sample key and the number of keys written per identifier.
+ */
+export async function memory(o) {
+  const client = connect(o.port);
+  await client.flushall();
+  const c = await contestant(client, { ...o, limit: 100, periodMs: 3_600_000 });
+  await c.op(keyAt(0, o.idLength, "w"));
+  const before = await usedMemory(client);
+  const keysBefore = await client.dbsize();
+  const inflight = 128;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inflight }, async () => {
+      while (next < o.count) await c.op(keyAt(next++, o.idLength));
+    }),
+  );
+  await c.close();
+  const after = await usedMemory(client);
+  const keys = (await client.dbsize()) - keysBefore;
+  let sample = [];
+  let cursor = "0";
+  do {
+    [cursor, sample] = await client.scan(
+      cursor,
+      "MATCH",
+      `*${keyAt(1, o.idLength)}*`,
+      "COUNT",
+      10_000,
+    );
+  } while (sample.length === 0 && cursor !== "0");
+  client.disconnect();
+  return {
+    bytesPerId: (after - before) / o.count,
+    keysPerId: keys / o.count,
+    sampleKey: sample[0] ?? "?",
+  };
+}
+
+/**
+ * Hot key under attack: `requests` calls at one identifier (limit 10/min, so all but the first
+ * 10 are denied), `inflight` at a time; counts the script calls Redis saw (INFO commandstats).
+ */
+export async function hotKey(o) {
+  const client = connect(o.port);
+  await client.flushall();
+  const c = await contestant(client, { ...o, limit: 10, periodMs: 60_000 });
+  await c.op("warmup-key-0000");
+  const before = await commandCalls(client);
+  let denied = 0;
+  let allowed = 0;
+  const count = (d) => {
+    // sluice resolves a Decision; rate-limiter-flexible's op resolves undefined when denied.
+    if (d === undefined || d?.allowed === false) denied++;
+    else allowed++;
+  };
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: o.inflight }, async () => {
+      while (next++ < o.requests) count(await c.op("hot-identifier0"));
+    }),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const after = await commandCalls(client);
+  await c.close();
+  client.disconnect();
+  const calls = ["evalsha", "eval"].reduce((s, k) => s + ((after[k] ?? 0) - (before[k] ?? 0)), 0);
+  return {
+    calls,
+    denied,
+    allowed,
+    perHundredK: (calls * 100_000) / denied,
+    ops: o.requests / seconds,
+  };
+}

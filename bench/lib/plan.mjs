@@ -1,0 +1,303 @@
+// What the bench measures, in which order, with which counts; runs it with progress.
+import { Redis } from "ioredis";
+import { readFileSync } from "node:fs";
+import { BENCH_DIR, fmtMs, fmtRate, median, run } from "./util.mjs";
+import { runCaseRetry } from "./children.mjs";
+import { join } from "node:path";
+import { measureService } from "./service.mjs";
+
+/** The sections `--only` accepts. */
+export const SECTIONS = [
+  "memory",
+  "heap",
+  "redis",
+  "ceiling",
+  "redis-memory",
+  "hot-key",
+  "service",
+];
+
+/** Every algorithm, in the order the tables list them. */
+export const ALGORITHMS = [
+  "gcra",
+  "token-bucket",
+  "fixed-window",
+  "sliding-window",
+  "sliding-log",
+  "concurrency",
+];
+
+/** The Redis contestants of the throughput runs, in table order. */
+export const REDIS_CONTESTANTS = ["sluice", "rlf", "rlr", "raw", "raw-pipeline"];
+
+const FULL = {
+  rounds: 3,
+  memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000 },
+  heap: { count: 200_000 },
+  redis: { durationMs: 4000, warmupMs: 700, keyCount: 100_000, inflight: [1, 16, 256] },
+  ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
+  redisMemory: { count: 100_000, idLength: 16 },
+  hotKey: { requests: 100_000, inflight: 16 },
+  service: { durationS: 10, connections: 64, keyCount: 100_000 },
+};
+
+const QUICK = {
+  rounds: 1,
+  memory: { durationMs: 150, warmupMs: 50, keyCount: 1000 },
+  heap: { count: 5000 },
+  redis: { durationMs: 200, warmupMs: 50, keyCount: 1000, inflight: [1, 16, 256] },
+  ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
+  redisMemory: { count: 2000, idLength: 16 },
+  hotKey: { requests: 2000, inflight: 16 },
+  service: { durationS: 1, connections: 16, keyCount: 1000 },
+};
+
+/** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
+const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length;
+
+/**
+ * Builds the plan for one run. `plan.run()` resolves the results:
+ * { memory, heap, redis, ceiling, redisMemory, hotKey, service, failures }, each figure the
+ * median over the rounds.
+ */
+export function planFor({ quick, only, port, log }) {
+  const config = quick ? QUICK : FULL;
+  const want = (s) => !only || only.includes(s);
+  const tasks = [];
+  const samples = new Map();
+  const results = {
+    memory: {},
+    heap: {},
+    redis: {},
+    ceiling: undefined,
+    redisMemory: {},
+    hotKey: {},
+    service: undefined,
+    failures: [],
+  };
+  const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
+  const keep = (id, r) => {
+    if (!samples.has(id)) samples.set(id, []);
+    samples.get(id).push(r);
+  };
+  const rate = (r) => `${fmtRate(r.ops)}/s`;
+  const lat = (r) => `${fmtRate(r.ops)}/s  p50 ${fmtMs(r.p50)}  p99 ${fmtMs(r.p99)}`;
+
+  for (let round = 1; round <= config.rounds; round++) {
+    const tag = config.rounds > 1 ? ` (round ${round}/${config.rounds})` : "";
+    if (want("memory")) {
+      const m = config.memory;
+      add(
+        "memory",
+        `memory: RateLimiterMemory${tag}`,
+        async () => {
+          const r = await runCaseRetry("memory", "throughput", { name: "rlf", ...m });
+          keep("memory:rlf", r);
+          return r;
+        },
+        rate,
+      );
+      for (const algorithm of ALGORITHMS) {
+        add(
+          "memory",
+          `memory: sluice ${algorithm}${tag}`,
+          async () => {
+            const r = await runCaseRetry("memory", "throughput", {
+              name: "sluice",
+              algorithm,
+              ...m,
+            });
+            keep(`memory:${algorithm}`, r);
+            return r;
+          },
+          rate,
+        );
+      }
+    }
+    if (want("redis")) {
+      const c = config.redis;
+      for (const inflight of c.inflight) {
+        for (const name of REDIS_CONTESTANTS) {
+          add(
+            "redis",
+            `redis @${inflight}: ${name}${tag}`,
+            async () => {
+              const params = { ...c, name, port, inflight };
+              const r = await runCaseRetry("redis", "throughput", params);
+              if (r.errors > 0) throw new Error(`${r.errors} calls failed: ${r.error}`);
+              keep(`redis:${inflight}:${name}`, r);
+              return r;
+            },
+            lat,
+          );
+        }
+      }
+    }
+  }
+
+  if (want("heap")) {
+    const h = config.heap;
+    const opts = { nodeArgs: ["--expose-gc"] };
+    add(
+      "heap",
+      "heap: RateLimiterMemory",
+      async () => {
+        const r = await runCaseRetry("memory", "heap", { name: "rlf", ...h }, opts);
+        results.heap.rlf = r.bytesPerKey;
+        return r;
+      },
+      (r) => `${r.bytesPerKey.toFixed(0)} B/identifier`,
+    );
+    for (const algorithm of ALGORITHMS) {
+      add(
+        "heap",
+        `heap: sluice ${algorithm}`,
+        async () => {
+          const r = await runCaseRetry("memory", "heap", { name: "sluice", algorithm, ...h }, opts);
+          results.heap[algorithm] = r.bytesPerKey;
+          return r;
+        },
+        (r) => `${r.bytesPerKey.toFixed(0)} B/identifier`,
+      );
+    }
+  }
+
+  if (want("ceiling")) {
+    add(
+      "ceiling",
+      "ceiling: redis-benchmark EVALSHA (minimal GCRA)",
+      async () => {
+        results.ceiling = await redisBenchmark(port, config.ceiling);
+        return results.ceiling;
+      },
+      (r) => `${fmtRate(r.rps)}/s`,
+    );
+  }
+
+  if (want("redis-memory")) {
+    const m = config.redisMemory;
+    const L = sluiceKeyLength(m.idLength);
+    // Peers' prefixes padded so that every Redis key has the same length as sluice's.
+    const peers = [
+      ["rlf", { name: "rlf", prefix: "rlflx".padEnd(L - m.idLength - 1, "-") }],
+      ["rlr", { name: "rlr", prefix: "rl:".padEnd(L - m.idLength - 1, "-") + ":" }],
+    ];
+    const entries = [...ALGORITHMS.map((a) => [a, { name: "sluice", algorithm: a }]), ...peers];
+    for (const [id, params] of entries) {
+      add(
+        "redis-memory",
+        `redis memory: ${id}`,
+        async () => {
+          const r = await runCaseRetry("redis", "memory", { ...params, port, ...m });
+          results.redisMemory[id] = r;
+          return r;
+        },
+        (r) => `${r.bytesPerId.toFixed(0)} B/identifier (${r.sampleKey})`,
+      );
+    }
+  }
+
+  if (want("hot-key")) {
+    const h = config.hotKey;
+    const variants = [
+      ["sluice", { name: "sluice", denyCache: true }],
+      ["sluice-nocache", { name: "sluice", denyCache: false }],
+      ["rlf-block", { name: "rlf", blockOnConsumed: true }],
+      ["rlf", { name: "rlf" }],
+    ];
+    for (const [id, params] of variants) {
+      add(
+        "hot-key",
+        `hot key: ${id}`,
+        async () => {
+          const r = await runCaseRetry("redis", "hotKey", { ...params, port, ...h });
+          results.hotKey[id] = r;
+          return r;
+        },
+        (r) => `${r.calls} script calls for ${r.denied} denied`,
+      );
+    }
+  }
+
+  if (want("service")) {
+    add(
+      "service",
+      "service: sluice serve vs bare Fastify (autocannon)",
+      async () => {
+        results.service = await measureService({ ...config.service, redisPort: port, log });
+        return results.service;
+      },
+      (r) =>
+        r.skipped
+          ? r.skipped
+          : `sluice ${fmtRate(r.sluice?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+    );
+  }
+
+  async function runAll() {
+    const width = String(tasks.length).length;
+    for (let i = 0; i < tasks.length; i++) {
+      const t = tasks[i];
+      const n = `[${String(i + 1).padStart(width)}/${tasks.length}]`;
+      const start = Date.now();
+      process.stderr.write(`${n} ${t.label} … `);
+      try {
+        const r = await t.fn();
+        const secs = ((Date.now() - start) / 1000).toFixed(1);
+        process.stderr.write(`${t.summary(r)}  (${secs} s)\n`);
+      } catch (err) {
+        const msg = String(err?.message ?? err).split("\n")[0];
+        process.stderr.write(`FAILED: ${msg}\n`);
+        results.failures.push(`${t.label}: ${String(err?.message ?? err)}`);
+      }
+    }
+    // Medians over the rounds.
+    const med = (id) => {
+      const xs = samples.get(id);
+      if (!xs) return undefined;
+      const m = { ops: median(xs.map((x) => x.ops)), rounds: xs.length };
+      if (xs[0].p50 !== undefined) {
+        m.p50 = median(xs.map((x) => x.p50));
+        m.p99 = median(xs.map((x) => x.p99));
+      }
+      return m;
+    };
+    for (const a of ["rlf", ...ALGORITHMS]) {
+      const m = med(`memory:${a}`);
+      if (m) results.memory[a] = m;
+    }
+    for (const inflight of config.redis.inflight) {
+      for (const name of REDIS_CONTESTANTS) {
+        const m = med(`redis:${inflight}:${name}`);
+        if (m) (results.redis[inflight] ??= {})[name] = m;
+      }
+    }
+    return results;
+  }
+
+  return { config, run: runAll, tasks };
+}
+
+/** `redis-benchmark` of EVALSHA of the minimal GCRA script over random keys; its requests/s. */
+async function redisBenchmark(port, { n, clients, pipeline, keyCount }) {
+  const client = new Redis({ host: "127.0.0.1", port });
+  const sha = await client.script(
+    "LOAD",
+    readFileSync(join(BENCH_DIR, "lib/minimal-gcra.lua"), "utf8"),
+  );
+  await client.flushall();
+  client.disconnect();
+  const args = ["-h", "127.0.0.1", "-p", String(port), "-n", String(n), "-c", String(clients)]
+    .concat(["-P", String(pipeline), "-r", String(keyCount), "--csv"])
+    .concat(["EVALSHA", sha, "1", "k:__rand_int__", "60", "60000"]);
+  const r = await run("redis-benchmark", args);
+  if (r.code !== 0) throw new Error(`redis-benchmark failed: ${r.stderr || r.stdout}`);
+  // CSV: a header line, then "name","rps",… per test.
+  const rows = r.stdout
+    .trim()
+    .split("\n")
+    .filter((l) => !l.startsWith('"test"'));
+  const rps = Number(JSON.parse(`[${rows.at(-1)}]`)[1]);
+  if (!Number.isFinite(rps)) throw new Error(`could not read redis-benchmark output: ${r.stdout}`);
+  return { rps, command: `redis-benchmark ${args.join(" ").replace(sha, "<sha>")}` };
+}

@@ -1,0 +1,143 @@
+// Small helpers shared by the benchmark orchestrator and its child processes.
+import { execFile, spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { createHistogram, performance } from "node:perf_hooks";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const BENCH_DIR = dirname(dirname(fileURLToPath(import.meta.url)));
+export const ROOT = dirname(BENCH_DIR);
+export const SLUICE_DIST = join(ROOT, "packages/sluice/dist/index.js");
+
+/** Resolves after `ms` milliseconds. */
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A free TCP port on 127.0.0.1 (the OS picks it). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      srv.close(() => resolve(addr.port));
+    });
+  });
+}
+
+/** Runs a command; resolves { code, stdout, stderr } (never rejects on a non-zero exit). */
+export function run(cmd, args, options = {}) {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { maxBuffer: 64 << 20, ...options }, (err, stdout, stderr) => {
+      resolve({ code: err ? (err.code ?? 1) : 0, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+/** Runs a command with inherited output (for builds and installs); resolves the exit code. */
+export function runVisible(cmd, args, options = {}) {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { stdio: ["ignore", "inherit", "inherit"], ...options });
+    child.on("exit", (code) => resolve(code ?? 1));
+    child.on("error", () => resolve(1));
+  });
+}
+
+/** The installed version of a package (from its package.json), or "?" when it is missing. */
+export function packageVersion(name, from = ROOT) {
+  for (let dir = from; ; dir = dirname(dir)) {
+    const file = join(dir, "node_modules", name, "package.json");
+    if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")).version;
+    if (dirname(dir) === dir) return "?";
+  }
+}
+
+/** `count` identifiers of exactly `length` characters: `u` and a zero-padded number. */
+export function makeKeys(count, length = 16, tag = "u") {
+  const keys = new Array(count);
+  for (let i = 0; i < count; i++) keys[i] = keyAt(i, length, tag);
+  return keys;
+}
+
+/** The `i`-th identifier of {@link makeKeys}. */
+export function keyAt(i, length = 16, tag = "u") {
+  return tag + String(i).padStart(length - tag.length, "0");
+}
+
+/**
+ * Runs `op` back to back (`inflight` loops awaiting one call each) for `durationMs` after
+ * `warmupMs`; returns decisions/s and, with `latency`, p50/p99 in ms.
+ * `op(i)` gets a running index (use it to pick a key).
+ */
+export async function drive(op, { inflight = 1, durationMs, warmupMs = 0, latency = false }) {
+  const hist = latency ? createHistogram() : undefined;
+  let next = 0;
+  let count = 0;
+  let measuring = false;
+  let stopAt = 0;
+  let errors = 0;
+  let firstError;
+  const loop = async () => {
+    for (let local = 1; ; local++) {
+      const i = next++;
+      const t0 = hist ? process.hrtime.bigint() : 0n;
+      try {
+        await op(i);
+      } catch (err) {
+        errors++;
+        firstError ??= err;
+      }
+      if (measuring) {
+        count++;
+        if (hist) hist.record(process.hrtime.bigint() - t0 || 1n);
+      }
+      // Check the clock every 16 calls per loop: reading it costs more than a decision.
+      if ((local & 15) === 0 && performance.now() >= stopAt) return;
+    }
+  };
+  if (warmupMs > 0) {
+    stopAt = performance.now() + warmupMs;
+    await Promise.all(Array.from({ length: inflight }, loop));
+  }
+  measuring = true;
+  const t0 = performance.now();
+  stopAt = t0 + durationMs;
+  await Promise.all(Array.from({ length: inflight }, loop));
+  const seconds = (performance.now() - t0) / 1000;
+  const out = { ops: count / seconds, count, seconds, errors };
+  if (firstError) out.error = String(firstError?.message ?? firstError);
+  if (hist) {
+    out.p50 = hist.percentile(50) / 1e6;
+    out.p99 = hist.percentile(99) / 1e6;
+  }
+  return out;
+}
+
+/** Median of numbers. */
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/** 1234567 → "1.23M", 98765 → "98.8k". */
+export function fmtRate(n) {
+  if (n === undefined || Number.isNaN(n)) return "–";
+  if (n >= 1e6) return `${(n / 1e6).toFixed(2)}M`;
+  if (n >= 1e3) return `${(n / 1e3).toFixed(1)}k`;
+  return n.toFixed(0);
+}
+
+/** A latency in ms with sensible precision. */
+export function fmtMs(ms) {
+  if (ms === undefined || Number.isNaN(ms)) return "–";
+  return ms >= 10 ? `${ms.toFixed(1)} ms` : `${ms.toFixed(3)} ms`;
+}
+
+/** A ratio "2.31×". */
+export function fmtRatio(r) {
+  if (r === undefined || !Number.isFinite(r)) return "–";
+  return r >= 100 ? `${r.toFixed(0)}×` : `${r.toFixed(2)}×`;
+}
