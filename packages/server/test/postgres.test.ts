@@ -1,0 +1,268 @@
+/**
+ * The service on a PostgreSQL this suite starts (initdb in a temp dir) with Redis counters:
+ * the API end to end, propagation of a change between two `sluice serve` processes within a
+ * second, and a Redis outage (503 / onStoreError).
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type PostgresServer, startPostgres } from "../../../test/support/postgres.js";
+import { type RedisServer, startRedis } from "../../../test/support/redis.js";
+import { waitFor } from "../../../test/support/ports.js";
+import {
+  type ServeProcess,
+  type TestService,
+  call,
+  runCli,
+  spawnServe,
+  startService,
+} from "./helpers.js";
+
+let pg: PostgresServer;
+let redis: RedisServer;
+
+beforeAll(async () => {
+  [pg, redis] = await Promise.all([startPostgres(), startRedis()]);
+});
+afterAll(async () => {
+  await Promise.all([pg?.stop(), redis?.stop()]);
+});
+
+describe("on PostgreSQL with Redis counters (in process)", () => {
+  let s: TestService;
+  beforeAll(async () => {
+    s = await startService({ databaseUrl: await pg.createDatabase("inproc"), redisUrl: redis.url });
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  it("decides, enforces grants, versions and refuses bad input without writing", async () => {
+    const key = await s.createApp("web");
+    await s.createApp("other");
+    await s.createPolicy({
+      name: "api",
+      algorithm: "sliding-window",
+      rules: [{ limit: 2, period: "1m" }],
+      apps: ["web"],
+    });
+    await s.createPolicy({ name: "private", rules: [{ limit: 2, period: "1m" }], apps: ["other"] });
+    const allowed = [];
+    for (let i = 0; i < 3; i++)
+      allowed.push(
+        (await call(s.url, "POST", "/v1/limit", { token: key, body: { policy: "api", key: "u" } }))
+          .body.allowed,
+      );
+    expect(allowed).toEqual([true, true, false]);
+    expect(
+      (
+        await call(s.url, "POST", "/v1/limit", {
+          token: key,
+          body: { policy: "private", key: "u" },
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (await call(s.url, "POST", "/v1/limit", { token: key, body: { policy: "nope", key: "u" } }))
+        .status,
+    ).toBe(404);
+    expect(
+      (await call(s.url, "POST", "/v1/limit", { body: { policy: "api", key: "u" } })).status,
+    ).toBe(401);
+
+    const db = s.service.context.repo.database.db;
+    const before = await db.selectFrom("policy_versions").selectAll().execute();
+    const bad = await s.call("PUT", "/v1/admin/policies/api", {
+      body: { rules: [{ limit: 2, period: "1m", burst: 0 }], apps: ["web"] },
+    });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.issues[0].path).toBe("rules.0.burst");
+    const unknownApp = await s.call("PUT", "/v1/admin/policies/api", {
+      body: { rules: [{ limit: 2, period: "1m" }], apps: ["ghost"] },
+    });
+    expect(unknownApp.status).toBe(400);
+    expect(await db.selectFrom("policy_versions").selectAll().execute()).toEqual(before);
+
+    await s.call("PUT", "/v1/admin/policies/api", {
+      body: { rules: [{ limit: 5, period: "1m" }], apps: ["web"] },
+    });
+    expect((await s.call("POST", "/v1/admin/policies/api/versions/1/restore")).body.version).toBe(
+      3,
+    );
+    expect((await s.call("GET", "/v1/admin/policies/api/versions")).body.versions).toHaveLength(3);
+    expect((await call(s.url, "GET", "/readyz")).body.checks).toEqual({
+      database: "ok",
+      counters: "ok",
+    });
+  });
+
+  it("a user made while another transaction runs is still consistent (writes serialize on the revision row)", async () => {
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) =>
+        s.call("PUT", "/v1/admin/policies/race", {
+          body: { rules: [{ limit: i + 1, period: "1m" }], apps: ["web"] },
+        }),
+      ),
+    );
+    expect(results.every((r) => r.status === 200)).toBe(true);
+    const versions = (await s.call("GET", "/v1/admin/policies/race/versions")).body.versions.map(
+      (v: { version: number }) => v.version,
+    );
+    expect(versions).toEqual([8, 7, 6, 5, 4, 3, 2, 1]);
+  });
+});
+
+describe("two `sluice serve` processes on one PostgreSQL and one Redis", () => {
+  let a: ServeProcess;
+  let b: ServeProcess;
+  let env: Record<string, string>;
+
+  beforeAll(async () => {
+    env = {
+      DATABASE_URL: await pg.createDatabase("nodes"),
+      REDIS_URL: redis.url,
+      SLUICE_LOG_LEVEL: "info",
+    };
+    const created = await runCli(
+      [
+        "admin",
+        "create-user",
+        "--username",
+        "root",
+        "--password",
+        "root-password",
+        "--role",
+        "admin",
+      ],
+      env,
+    );
+    expect(created.output).toContain('created admin "root"');
+    [a, b] = await Promise.all([spawnServe([], env), spawnServe([], env)]);
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all([a?.stop(), b?.stop()]);
+  });
+
+  it("a change made through node A is enforced by node B within one second, and counters are shared", async () => {
+    const token = (
+      await call(a.url, "POST", "/v1/admin/login", {
+        body: { username: "root", password: "root-password" },
+      })
+    ).body.token;
+    const key = (await call(a.url, "POST", "/v1/admin/apps", { token, body: { name: "web" } })).body
+      .apiKey;
+    const limitAt = (url: string) =>
+      call(url, "POST", "/v1/limit", { token: key, body: { policy: "shared", key: "k" } });
+
+    let t0 = Date.now();
+    expect(
+      (
+        await call(a.url, "POST", "/v1/admin/policies", {
+          token,
+          body: { name: "shared", rules: [{ limit: 4, period: "1m" }], apps: ["web"] },
+        })
+      ).status,
+    ).toBe(201);
+    await waitFor(async () => (await limitAt(b.url)).status === 200, 1000, 20);
+    const created = Date.now() - t0;
+    expect(created).toBeLessThan(1000);
+
+    // Counters live in Redis: four allowed in total over both nodes (one was taken above).
+    const verdicts = [];
+    for (const url of [a.url, b.url, a.url, b.url])
+      verdicts.push((await limitAt(url)).body.allowed);
+    expect(verdicts).toEqual([true, true, true, false]);
+
+    t0 = Date.now();
+    expect(
+      (
+        await call(a.url, "PUT", "/v1/admin/policies/shared", {
+          token,
+          body: { rules: [{ limit: 100, period: "1m" }], apps: ["web"] },
+        })
+      ).status,
+    ).toBe(200);
+    await waitFor(async () => (await limitAt(b.url)).body.limit === 100, 1000, 20);
+    const updated = Date.now() - t0;
+    expect(updated).toBeLessThan(1000);
+    console.info(`propagation A → B: create ${created} ms, update ${updated} ms`);
+
+    t0 = Date.now();
+    expect((await call(a.url, "DELETE", "/v1/admin/policies/shared", { token })).status).toBe(204);
+    await waitFor(async () => (await limitAt(b.url)).status === 404, 1000, 20);
+    expect(Date.now() - t0).toBeLessThan(1000);
+
+    // B also serves the admin API from the same database: the session made on A works there.
+    expect((await call(b.url, "GET", "/v1/admin/me", { token })).body.username).toBe("root");
+    const metrics = await (await fetch(`${b.url}/metrics`)).text();
+    expect(metrics).toMatch(
+      /sluice_store_duration_seconds_count\{store="redis",operation="decide"\} [1-9]/,
+    );
+  });
+});
+
+describe("a Redis outage", () => {
+  it("is decided by onStoreError where it can be, and is a 503 where it cannot", async () => {
+    const own = await startRedis();
+    const s = await startService({
+      databaseUrl: await pg.createDatabase("outage"),
+      redisUrl: own.url,
+    });
+    try {
+      const key = await s.createApp("web");
+      await s.createPolicy({ name: "open", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+      await s.createPolicy({
+        name: "closed",
+        rules: [{ limit: 5, period: "1m" }],
+        onStoreError: "deny",
+        apps: ["web"],
+      });
+      await s.createPolicy({
+        name: "leases",
+        algorithm: "concurrency",
+        rules: [{ limit: 5, period: "1m" }],
+        apps: ["web"],
+      });
+      expect(
+        (await call(s.url, "POST", "/v1/limit", { token: key, body: { policy: "open", key: "k" } }))
+          .body.allowed,
+      ).toBe(true);
+      own.kill();
+      await waitFor(
+        async () =>
+          (
+            await call(s.url, "POST", "/v1/limit", {
+              token: key,
+              body: { policy: "open", key: "k" },
+            })
+          ).body.reason === "store-error",
+        10_000,
+      );
+      const open = await call(s.url, "POST", "/v1/limit", {
+        token: key,
+        body: { policy: "open", key: "k" },
+      });
+      expect(open.status).toBe(200);
+      expect(open.body).toMatchObject({ allowed: true, reason: "store-error" });
+      const closed = await call(s.url, "POST", "/v1/limit", {
+        token: key,
+        body: { policy: "closed", key: "k" },
+      });
+      expect(closed.body).toMatchObject({ allowed: false, reason: "store-error" });
+      const release = await call(s.url, "POST", "/v1/release", {
+        token: key,
+        body: { policy: "leases", key: "k", leaseId: "l1" },
+      });
+      expect(release.status).toBe(503);
+      expect(release.body.error.code).toBe("store_unavailable");
+      const ready = await call(s.url, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      expect(ready.body.checks.database).toBe("ok");
+      const metrics = await (await fetch(`${s.url}/metrics`)).text();
+      expect(metrics).toMatch(
+        /sluice_store_errors_total\{store="redis",operation="decide"\} [1-9]/,
+      );
+    } finally {
+      await s.close();
+      await own.stop();
+    }
+  });
+});
