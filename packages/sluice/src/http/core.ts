@@ -318,8 +318,9 @@ export class RateLimitCore<Raw, Fallback = never> {
         !decision.allowed &&
         s.type === "wait" &&
         decision.reason !== "store-error" &&
-        decision.retryAfterMs <= s.maxWaitMs &&
-        decision.retryAfterMs > 0
+        // A concurrency slot may free up long before its lease would expire: always queue.
+        (limiter.policy.algorithm === "concurrency" ||
+          (decision.retryAfterMs <= s.maxWaitMs && decision.retryAfterMs > 0))
       ) {
         const r = await this.enqueue(limiter, key, cost, decision, s, input.signal);
         if (r.kind === "aborted") return this.aborted(req, key, r.decision ?? decision, started);
@@ -445,7 +446,7 @@ export class RateLimitCore<Raw, Fallback = never> {
       const w: Waiter = {
         cost,
         deadline: now + s.maxWaitMs,
-        nextTryAt: first ? now + first.retryAfterMs : now,
+        nextTryAt: first ? now + retryDelay(limiter, first) : now,
         last: first,
         aborted: false,
         done: false,
@@ -530,12 +531,13 @@ export class RateLimitCore<Raw, Fallback = never> {
           continue;
         }
         const after = performance.now();
-        if (d.reason === "store-error" || after + d.retryAfterMs > w.deadline) {
+        const concurrency = limiter.policy.algorithm === "concurrency";
+        if (d.reason === "store-error" || (!concurrency && after + d.retryAfterMs > w.deadline)) {
           q.waiters.shift();
           w.settle({ kind: "timeout", decision: d });
           continue;
         }
-        w.nextTryAt = after + Math.max(1, d.retryAfterMs);
+        w.nextTryAt = after + retryDelay(limiter, d);
       }
     } finally {
       q.running = false;
@@ -544,6 +546,19 @@ export class RateLimitCore<Raw, Fallback = never> {
     }
   }
 }
+
+/**
+ * How long the head of a queue sleeps before asking again: the decision's retry time; for a
+ * concurrency policy at most {@link CONCURRENCY_POLL_MS}, since a slot freed by another process
+ * wakes nobody here (one released by this process wakes the queue at once).
+ */
+function retryDelay(limiter: Limiter, d: Decision): number {
+  const ms = Math.max(1, d.retryAfterMs);
+  return limiter.policy.algorithm === "concurrency" ? Math.min(ms, CONCURRENCY_POLL_MS) : ms;
+}
+
+/** Poll interval of a queue waiting for a concurrency slot. */
+const CONCURRENCY_POLL_MS = 100;
 
 function sleep(ms: number, q: KeyQueue): Promise<void> {
   return new Promise((resolve) => {

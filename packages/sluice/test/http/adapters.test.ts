@@ -247,38 +247,36 @@ describe.each(harnesses)("$name adapter", (h) => {
       policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
     });
     const events: DecisionEvent[] = [];
+    const arrivals: string[] = [];
     const { url } = await start({
       limiter,
       strategy: { type: "wait", maxWaitMs: 2000 },
+      skip: arrivalProbe(arrivals),
       onDecision: (e) => events.push(e as DecisionEvent),
     });
     const t0 = performance.now();
     const done: number[] = [];
-    const results = await Promise.all(
-      [0, 1, 2].map(async (i) => {
-        await new Promise((r) => setTimeout(r, i * 5)); // arrival order 0, 1, 2
-        const res = await get(url);
-        done.push(i);
-        return { status: res.status, ms: performance.now() - t0 };
-      }),
-    );
+    const results = await inArrivalOrder(url, 3, arrivals, (i) => done.push(i));
     expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
     expect(done).toEqual([0, 1, 2]);
-    expect(results[2]!.ms).toBeGreaterThanOrEqual(190);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
     expect(events.map((e) => e.action)).toEqual(["allowed", "waited", "waited"]);
   });
 
   it("wait: rejects with 429 when the wait would exceed maxWaitMs", async () => {
+    // 1 request per 250 ms: the 2nd waits < 250 ms (within 300), the 3rd would need ~500 ms.
     const limiter = createLimiter({
-      policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
+      policy: { name: "wait", rules: [{ limit: 4, period: "1s", burst: 1 }] },
     });
-    const { url } = await start({ limiter, strategy: { type: "wait", maxWaitMs: 150 } });
-    const statuses = await Promise.all(
-      [0, 1, 2].map(
-        async (i) => (await new Promise((r) => setTimeout(r, i * 5)), (await get(url)).status),
-      ),
-    );
-    expect(statuses).toEqual([200, 200, 429]);
+    const arrivals: string[] = [];
+    const { url } = await start({
+      limiter,
+      strategy: { type: "wait", maxWaitMs: 300 },
+      skip: arrivalProbe(arrivals),
+    });
+    const results = await inArrivalOrder(url, 3, arrivals);
+    expect(results.map((r) => r.status)).toEqual([200, 200, 429]);
+    expect(results[2]!.headers.get("retry-after")).toBe("1");
     // a wait known to be too long is refused at once
     const slow = createLimiter({ policy: { name: "slow", rules: [{ limit: 1, period: "1m" }] } });
     await running?.close();
@@ -311,6 +309,30 @@ describe.each(harnesses)("$name adapter", (h) => {
     while (!events.some((e) => e.action === "aborted") && performance.now() - t < 1000)
       await new Promise((r) => setTimeout(r, 10));
     expect(events.map((e) => e.action)).toEqual(["allowed", "aborted"]);
+  });
+
+  it("wait: a concurrency slot released by a finished response lets the next waiter in", async () => {
+    const limiter = createLimiter({
+      policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
+    });
+    const actions: string[] = [];
+    const { url } = await start({
+      limiter,
+      strategy: { type: "wait", maxWaitMs: 5000 },
+      onDecision: (e) => actions.push(e.action),
+    });
+    const held = get(`${url}/hold`);
+    await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
+    const queued = get(url);
+    await new Promise((r) => setTimeout(r, 30));
+    expect(actions).toEqual(["allowed"]);
+    releaseHold();
+    expect((await held).status).toBe(200);
+    const t = performance.now();
+    const next = await queued;
+    expect(next.status).toBe(200);
+    expect(performance.now() - t).toBeLessThan(1000);
+    expect(actions).toEqual(["allowed", "waited"]);
   });
 
   it("degrade: calls the fallback with the headers set", async () => {
@@ -539,6 +561,31 @@ describe.each(harnesses)("$name adapter", (h) => {
     }
   });
 });
+
+/** A `skip` hook that records the order in which the server sees requests (by their `x-n` header). */
+function arrivalProbe(
+  arrivals: string[],
+): (req: { header(name: string): string | undefined }) => boolean {
+  return (req) => {
+    arrivals.push(req.header("x-n") ?? "?");
+    return false;
+  };
+}
+
+/** Sends `n` requests concurrently, each only once the server has seen the one before. */
+async function inArrivalOrder(
+  url: string,
+  n: number,
+  arrivals: string[],
+  onDone?: (i: number) => void,
+): Promise<Array<Response & { text_: string }>> {
+  const pending: Array<Promise<Response & { text_: string }>> = [];
+  for (let i = 0; i < n; i++) {
+    pending.push(get(url, { "x-n": String(i) }).then((r) => (onDone?.(i), r)));
+    await settle(async () => arrivals.length > i);
+  }
+  return Promise.all(pending);
+}
 
 /** Polls until the response-finished side effects (refund, release) have landed. */
 async function settle(probe: () => Promise<boolean>): Promise<void> {
