@@ -35,7 +35,7 @@ export interface RedisStoreOptions {
   prefix?: string;
   /** Per-call timeout (ms): a slower answer rejects with `SLUICE_ERR_STORE_TIMEOUT`. Default 500. */
   timeoutMs?: number;
-  /** Most decisions carried by one script call. Default 256. */
+  /** Most decisions carried by one script call. Default 128. */
   maxBatch?: number;
   /** Answer keys known to be denied locally until their retry time. Default true. */
   denyCache?: boolean;
@@ -601,7 +601,7 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
     now: options.now,
     prefix,
     timeoutMs: int("timeoutMs", options.timeoutMs, 1, 500),
-    maxBatch: int("maxBatch", options.maxBatch, 1, 256),
+    maxBatch: int("maxBatch", options.maxBatch, 1, 128),
     denyCache: options.denyCache ?? true,
     denyCacheSize: int("denyCacheSize", options.denyCacheSize, 1, 10_000),
     breakerFailures: int("breakerFailures", options.breakerFailures, 1, 5),

@@ -287,6 +287,11 @@ local function read_string(key, count)
   local v = redis.pcall('GET', key)
   if type(v) == 'table' and v.err then return CORRUPT end
   if not v then return nil end
+  if count == 1 then
+    local x = tonumber(v)
+    if x == nil then return CORRUPT end
+    return { x }
+  end
   local st = {}
   for part in string.gmatch(v, '%S+') do
     local x = tonumber(part)
@@ -431,6 +436,7 @@ for s = 1, tonumber(ARGV[3]) do
 end
 
 local out = {}
+local on = 0 -- #out, kept by hand (the # operator is not free on a growing table)
 local k = 1
 while a <= #ARGV do
   local op, spec, cost, lease = ARGV[a], specs[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3]
@@ -445,11 +451,36 @@ while a <= #ARGV do
     k = k + 1
   end
 
-  if op == 'x' then
+  if alg == 'g' and n == 1 and not hasBlock and op ~= 'a' and op ~= 'r' then
+    -- The common case (one GCRA rule, no penalty), the same steps as below with less
+    -- bookkeeping: read the TAT, decide, write it back when admitted.
+    local key = KEYS[base]
+    local v = redis.pcall('GET', key)
+    local st = nil
+    if v then st = { tonumber(v) } end
+    if (type(v) == 'table' and v.err) or (st and st[1] == nil) then
+      on = on + 1; out[on] = -1
+      on = on + 1; out[on] = 'sluice: unreadable state at key ' .. key
+    else
+      local r = spec.rules[1]
+      local ok, rem, reset, retry, nxt, ttl = gcra_decide(st, now, r[1], r[2], r[3], cost)
+      if ok and op == 'd' and cost > 0 then
+        if nxt == nil or ttl <= 0 then redis.call('DEL', key)
+        else redis.call('SET', key, num(nxt[1]), 'PX', ttl + pad) end
+      end
+      local o = on
+      if ok then out[o + 1] = 1; out[o + 3] = 1 else out[o + 1] = 0; out[o + 3] = 0 end
+      out[o + 2] = 0
+      out[o + 4] = rem
+      out[o + 5] = reset
+      out[o + 6] = retry
+      on = o + 6
+    end
+  elseif op == 'x' then
     -- reset: forget everything about the key.
     for i = 0, n - 1 do redis.call('DEL', KEYS[base + i]) end
     redis.call('DEL', bkey)
-    out[#out + 1] = 1
+    on = on + 1; out[on] = 1
   else
     local states, bad = {}, nil
     for i = 1, n do
@@ -463,21 +494,27 @@ while a <= #ARGV do
       if b == CORRUPT then bad = bkey elseif b and b[1] > now then blockUntil = b[1] end
     end
     if bad then
-      out[#out + 1] = -1
-      out[#out + 1] = 'sluice: unreadable state at key ' .. bad
+      on = on + 1; out[on] = -1
+      on = on + 1; out[on] = 'sluice: unreadable state at key ' .. bad
     elseif op == 'd' or op == 'p' then
       -- evaluate.ts: every rule decides; all pass or none is charged.
       local commit = op == 'd'
       local allowed = true
-      local res = {}
       local nexts, ttls = {}, {}
+      -- out[o + 1], out[o + 2]: the verdict, filled in below; then 4 values per rule.
+      local o = on
       for i = 1, n do
         local r = spec.rules[i]
         local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](states[i], now, r[1], r[2], r[3], cost, lease)
-        res[i] = { ok, rem, reset, retry }
+        local b = o + 2 + (i - 1) * 4
+        if ok then out[b + 1] = 1 else out[b + 1] = 0 end
+        out[b + 2] = rem
+        out[b + 3] = reset
+        out[b + 4] = retry
         nexts[i], ttls[i] = nxt, ttl
         if not ok then allowed = false end
       end
+      on = o + 2 + n * 4
       local blockedFor = 0
       if blockUntil > 0 then
         allowed = false
@@ -493,15 +530,8 @@ while a <= #ARGV do
         redis.call('SET', bkey, num(now + spec.blockMs), 'PX', spec.blockMs + pad)
         blockedFor = spec.blockMs
       end
-      if allowed then out[#out + 1] = 1 else out[#out + 1] = 0 end
-      out[#out + 1] = blockedFor
-      for i = 1, n do
-        local r = res[i]
-        if r[1] then out[#out + 1] = 1 else out[#out + 1] = 0 end
-        out[#out + 1] = r[2]
-        out[#out + 1] = r[3]
-        out[#out + 1] = r[4]
-      end
+      if allowed then out[o + 1] = 1 else out[o + 1] = 0 end
+      out[o + 2] = blockedFor
     elseif op == 'a' then
       -- evaluate.ts adjustState: charge `cost` (negative refunds) to every rule.
       for i = 1, n do
@@ -509,7 +539,7 @@ while a <= #ARGV do
         local nxt, ttl = ADJUST[alg](states[i] or nil, now, r[1], r[2], r[3], cost)
         write_state(alg, KEYS[base + i - 1], states[i] or {}, nxt, ttl, now, r[2], pad)
       end
-      out[#out + 1] = 1
+      on = on + 1; out[on] = 1
     elseif op == 'r' then
       -- concurrency.release: drop the lease if it is still there.
       local key = KEYS[base]
@@ -533,7 +563,7 @@ while a <= #ARGV do
           redis.call('PEXPIRE', key, max(1, cc_maxExpiry(live) - now) + pad)
         end
       end
-      out[#out + 1] = 1
+      on = on + 1; out[on] = 1
     end
   end
 end
