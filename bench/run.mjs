@@ -45,9 +45,12 @@ let exitCode = 0;
 const stop = async () => {
   await redis.stop();
 };
-process.on("SIGINT", () => {
-  void stop().then(() => process.exit(130));
-});
+for (const signal of ["SIGINT", "SIGTERM"]) {
+  process.on(signal, () => {
+    log(`bench: ${signal}: stopping redis-server`);
+    void stop().then(() => process.exit(130));
+  });
+}
 
 try {
   const plan = planFor({ quick, only, port: redis.port, log });
