@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Decision,
   type Limiter,
+  type PolicyInput,
   type RedisStore,
   createLimiter,
   redisStore,
@@ -90,9 +91,13 @@ describe("faults", () => {
     } as const;
     storeA = redisStore({ client: clientA, ...opts });
     storeB = redisStore({ client: clientB, ...opts });
-    const rules = [{ limit: 10, period: "1h" }];
-    const policy = (name: string, onStoreError: "allow" | "deny" | "insurance") =>
-      ({ name: `f${run}-${name}`, algorithm: "fixed-window", rules, onStoreError }) as const;
+    const rules: PolicyInput["rules"] = [{ limit: 10, period: "1h" }];
+    const policy = (name: string, onStoreError: "allow" | "deny" | "insurance"): PolicyInput => ({
+      name: `f${run}-${name}`,
+      algorithm: "fixed-window",
+      rules,
+      onStoreError,
+    });
     allow = createLimiter({ store: storeA, policy: policy("allow", "allow") });
     deny = createLimiter({ store: storeA, policy: policy("deny", "deny") });
     insurance = createLimiter({ store: storeA, policy: policy("insurance", "insurance") });

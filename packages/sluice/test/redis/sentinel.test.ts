@@ -4,7 +4,13 @@
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Decision, type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import {
+  type Decision,
+  type PolicyInput,
+  type RedisStore,
+  createLimiter,
+  redisStore,
+} from "../../src/index.js";
 import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
 
@@ -59,13 +65,12 @@ afterAll(async () => {
 describe("sentinel", () => {
   it("keeps answering through a failover and is exact afterwards", async () => {
     const [a, b] = [store(sentinelClient()), store(sentinelClient())];
-    const policy = (name: string, limit: number) =>
-      ({
-        name: `s${run}-${name}`,
-        algorithm: "gcra",
-        rules: [{ limit, period: "1h" }],
-        onStoreError: "allow",
-      }) as const;
+    const policy = (name: string, limit: number): PolicyInput => ({
+      name: `s${run}-${name}`,
+      algorithm: "gcra",
+      rules: [{ limit, period: "1h" }],
+      onStoreError: "allow",
+    });
     const traffic = createLimiter({ store: a, policy: policy("traffic", 1_000_000) });
     await traffic.limit("warm");
 
