@@ -1,9 +1,9 @@
 /**
  * Runs each server in examples/ as a user would: `node examples/<x>.mjs`, importing the built
- * package ("sluice/express", …). Builds the package first when dist is missing or older than
- * the HTTP sources.
+ * package ("sluice/express", …), and checks that CommonJS and TypeScript consumers can import it.
+ * Builds the package first when dist is missing or older than the HTTP sources.
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -145,4 +145,36 @@ describe("examples", () => {
     const other = await fetch(`${base}/quotes/latest`, { headers: { "x-api-key": "k-456" } });
     expect(await other.json()).toEqual({ quote: "fresh", stale: false });
   });
+
+  it("the package is importable as CommonJS", () => {
+    const out = execFileSync(
+      process.execPath,
+      [
+        "-e",
+        `const { createLimiter, ValidationError } = require("sluice");
+         const adapters = ["node", "express", "fastify", "koa", "hono"].map((n) => require("sluice/" + n));
+         let code = "none";
+         try { adapters[1].rateLimit({}); } catch (e) { code = e instanceof ValidationError ? e.code : "other"; }
+         console.log(typeof createLimiter, adapters.map((a) => typeof a.rateLimit).join(","), code);`,
+      ],
+      { cwd: root, encoding: "utf8" },
+    );
+    expect(out.trim()).toBe(
+      "function function,function,function,function,function SLUICE_ERR_OPTIONS",
+    );
+  });
+
+  it("TypeScript consumers (ESM and CJS) type-check against the built declarations", () => {
+    const tsc = join(root, "node_modules/typescript/bin/tsc");
+    const result = spawnSync(
+      process.execPath,
+      [tsc, "-p", join(pkg, "test/http/consumer/tsconfig.json")],
+      {
+        cwd: root,
+        encoding: "utf8",
+      },
+    );
+    expect(result.stdout + result.stderr).toBe("");
+    expect(result.status).toBe(0);
+  }, 60_000);
 });

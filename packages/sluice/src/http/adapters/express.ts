@@ -28,11 +28,7 @@ import type { RateLimitOptions } from "../types.js";
 export * from "../index.js";
 
 /** The `degrade` fallback for Express: serves a denied request; rate-limit headers are already set. */
-export type ExpressFallback = (
-  req: Request,
-  res: Response,
-  decision: Decision,
-) => void | Promise<void>;
+export type ExpressFallback = (req: Request, res: Response, decision: Decision) => unknown;
 
 /** Options of the Express middleware (see {@link RateLimitOptions}). */
 export type ExpressRateLimitOptions = RateLimitOptions<Request, ExpressFallback>;

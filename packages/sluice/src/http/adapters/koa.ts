@@ -21,7 +21,7 @@ import type { RateLimitOptions } from "../types.js";
 export * from "../index.js";
 
 /** The `degrade` fallback for Koa: serves a denied request (set `ctx.body`); rate-limit headers are already set. */
-export type KoaFallback = (ctx: Context, decision: Decision) => void | Promise<void>;
+export type KoaFallback = (ctx: Context, decision: Decision) => unknown;
 
 /** Options of the Koa middleware (see {@link RateLimitOptions}). */
 export type KoaRateLimitOptions = RateLimitOptions<Context, KoaFallback>;

@@ -24,14 +24,14 @@ import type { RateLimitOptions } from "../types.js";
 export * from "../index.js";
 
 /** A node:http request handler. */
-export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void | Promise<void>;
+export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => unknown;
 
 /** The `degrade` fallback for node:http: serves a denied request; rate-limit headers are already set. */
 export type NodeFallback = (
   req: IncomingMessage,
   res: ServerResponse,
   decision: Decision,
-) => void | Promise<void>;
+) => unknown;
 
 /** Options of the node:http middleware (see {@link RateLimitOptions}). */
 export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage, NodeFallback>;
