@@ -1,4 +1,5 @@
 // A TypeScript consumer importing the built package as CommonJS. Type-checked, never run.
+/* eslint-disable @typescript-eslint/no-require-imports -- this file checks the CommonJS form on purpose */
 import sluice = require("sluice");
 import expressAdapter = require("sluice/express");
 import koaAdapter = require("sluice/koa");
