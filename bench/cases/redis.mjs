@@ -3,7 +3,7 @@
 import { readFileSync } from "node:fs";
 import { createHistogram, performance } from "node:perf_hooks";
 import { Redis } from "ioredis";
-import { commandCalls, usedMemory } from "../lib/redis.mjs";
+import { commandCalls, parseInfo, usedMemory } from "../lib/redis.mjs";
 import { drive, keyAt, makeKeys } from "../lib/util.mjs";
 
 /** The ceiling's minimal GCRA script (GET, TIME, SET PX). */
@@ -41,6 +41,7 @@ async function contestant(client, o) {
       denyCache: o.denyCache ?? true,
       heartbeatMs: 0,
       ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
+      ...(o.maxBatch !== undefined ? { maxBatch: o.maxBatch } : {}),
     });
     const algorithm = o.algorithm ?? "gcra";
     const limiter = createLimiter({
@@ -105,16 +106,27 @@ export async function throughput(o) {
     r = await pipelined(client, pick, o);
   } else {
     const c = await contestant(client, o);
+    let cpu0 = 0;
     r = await drive((i) => c.op(pick(i)), {
       inflight: o.inflight,
       durationMs: o.durationMs,
       warmupMs: o.warmupMs,
       latency: true,
+      onStart: async () => {
+        cpu0 = await redisCpu(client);
+      },
+      onEnd: async (count) => ({ redisCpuUs: ((await redisCpu(client)) - cpu0) / count }),
     });
     await c.close();
   }
   client.disconnect();
   return r;
+}
+
+/** CPU time redis-server has used (µs, user + system), from INFO cpu. */
+async function redisCpu(client) {
+  const info = parseInfo(await client.info("cpu"));
+  return (Number(info.used_cpu_user) + Number(info.used_cpu_sys)) * 1e6;
 }
 
 /** Waves of `inflight` EVALSHAs, each wave one ioredis pipeline; latency is the wave's. */
@@ -137,10 +149,15 @@ async function pipelined(client, pick, o) {
   };
   const warmEnd = performance.now() + o.warmupMs;
   while (performance.now() < warmEnd) await wave(false);
+  const redis0 = await redisCpu(client);
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   while (performance.now() - t0 < o.durationMs) await wave(true);
   const seconds = (performance.now() - t0) / 1000;
+  const cpu = process.cpuUsage(cpu0);
   return {
+    nodeCpuUs: (cpu.user + cpu.system) / count,
+    redisCpuUs: ((await redisCpu(client)) - redis0) / count,
     ops: count / seconds,
     count,
     seconds,

@@ -70,7 +70,10 @@ export function keyAt(i, length = 16, tag = "u") {
  * `warmupMs`; returns decisions/s and, with `latency`, p50/p99 in ms.
  * `op(i)` gets a running index (use it to pick a key).
  */
-export async function drive(op, { inflight = 1, durationMs, warmupMs = 0, latency = false }) {
+export async function drive(
+  op,
+  { inflight = 1, durationMs, warmupMs = 0, latency = false, onStart, onEnd },
+) {
   const hist = latency ? createHistogram() : undefined;
   let next = 0;
   let count = 0;
@@ -100,12 +103,18 @@ export async function drive(op, { inflight = 1, durationMs, warmupMs = 0, latenc
     stopAt = performance.now() + warmupMs;
     await Promise.all(Array.from({ length: inflight }, loop));
   }
+  await onStart?.();
   measuring = true;
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   stopAt = t0 + durationMs;
   await Promise.all(Array.from({ length: inflight }, loop));
   const seconds = (performance.now() - t0) / 1000;
-  const out = { ops: count / seconds, count, seconds, errors };
+  const cpu = process.cpuUsage(cpu0);
+  const extra = await onEnd?.(count);
+  // CPU time of this process per call (µs): who is the bottleneck, Node or the server.
+  const nodeCpuUs = (cpu.user + cpu.system) / count;
+  const out = { ops: count / seconds, count, seconds, errors, nodeCpuUs, ...extra };
   if (firstError) out.error = String(firstError?.message ?? firstError);
   if (hist) {
     out.p50 = hist.percentile(50) / 1e6;
