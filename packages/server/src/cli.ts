@@ -3,19 +3,16 @@
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { Command, Option } from "commander";
-import { pino } from "pino";
-import { createLimiter, definePolicy, memoryStore } from "sluice";
 import { ZodError } from "zod";
 import { userCreateSchema } from "./api-schemas.js";
 import { CONFIG_KEYS, ConfigError, type ServerConfig, loadConfig, redactUrl } from "./config.js";
-import { openCounters } from "./counters.js";
-import { openDatabase } from "./db/connect.js";
 import { ApiError, zodIssues } from "./errors.js";
-import { createMetrics } from "./metrics.js";
 import { documentToInput } from "./model.js";
 import { exportPolicyFile, parsePolicyFile } from "./policy-file.js";
-import { Repository } from "./repository.js";
-import { createAdminHint, createService } from "./service.js";
+import type { Repository } from "./repository.js";
+
+// The server, database drivers and Redis client load only for the commands that use them, so
+// `--help` and `policy validate` start fast.
 
 const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
   port: "port to listen on (default 8080; 0 picks a free one)",
@@ -61,10 +58,15 @@ function configFrom(opts: Record<string, unknown>, keys: readonly Key[]): Server
 /** The flags that point a follow-up command at the same database. */
 function sameDatabaseFlags(opts: Record<string, unknown>): string[] {
   const out: string[] = [];
-  if (typeof opts.config === "string") out.push(`--config ${JSON.stringify(opts.config)}`);
-  if (typeof opts.dataDir === "string") out.push(`--data-dir ${JSON.stringify(opts.dataDir)}`);
+  if (typeof opts.config === "string") out.push(`--config ${shellQuote(opts.config)}`);
+  if (typeof opts.dataDir === "string") out.push(`--data-dir ${shellQuote(opts.dataDir)}`);
   if (typeof opts.databaseUrl === "string") out.push(`--database-url '<the same URL>'`);
   return out;
+}
+
+/** Quotes a word for a POSIX shell when it needs it. */
+function shellQuote(word: string): string {
+  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 function fail(message: string, code = 1): never {
@@ -79,6 +81,10 @@ function printIssues(subject: string, issues: readonly { path: string; message: 
 }
 
 async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promise<T>): Promise<T> {
+  const [{ openDatabase }, { Repository }] = await Promise.all([
+    import("./db/connect.js"),
+    import("./repository.js"),
+  ]);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   try {
     return await fn(new Repository(database));
@@ -89,6 +95,10 @@ async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promi
 
 async function serve(opts: Record<string, unknown>): Promise<void> {
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
+  const [{ pino }, { createAdminHint, createService }] = await Promise.all([
+    import("pino"),
+    import("./service.js"),
+  ]);
   const logger = pino({ level: config.logLevel, base: { service: "sluice" } });
   const service = await createService(config, { logger });
   if ((await service.context.repo.countAdmins()) === 0) {
@@ -260,6 +270,11 @@ export function program(): Command {
     const rec = await withRepo(config, (repo) => repo.getPolicy(name));
     if (!rec) fail(`unknown policy "${name}"`, 1);
     const cost = Number(opts.cost);
+    const { createLimiter, definePolicy, memoryStore } = await import("sluice");
+    const [{ openCounters }, { createMetrics }] = await Promise.all([
+      import("./counters.js"),
+      import("./metrics.js"),
+    ]);
     const counters = config.redisUrl
       ? openCounters({ redisUrl: config.redisUrl, metrics: createMetrics() })
       : { store: memoryStore(), close: () => Promise.resolve() };
@@ -292,10 +307,11 @@ async function main(): Promise<void> {
     await program().parseAsync(process.argv);
   } catch (err) {
     if (err instanceof ConfigError) fail(err.message);
-    if (err instanceof ApiError) {
-      if (err.issues) printIssues(err.message.split(":")[0] ?? "Error", err.issues);
-      fail(err.issues ? "" : err.message);
+    if (err instanceof ApiError && err.issues) {
+      printIssues(err.message.split(":")[0] ?? "Error", err.issues);
+      process.exit(1);
     }
+    if (err instanceof ApiError) fail(err.message);
     if (err instanceof ZodError) fail(err.message);
     fail(`sluice: ${err instanceof Error ? err.message : String(err)}`);
   }

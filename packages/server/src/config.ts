@@ -104,7 +104,7 @@ const nonEmpty = (what: string) =>
     .min(1, { error: "must not be empty" });
 
 /** The schema of the configuration (camelCase keys, as in the config file). */
-export const configSchema = z.strictObject({
+export const configSchema = z.object({
   port: int(0, 65535).default(8080),
   host: nonEmpty("an interface address").default("127.0.0.1"),
   dataDir: nonEmpty("a directory").default("./.sluice-data"),
@@ -199,21 +199,23 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     set(k, v, flag);
   }
 
+  const issues: { path: string; message: string }[] = Object.keys(raw)
+    .filter((k) => !(k in CONFIG_KEYS))
+    .map((k) => ({
+      path: k,
+      message: `unknown configuration key (from ${origin[k]}); known keys: ${Object.keys(CONFIG_KEYS).join(", ")}`,
+    }));
   const r = configSchema.safeParse(raw);
   if (!r.success) {
-    throw new ConfigError(
-      r.error.issues.map((i) => {
-        if (i.code === "unrecognized_keys") {
-          return {
-            path: i.keys.join(", "),
-            message: `unknown configuration key(s) (in ${file ?? "options"}); known: ${Object.keys(CONFIG_KEYS).join(", ")}`,
-          };
-        }
-        const key = String(i.path[0] ?? "");
-        return { path: key, message: `${i.message}${origin[key] ? ` (from ${origin[key]})` : ""}` };
-      }),
-    );
+    for (const i of r.error.issues) {
+      const key = String(i.path[0] ?? "");
+      issues.push({
+        path: key,
+        message: `${i.message}${origin[key] ? ` (from ${origin[key]})` : ""}`,
+      });
+    }
   }
+  if (issues.length > 0 || !r.success) throw new ConfigError(issues);
   const c = r.data;
   return Object.freeze({
     port: c.port,

@@ -50,19 +50,19 @@ export function validatePolicyList(
   const docs: PolicyDocument[] = [];
   const seen = new Map<string, number>();
   list.forEach((item, i) => {
-    const r = validatePolicyDocument(item);
-    if ("issues" in r) {
-      issues.push(...prefixIssues(r.issues, `policies.${i}`));
-      return;
+    const name = (item as { name?: unknown } | null)?.name;
+    if (typeof name === "string") {
+      const first = seen.get(name);
+      if (first !== undefined)
+        issues.push({
+          path: `policies.${i}.name`,
+          message: `"${name}" is also defined at policies.${first}`,
+        });
+      else seen.set(name, i);
     }
-    const first = seen.get(r.doc.name);
-    if (first !== undefined)
-      issues.push({
-        path: `policies.${i}.name`,
-        message: `"${r.doc.name}" is also defined at policies.${first}`,
-      });
-    seen.set(r.doc.name, i);
-    docs.push(r.doc);
+    const r = validatePolicyDocument(item);
+    if ("issues" in r) issues.push(...prefixIssues(r.issues, `policies.${i}`));
+    else docs.push(r.doc);
   });
   return issues.length > 0 ? { issues } : { docs };
 }
