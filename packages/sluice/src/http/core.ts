@@ -262,6 +262,11 @@ export class RateLimitCore<Raw, Fallback = never> {
       throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", issues);
   }
 
+  /** True when the strategy is `wait`: only then do adapters need a disconnect signal. */
+  get waits(): boolean {
+    return this.strategy.type === "wait";
+  }
+
   /** Builds the {@link HttpRequest} view: resolves the client IP through the trusted proxies. */
   request(
     input: RequestInput<Raw>,

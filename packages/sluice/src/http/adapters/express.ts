@@ -51,7 +51,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
       header: nodeHeader(req),
       peer: req.socket.remoteAddress,
       raw: req,
-      signal: disconnectSignal(res),
+      signal: core.waits ? disconnectSignal(res) : undefined,
     });
     switch (outcome.kind) {
       case "skip":

@@ -96,7 +96,7 @@ const plugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, opti
       header: nodeHeader(request.raw),
       peer: request.raw.socket.remoteAddress,
       raw: request,
-      signal: disconnectSignal(reply.raw),
+      signal: core.waits ? disconnectSignal(reply.raw) : undefined,
     });
     switch (outcome.kind) {
       case "skip":

@@ -41,7 +41,7 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware {
       },
       peer: ctx.req.socket.remoteAddress,
       raw: ctx,
-      signal: disconnectSignal(ctx.res),
+      signal: core.waits ? disconnectSignal(ctx.res) : undefined,
     });
     switch (outcome.kind) {
       case "skip":

@@ -58,7 +58,7 @@ export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
       header: nodeHeader(req),
       peer: req.socket.remoteAddress,
       raw: req,
-      signal: disconnectSignal(res),
+      signal: core.waits ? disconnectSignal(res) : undefined,
     });
     switch (outcome.kind) {
       case "skip":
