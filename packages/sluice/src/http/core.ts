@@ -39,13 +39,17 @@ import type {
 
 /** A request as an adapter hands it to the core. */
 export interface RequestInput<Raw> {
+  /** `GET`, `POST`, … */
   readonly method: string;
   /** The path without the query string. */
   readonly path: string;
+  /** The route pattern when the framework knows it. */
   readonly route: string | undefined;
+  /** Reads a request header, case-insensitively. */
   header(name: string): string | undefined;
   /** The socket's peer address. */
   readonly peer: string | undefined;
+  /** The framework's request object, passed through to user functions. */
   readonly raw: Raw;
   /** Aborted when the client goes away (ends a `wait`). */
   readonly signal?: AbortSignal;
@@ -268,7 +272,7 @@ export class RateLimitCore<Raw, Fallback = never> {
   }
 
   /** Builds the {@link HttpRequest} view: resolves the client IP through the trusted proxies. */
-  request(
+  private request(
     input: RequestInput<Raw>,
   ): HttpRequest<Raw> & { readonly parsed: ReturnType<typeof parseIp> } {
     const parsed = resolveClientIp(
