@@ -256,7 +256,7 @@ export function rulesEditor(
         { type: "button", class: "secondary add-rule", onclick: () => addRow({}) },
         "Add rule",
       ),
-      wrapper.querySelector(".field-error"),
+      wrapper.querySelector(":scope > .field-error"),
     );
   }
   return {
