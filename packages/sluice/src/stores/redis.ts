@@ -141,6 +141,8 @@ export class RedisStore implements Store {
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastInstances: number | undefined;
   private readonly denied = new Map<string, DenyEntry>();
+  /** Counts resets and adjustments made through this store (see `decide`). */
+  private forgets = 0;
   private closed = false;
 
   constructor(options: RedisStoreOptions) {
@@ -162,6 +164,10 @@ export class RedisStore implements Store {
       if (hit) return Promise.resolve(hit);
     }
     const lease = policy.algorithm === "concurrency" ? randomBytes(9).toString("base64url") : "";
+    // Taken before the script runs, so a cached denial never outlasts the real one; and a
+    // reset/refund made while this call was in flight keeps its denial out of the cache.
+    const sentAt = this.o.denyCache ? this.localNow() : 0;
+    const forgets = this.forgets;
     return this.enqueue("d", policy, key, cost, lease).then((r) => {
       const d = r as StoreDecision;
       if (
@@ -169,9 +175,10 @@ export class RedisStore implements Store {
         !d.allowed &&
         d.blockedForMs === 0 &&
         policy.blockMs === 0 &&
-        policy.algorithm !== "concurrency"
+        policy.algorithm !== "concurrency" &&
+        forgets === this.forgets
       ) {
-        this.rememberDenial(policy, key, cost, d.rules);
+        this.rememberDenial(policy, key, cost, d.rules, sentAt);
       }
       return d.allowed && lease !== "" && cost > 0 ? { ...d, leaseId: lease } : d;
     });
@@ -479,12 +486,12 @@ export class RedisStore implements Store {
     key: string,
     cost: number,
     rules: readonly RuleOutcome[],
+    at: number,
   ): void {
     let retry = 0;
     for (const r of rules) if (!r.allowed && r.retryAfterMs > retry) retry = r.retryAfterMs;
     if (retry <= 0) return;
     const id = `${policy.name}\u0000${key}`;
-    const at = this.localNow();
     this.denied.delete(id);
     if (this.denied.size >= this.o.denyCacheSize) {
       const oldest = this.denied.keys().next();
@@ -494,6 +501,7 @@ export class RedisStore implements Store {
   }
 
   private forget(policy: Policy, key: string): void {
+    this.forgets++;
     if (this.denied.size > 0) this.denied.delete(`${policy.name}\u0000${key}`);
   }
 }

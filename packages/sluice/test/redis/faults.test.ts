@@ -84,7 +84,7 @@ describe("faults", () => {
     clientA = client();
     clientB = client();
     const opts = {
-      timeoutMs: 200,
+      timeoutMs: 1000,
       breakerFailures: 3,
       probeIntervalMs: 50,
       heartbeatMs: 100,

@@ -41,7 +41,7 @@ function sentinelClient(): Redis {
 function store(c: Redis): RedisStore {
   const s = redisStore({
     client: c,
-    timeoutMs: 300,
+    timeoutMs: 1000,
     breakerFailures: 3,
     probeIntervalMs: 50,
     heartbeatMs: 0,
