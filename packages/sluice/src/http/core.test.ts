@@ -102,3 +102,41 @@ describe("RateLimitCore.handle", () => {
     await expect(core.handle(input("198.51.100.7"))).rejects.toThrow(/can never fit/);
   });
 });
+
+describe("wait queue", () => {
+  it("rejects waiters whose turn would come after maxWaitMs", async () => {
+    // One request per 200 ms, no burst: the 2nd waits 200 ms, the 3rd and 4th would wait longer.
+    const l = createLimiter({
+      policy: { name: "q", rules: [{ limit: 5, period: "1s", burst: 1 }] },
+    });
+    const core = new RateLimitCore<null>({
+      limiter: l,
+      strategy: { type: "wait", maxWaitMs: 250 },
+    });
+    const outcomes = await Promise.all([0, 1, 2, 3].map(() => core.handle(input("198.51.100.9"))));
+    expect(outcomes.map((o) => o.kind)).toEqual(["pass", "pass", "reject", "reject"]);
+    for (const o of outcomes.slice(2)) {
+      expect(o.kind === "reject" && o.decision.allowed).toBe(false);
+      expect(o.kind === "reject" && o.status).toBe(429);
+    }
+  });
+
+  it("rejects at once when the key's queue is full", async () => {
+    const l = createLimiter({
+      policy: { name: "full", rules: [{ limit: 5, period: "1s", burst: 1 }] },
+    });
+    const core = new RateLimitCore<null>({
+      limiter: l,
+      strategy: { type: "wait", maxWaitMs: 1000, maxQueue: 1 },
+    });
+    expect((await core.handle(input("198.51.100.10"))).kind).toBe("pass");
+    const queued = core.handle(input("198.51.100.10"));
+    await new Promise((r) => setTimeout(r, 10));
+    const t = performance.now();
+    const third = await core.handle(input("198.51.100.10"));
+    expect(third.kind).toBe("reject");
+    expect(third.kind === "reject" && third.decision.allowed).toBe(false);
+    expect(performance.now() - t).toBeLessThan(100);
+    expect((await queued).kind).toBe("pass");
+  });
+});

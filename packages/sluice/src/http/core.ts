@@ -319,8 +319,17 @@ export class RateLimitCore<Raw, Fallback = never> {
       const r = await this.enqueue(limiter, key, cost, undefined, s, input.signal);
       if (r.kind === "aborted")
         return this.aborted(req, key, r.decision ?? (await limiter.peek(key)), started);
-      decision = r.decision ?? (await limiter.peek(key));
       waited = r.kind === "allowed";
+      if (r.decision !== undefined) decision = r.decision;
+      else {
+        // Timed out (or the queue was full) before its first try: nothing was charged. Report
+        // the key as it is now, but as the denial it is, even if the bucket shows room that the
+        // requests ahead in the queue will take.
+        const now = await limiter.peek(key);
+        decision = now.allowed
+          ? { ...now, allowed: false, retryAfterMs: Math.max(now.retryAfterMs, 1) }
+          : now;
+      }
     } else {
       decision = await limiter.limit(key, { cost });
       if (
