@@ -32,13 +32,13 @@ export const REDIS_CONTESTANTS = ["sluice", "rlf", "rlr", "raw", "raw-pipeline"]
 
 const FULL = {
   rounds: 3,
-  memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000 },
+  memory: { durationMs: 2000, warmupMs: 700, distinct: 2000 },
   heap: { count: 200_000 },
   redis: { durationMs: 4000, warmupMs: 700, keyCount: 100_000, inflight: [1, 16, 256] },
-  ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
+  ceiling: { n: 200_000, clients: 50, pipeline: 16, distinct: 2000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
-  service: { durationS: 10, connections: 64, keyCount: 100_000 },
+  service: { durationS: 10, connections: 64, distinct: 2000 },
 };
 
 const QUICK = {
@@ -49,7 +49,7 @@ const QUICK = {
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
-  service: { durationS: 1, connections: 16, keyCount: 1000 },
+  service: { durationS: 1, connections: 16, distinct: 500 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */

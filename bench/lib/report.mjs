@@ -283,7 +283,7 @@ function sections(r, config) {
       add("`sluice serve`, memory counters", svc.sluiceMemory);
       parts.push(
         `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each, POST /v1/limit with \`{ policy, key }\` over ` +
-          `${config.service.keyCount.toLocaleString("en")} identifiers (GCRA 1000 per minute), on the same machine as the servers and Redis.\n\n` +
+          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis.\n\n` +
           table(["server", "requests/s", "p50", "p99", "of bare Fastify"], rows),
       );
     }

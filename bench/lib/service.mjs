@@ -72,7 +72,7 @@ async function ensureServerBuilt(log) {
  * creates an admin, an app and a generous GCRA policy through the admin API, and returns its
  * URL and the app's API key.
  */
-async function startSluice({ counters, redisPort }) {
+export async function startSluice({ counters, redisPort }) {
   const dir = mkdtempSync(join(tmpdir(), "sluice-bench-serve-"));
   const common = ["--data-dir", dir];
   const created = await run(
@@ -139,7 +139,7 @@ async function startSluice({ counters, redisPort }) {
   }
 }
 
-async function startBare() {
+export async function startBare() {
   let port;
   const child = spawn(process.execPath, [join(BENCH_DIR, "lib/bare-fastify.mjs"), "0"], {
     cwd: ROOT,
@@ -169,14 +169,14 @@ async function startBare() {
  * route, one after another, same autocannon settings. Resolves `{ skipped }` when the service
  * cannot be built or started yet.
  */
-export async function measureService({ durationS, connections, keyCount, redisPort, log }) {
+export async function measureService({ durationS, connections, distinct, redisPort, log }) {
   if (!(await ensureServerBuilt(log))) return { skipped: "not measured: service not ready" };
   const loadOf = async (target) => {
     const r = await runCaseRetry("service", "load", {
       url: target.url,
       token: target.apiKey,
       policy: POLICY,
-      keyCount,
+      distinct,
       durationS,
       connections,
     });
