@@ -1,0 +1,103 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { ConfigError, loadConfig, redactUrl } from "./config.js";
+
+const dir = mkdtempSync(join(tmpdir(), "sluice-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function issuesOf(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof ConfigError) return err.issues.map((i) => `${i.path}: ${i.message}`);
+    throw err;
+  }
+  throw new Error("expected a ConfigError");
+}
+
+describe("loadConfig", () => {
+  it("has zero-config defaults", () => {
+    const c = loadConfig();
+    expect(c).toMatchObject({
+      port: 8080,
+      host: "127.0.0.1",
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      logLevel: "info",
+      pollIntervalMs: 250,
+      sessionTtlMs: 12 * 3_600_000,
+    });
+    expect(c.dataDir).toBe(join(process.cwd(), ".sluice-data"));
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it("takes flags over env over the config file over defaults", () => {
+    const file = join(dir, "c.yaml");
+    writeFileSync(file, "port: 1000\nhost: 0.0.0.0\nlogLevel: warn\nsessionTtl: 2h\n");
+    const c = loadConfig({
+      file,
+      env: { PORT: "2000", SLUICE_LOG_LEVEL: "error" },
+      flags: { port: "3000" },
+    });
+    expect(c).toMatchObject({
+      port: 3000,
+      host: "0.0.0.0",
+      logLevel: "error",
+      sessionTtlMs: 7_200_000,
+    });
+    expect(loadConfig({ file, env: { PORT: "2000" } }).port).toBe(2000);
+    expect(loadConfig({ env: { SLUICE_CONFIG: file } }).port).toBe(1000);
+  });
+
+  it("reads JSON config files and env names for every source", () => {
+    const file = join(dir, "c.json");
+    writeFileSync(file, JSON.stringify({ redisUrl: "redis://127.0.0.1:6380", trustProxy: true }));
+    const c = loadConfig({
+      file,
+      env: { DATABASE_URL: "postgres://u:p@h/db", SLUICE_DATA_DIR: "/tmp/x" },
+    });
+    expect(c).toMatchObject({
+      redisUrl: "redis://127.0.0.1:6380",
+      trustProxy: true,
+      databaseUrl: "postgres://u:p@h/db",
+      dataDir: "/tmp/x",
+    });
+  });
+
+  it("names each bad field and the source of its value", () => {
+    const file = join(dir, "bad.yaml");
+    writeFileSync(file, "port: 99999\nlogLevel: chatty\nfoo: 1\n");
+    expect(issuesOf(() => loadConfig({ file }))).toEqual([
+      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch`,
+      `port: must be an integer from 0 to 65535 (got 99999) (from ${file})`,
+      `logLevel: must be one of fatal, error, warn, info, debug, trace, silent (from ${file})`,
+    ]);
+    expect(issuesOf(() => loadConfig({ env: { SLUICE_SESSION_TTL: "1s" } }))).toEqual([
+      'sessionTtl: must be at least 1m (got "1s") (from env SLUICE_SESSION_TTL)',
+    ]);
+    expect(issuesOf(() => loadConfig({ flags: { trustProxy: "maybe" } }))).toEqual([
+      'trustProxy: must be true or false (got "maybe") (from --trust-proxy)',
+    ]);
+    expect(issuesOf(() => loadConfig({ env: { REDIS_URL: "http://x" } }))[0]).toMatch(
+      /^redisUrl: must be redis:\/\//,
+    );
+  });
+
+  it("reports an unreadable or malformed file", () => {
+    expect(issuesOf(() => loadConfig({ file: join(dir, "missing.yaml") }))[0]).toMatch(
+      /^config: cannot read/,
+    );
+    const file = join(dir, "list.yaml");
+    writeFileSync(file, "- 1\n- 2\n");
+    expect(issuesOf(() => loadConfig({ file }))[0]).toContain("must hold a mapping");
+  });
+});
+
+describe("redactUrl", () => {
+  it("hides passwords", () => {
+    expect(redactUrl("postgres://user:secret@db:5432/x")).toBe("postgres://user:***@db:5432/x");
+    expect(redactUrl("redis://127.0.0.1:6379")).toBe("redis://127.0.0.1:6379");
+  });
+});

@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { sameDocument, validatePolicyDocument } from "./model.js";
+
+describe("validatePolicyDocument", () => {
+  it("returns the canonical document and the resolved policy", () => {
+    const r = validatePolicyDocument({
+      rules: [{ period: "1m", limit: 10 }],
+      name: "api",
+      apps: ["web"],
+    });
+    if ("issues" in r) throw new Error(JSON.stringify(r.issues));
+    expect(r.doc).toEqual({
+      name: "api",
+      description: "",
+      algorithm: "gcra",
+      rules: [{ limit: 10, period: "1m" }],
+      shadow: false,
+      apps: ["web"],
+      enabled: true,
+    });
+    expect(r.policy.rules[0]).toMatchObject({ limit: 10, periodMs: 60_000, burst: 10 });
+  });
+
+  it("reports every issue with its field, from sluice's validation and the service's own", () => {
+    const r = validatePolicyDocument({
+      name: "sluice.login",
+      rules: [{ limit: 1.5, period: "1m" }],
+      apps: ["web", "web"],
+      enabled: 1,
+    });
+    expect("issues" in r && r.issues).toEqual([
+      { path: "apps", message: "must not name an app twice" },
+      { path: "enabled", message: "must be true or false" },
+      { path: "rules.0.limit", message: "limit must be a positive integer (got 1.5)" },
+      { path: "name", message: 'names starting with "sluice." are reserved for the service' },
+    ]);
+    expect(validatePolicyDocument("nope")).toEqual({
+      issues: [{ path: "", message: "must be an object (a policy document)" }],
+    });
+    const missing = validatePolicyDocument({
+      name: "x",
+      rules: [{ limit: 1, period: "1s" }],
+      apps: "web",
+    });
+    expect("issues" in missing && missing.issues).toEqual([
+      { path: "apps", message: "must be a list of app names" },
+    ]);
+  });
+
+  it("compares documents regardless of key order", () => {
+    const a = validatePolicyDocument({ name: "a", rules: [{ limit: 1, period: 1000 }] });
+    const b = validatePolicyDocument({
+      rules: [{ period: 1000, limit: 1 }],
+      apps: [],
+      name: "a",
+      enabled: true,
+    });
+    if ("issues" in a || "issues" in b) throw new Error("invalid");
+    expect(sameDocument(a.doc, b.doc)).toBe(true);
+    expect(sameDocument(a.doc, { ...b.doc, enabled: false })).toBe(false);
+  });
+});
