@@ -491,6 +491,7 @@ export class RateLimitCore<Raw, Fallback = never> {
       const timer = setTimeout(() => leave("timeout"), s.maxWaitMs + 1);
       timer.unref?.();
       if (signal?.aborted) {
+        if (queue.waiters.length === 0 && !queue.running && map.get(key) === queue) map.delete(key);
         w.settle({ kind: "aborted", decision: first });
         return;
       }
