@@ -10,9 +10,9 @@ export const HEAP = { limit: 100, periodMs: 3_600_000 };
 
 /**
  * Builds `op(key)` for a contestant: "sluice" (with `algorithm`) or "rlf" (RateLimiterMemory),
- * both with `limit` per `periodMs`.
+ * both with `limit` per `periodMs`. For concurrency, `release` gives each lease back at once.
  */
-async function contestant(name, algorithm, { limit, periodMs }) {
+async function contestant(name, algorithm, { limit, periodMs }, release = true) {
   if (name === "rlf") {
     const { RateLimiterMemory } = await import("rate-limiter-flexible");
     const rl = new RateLimiterMemory({ points: limit, duration: periodMs / 1000 });
@@ -23,7 +23,7 @@ async function contestant(name, algorithm, { limit, periodMs }) {
     store: memoryStore(),
     policy: { name: "bench", algorithm, rules: [{ limit, period: periodMs }] },
   });
-  if (algorithm === "concurrency") {
+  if (algorithm === "concurrency" && release) {
     // A lease is one decision; releasing it keeps the key's lease set from filling up.
     return async (key) => {
       const d = await limiter.limit(key);
@@ -56,7 +56,8 @@ const flatKey = (i) => String(1e15 + i);
 export async function heap({ name, algorithm, count }) {
   const gc = globalThis.gc;
   if (typeof gc !== "function") throw new Error("run with --expose-gc");
-  const op = await contestant(name, algorithm, HEAP);
+  // concurrency: the lease is held, so that its state is what stays in memory.
+  const op = await contestant(name, algorithm, HEAP, false);
   // Warm up: code paths compiled, maps allocated.
   for (let i = 0; i < 2000; i++) await op(keyAt(i, 16, "w"));
   const settle = async () => {
