@@ -2,7 +2,7 @@
  * Inline SVG charts: lines (one polyline per series) or stacked bars, with a y axis of round
  * ticks, a few x labels and a legend. No chart library; the page stays one small bundle.
  */
-import { s } from "./dom.js";
+import { h, s } from "./dom.js";
 
 /** One series of a chart. */
 export interface Series {
@@ -40,13 +40,13 @@ export function niceStep(max: number, count = 4): number {
   return Math.max(1, 10 * pow);
 }
 
-/** Draws a chart as an `<svg>` element that scales with its container. */
-export function chart(o: ChartOptions): SVGElement {
+/** Draws a chart: an `<svg>` that scales with its container, and an HTML legend above it. */
+export function chart(o: ChartOptions): HTMLElement {
   const width = o.width ?? 720;
   const height = o.height ?? 240;
   const pad = { left: 48, right: 12, top: 22, bottom: 26 };
   const w = width - pad.left - pad.right;
-  const h = height - pad.top - pad.bottom;
+  const ph = height - pad.top - pad.bottom;
   const n = Math.max(1, ...o.series.map((x) => x.values.length));
   const bar = o.kind === "bar";
   let max = 0;
@@ -60,7 +60,7 @@ export function chart(o: ChartOptions): SVGElement {
   }
   const step = niceStep(max);
   const top = Math.max(step, Math.ceil(max / step) * step);
-  const y = (v: number) => pad.top + h - (v / top) * h;
+  const y = (v: number) => pad.top + ph - (v / top) * ph;
   const slot = w / n;
   const x = (i: number) =>
     pad.left + (bar ? slot * i + slot / 2 : n === 1 ? w / 2 : (w * i) / (n - 1));
@@ -78,7 +78,7 @@ export function chart(o: ChartOptions): SVGElement {
     labels.push(
       s(
         "text",
-        { class: "tick", x: x(i), y: pad.top + h + 16, "text-anchor": "middle" },
+        { class: "tick", x: x(i), y: pad.top + ph + 16, "text-anchor": "middle" },
         o.xLabel(i),
       ),
     );
@@ -103,7 +103,17 @@ export function chart(o: ChartOptions): SVGElement {
         );
         base[i] = b + v;
       }
-      marks.push(s("g", { "data-series": ser.name, "data-total": sum(ser.values) }, rects));
+      marks.push(
+        s(
+          "g",
+          {
+            "data-series": ser.name,
+            "data-total": sum(ser.values),
+            "data-last": ser.values.at(-1) ?? 0,
+          },
+          rects,
+        ),
+      );
     }
   } else {
     for (const ser of o.series) {
@@ -117,21 +127,24 @@ export function chart(o: ChartOptions): SVGElement {
           "stroke-dasharray": ser.dashed ? "5 4" : undefined,
           "data-series": ser.name,
           "data-total": sum(ser.values),
+          "data-last": ser.values.at(-1) ?? 0,
         }),
       );
     }
   }
 
-  const legend = o.series.map((ser, i) =>
-    s(
-      "g",
-      { transform: `translate(${pad.left + i * 130}, 6)` },
-      s("rect", { width: 10, height: 10, y: 0, fill: ser.color }),
-      s("text", { class: "legend", x: 14, y: 9 }, ser.name),
-    ),
+  const legend = h(
+    "div",
+    { class: "legend" },
+    o.series.map((ser) => {
+      const key = h("span", { class: ser.dashed ? "key dashed" : "key" });
+      // Through the CSSOM: the page's CSP forbids inline style attributes.
+      key.style.borderColor = ser.color;
+      return h("span", { class: "item" }, key, ser.name);
+    }),
   );
 
-  return s(
+  const svg = s(
     "svg",
     {
       class: "chart",
@@ -142,12 +155,12 @@ export function chart(o: ChartOptions): SVGElement {
     },
     s("title", {}, o.title),
     grid,
-    s("text", { class: "unit", x: 4, y: pad.top - 8 }, o.yUnit),
+    s("text", { class: "unit", x: pad.left, y: pad.top - 8 }, o.yUnit),
     labels,
     s("line", { class: "axis", x1: pad.left, x2: pad.left + w, y1: y(0), y2: y(0) }),
     marks,
-    legend,
   );
+  return h("figure", { class: "chart" }, legend, svg);
 }
 
 function sum(values: readonly number[]): number {
@@ -162,6 +175,7 @@ function fmt(v: number): string {
 
 /** A duration in ms as a short label: `250ms`, `2s`, `1.5m`, `2h`. */
 export function shortDuration(ms: number): string {
+  if (ms === 0) return "0s";
   if (ms < 1000) return `${ms}ms`;
   if (ms < 60_000) return `${+(ms / 1000).toFixed(1)}s`;
   if (ms < 3_600_000) return `${+(ms / 60_000).toFixed(1)}m`;

@@ -43,6 +43,7 @@ async function api(
   method: string,
   path: string,
   options: { token?: string; body?: unknown } = {},
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests reach into bodies freely
 ): Promise<{ status: number; body: any }> {
   const res = await fetch(base + path, {
     method,
@@ -393,14 +394,25 @@ describe("admin page in Chromium", () => {
         "admitted 20 of 100",
       );
     }
+    // Cumulative by default: the last point is the total; per interval, the points sum to it.
+    const gcraLine = page.locator('#sim-results polyline[data-series="gcra"]');
+    expect(await gcraLine.getAttribute("data-last")).toBe("20");
+    await page.selectOption("#sim-view", "bucket");
+    expect(await gcraLine.getAttribute("data-total")).toBe("20");
     expect(
-      await page.locator('#sim-results polyline[data-series="gcra"]').getAttribute("data-total"),
-    ).toBe("20");
+      await page.locator('#sim-results polyline[data-series="offered"]').getAttribute("data-total"),
+    ).toBe("100");
+    await page.selectOption("#sim-view", "cumulative");
     // Bursts of 100 every 10 s against the same rules: a window admits 20 a minute, gcra refills.
     await page.fill("#sim-every", "10");
     await page.click("#sim-run");
     expect(await page.textContent('tr[data-algorithm="fixed-window"] .admitted')).toBe(
       "admitted 20 of 600",
+    );
+    // gcra: 20 at once, then 20/min refills one every 3 s: 3 more at each of the 5 later bursts
+    // (10 s = 3.33 cells, the fraction carries over) — 36 in all.
+    expect(await page.textContent('tr[data-algorithm="gcra"] .admitted')).toBe(
+      "admitted 36 of 600",
     );
     await shot(page, "08-simulator");
   });

@@ -32,6 +32,12 @@ function swatch(color: string): HTMLElement {
   return el;
 }
 
+/** Running totals: [1, 2, 3] → [1, 3, 6]. */
+function runningSum(values: readonly number[]): number[] {
+  let t = 0;
+  return values.map((v) => (t += v));
+}
+
 const num = (el: HTMLInputElement) => Number(el.value.trim() === "" ? NaN : el.value.trim());
 
 /** `#/simulator`: play a pattern against a policy. */
@@ -109,6 +115,16 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     run();
   });
 
+  const view = select(
+    [
+      ["cumulative", "Admitted so far (cumulative)"],
+      ["bucket", "Admitted per interval"],
+    ],
+    "cumulative",
+    { id: "sim-view", name: "view" },
+  );
+  view.addEventListener("change", () => run());
+
   const errorBox = h("div", { class: "form-error", role: "alert", hidden: true, id: "sim-error" });
   const results = h("div", { id: "sim-results" });
 
@@ -130,7 +146,10 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
   };
 
   const show = (sim: Simulation) => {
-    const label = (i: number) => shortDuration(i * sim.bucketMs);
+    const cumulative = view.value === "cumulative";
+    // Cumulative points are at the end of each bucket; per-interval ones at its start.
+    const label = (i: number) => shortDuration((cumulative ? i + 1 : i) * sim.bucketMs);
+    const shape = (values: readonly number[]) => (cumulative ? runningSum(values) : [...values]);
     mount(
       results,
       h(
@@ -185,16 +204,23 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
           ),
         ),
       ),
+      h("div", { class: "field inline view" }, h("label", { for: "sim-view" }, "Show "), view),
       chart({
         title: "Requests admitted over time by each algorithm",
-        yUnit: `requests / ${shortDuration(sim.bucketMs)}`,
+        yUnit: cumulative
+          ? "requests admitted so far"
+          : `requests / ${shortDuration(sim.bucketMs)}`,
         xLabel: label,
         height: 280,
         series: [
-          { name: "offered", color: "#9e9e9e", values: sim.offered, dashed: true },
+          { name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true },
           ...sim.runs
             .filter((r) => !r.error)
-            .map((r) => ({ name: r.algorithm, color: COLORS[r.algorithm], values: r.series })),
+            .map((r) => ({
+              name: r.algorithm,
+              color: COLORS[r.algorithm],
+              values: shape(r.series),
+            })),
         ],
       }),
       h(
