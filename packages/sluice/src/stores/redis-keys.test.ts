@@ -15,6 +15,13 @@ describe("identifierTag", () => {
     }
     expect(identifierTag("a{b")).not.toBe(identifierTag("a}b"));
   });
+  it("keeps identifiers with lone surrogates apart (UTF-8 would merge them)", () => {
+    const a = identifierTag("x\uD800");
+    const b = identifierTag("x\uD801");
+    expect(a).toMatch(/^#/);
+    expect(a).not.toBe(b);
+    expect(identifierTag("smile \uD83D\uDE00".replace(" ", "-"))).toBe("smile-\uD83D\uDE00");
+  });
 });
 
 describe("slotOfTag", () => {

@@ -35,11 +35,22 @@ const ODD = /[{}\s\u0000-\u001f\u007f]/;
  * else `#` + base64url(SHA1(identifier)) (28 characters).
  */
 export function identifierTag(identifier: string): string {
-  if (identifier.length <= MAX_RAW_IDENTIFIER && !ODD.test(identifier) && identifier[0] !== "#") {
+  const lone = LONE_SURROGATE.test(identifier);
+  if (
+    identifier.length <= MAX_RAW_IDENTIFIER &&
+    !ODD.test(identifier) &&
+    identifier[0] !== "#" &&
+    !lone
+  ) {
     return identifier;
   }
-  return "#" + createHash("sha1").update(identifier, "utf8").digest("base64url");
+  // UTF-8 would turn every lone surrogate into U+FFFD (two identifiers, one key): hash the
+  // UTF-16 code units of such identifiers instead.
+  const bytes = lone ? Buffer.from(identifier, "utf16le") : Buffer.from(identifier, "utf8");
+  return "#" + createHash("sha1").update(bytes).digest("base64url");
 }
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 const CRC16_TABLE = (() => {
   const t = new Uint16Array(256);

@@ -293,12 +293,13 @@ export class RedisStore implements Store {
     }
     const nowArg = this.o.now ? String(this.o.now()) : "";
     const argv = [nowArg, this.o.ttlPadMs, specIndex.size, ...specArgs, ...opArgs];
-    this.run(SLUICE_LUA, keys, argv).then(
-      (reply) => settle(batch, reply),
-      (err: unknown) => {
+    this.run(SLUICE_LUA, keys, argv)
+      .then((reply) => settle(batch, reply))
+      .catch((err: unknown) => {
+        // A failed call, or a reply that could not be read: every operation still waiting
+        // fails (settling an already settled promise is a no-op).
         for (const p of batch) p.reject(err);
-      },
-    );
+      });
   }
 
   private info(policy: Policy): PolicyInfo {
