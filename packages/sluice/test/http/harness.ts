@@ -147,7 +147,8 @@ export const harnesses: Harness[] = [
       const { opts } = split(o, (_req: unknown, reply: import("fastify").FastifyReply) =>
         reply.header("x-degraded", "1").send("degraded"),
       );
-      const app = Fastify();
+      // Close even connections a client left open mid-request, as the other harnesses do.
+      const app = Fastify({ forceCloseConnections: true });
       await app.register(fastifyLimit(opts as Parameters<typeof fastifyLimit>[0]));
       app.get("/", async () => "ok");
       app.get("/fail", async (_req, reply) => reply.code(500).send("fail"));
