@@ -256,9 +256,8 @@ export function planFor({ quick, only, port, log }) {
       const xs = samples.get(id);
       if (!xs) return undefined;
       const m = { ops: median(xs.map((x) => x.ops)), rounds: xs.length };
-      if (xs[0].p50 !== undefined) {
-        m.p50 = median(xs.map((x) => x.p50));
-        m.p99 = median(xs.map((x) => x.p99));
+      for (const k of ["p50", "p99", "nodeCpuUs", "redisCpuUs"]) {
+        if (xs[0][k] !== undefined) m[k] = median(xs.map((x) => x[k]));
       }
       return m;
     };

@@ -19,6 +19,7 @@ function table(head, rows) {
   return lines.join("\n");
 }
 
+const us = (x) => (x === undefined || Number.isNaN(x) ? "–" : `${x.toFixed(1)} µs`);
 const bytes = (b) => (b === undefined || Number.isNaN(b) ? "–" : `${b.toFixed(0)} B`);
 
 /** Each target: what was measured, and whether it is met. */
@@ -193,14 +194,28 @@ function sections(r, config) {
           fmtMs(v.p50),
           fmtMs(v.p99),
           k === "sluice" || !s ? "" : fmtRatio(s.ops / v.ops),
+          us(v.nodeCpuUs),
+          us(v.redisCpuUs),
         ]);
       }
     }
     parts.push(
       `### Redis: decisions/s and latency\n\nOne ioredis client per process; N loops each awaiting one call; identifiers spread over ` +
         `${config.redis.keyCount.toLocaleString("en")} keys; GCRA 1000 per minute (never exceeded); latency measured in Node around each call ` +
-        `(for the explicit pipeline, around each wave of N). Median of ${config.rounds} round(s) of ${config.redis.durationMs / 1000} s.\n\n` +
-        table(["in flight", "contestant", "decisions/s", "p50", "p99", "sluice ÷ this"], rows),
+        `(for the explicit pipeline, around each wave of N); CPU time per decision of the Node process (process.cpuUsage) and of redis-server (INFO cpu): a side near 1 s of CPU per second is the bottleneck. Median of ${config.rounds} round(s) of ${config.redis.durationMs / 1000} s.\n\n` +
+        table(
+          [
+            "in flight",
+            "contestant",
+            "decisions/s",
+            "p50",
+            "p99",
+            "sluice ÷ this",
+            "Node CPU per decision",
+            "Redis CPU per decision",
+          ],
+          rows,
+        ),
     );
   }
   if (r.ceiling) {
