@@ -128,7 +128,7 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
                 h("td", {}, `${when(a.createdAt)} by ${a.createdBy}`),
                 h(
                   "td",
-                  { class: "actions" },
+                  { class: "row-actions" },
                   mayRotate
                     ? confirmButton(
                         "Rotate key",

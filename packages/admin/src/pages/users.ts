@@ -94,7 +94,7 @@ export async function usersPage(ctx: Ctx): Promise<void> {
       h("td", {}, u.updatedAt ? when(u.updatedAt) : ""),
       h(
         "td",
-        { class: "actions" },
+        { class: "row-actions" },
         h(
           "button",
           {
