@@ -199,7 +199,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
 
   app.addHook("onResponse", (req, reply, done) => {
     if (reply.statusCode >= 400 || ctx.logger.isLevelEnabled("debug")) {
-      req.log.info(
+      req.log[reply.statusCode >= 400 ? "info" : "debug"](
         {
           method: req.method,
           url: req.url,

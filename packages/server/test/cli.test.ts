@@ -253,14 +253,49 @@ describe("policy files and check", () => {
       { SLUICE_ADMIN_PASSWORD: "long-enough" },
     );
     expect(ok.code).toBe(0);
-    const serve = await spawnServe(["--data-dir", dir]);
+    const admin = await runCli([
+      "admin",
+      "create-user",
+      "--data-dir",
+      dir,
+      "--username",
+      "root",
+      "--password",
+      "root-password",
+    ]);
+    expect(admin.code).toBe(0);
+    // Two nodes on one SQLite data directory: a change through one is enforced by the other within a second.
+    const [a, b] = await Promise.all([
+      spawnServe(["--data-dir", dir]),
+      spawnServe(["--data-dir", dir]),
+    ]);
     try {
-      const r = await call(serve.url, "POST", "/v1/admin/login", {
+      const r = await call(a.url, "POST", "/v1/admin/login", {
         body: { username: "ops", password: "long-enough" },
       });
       expect(r.body.user).toEqual({ username: "ops", role: "viewer", apps: [] });
+      const token = (
+        await call(a.url, "POST", "/v1/admin/login", {
+          body: { username: "root", password: "root-password" },
+        })
+      ).body.token;
+      const key = (await call(a.url, "POST", "/v1/admin/apps", { token, body: { name: "web" } }))
+        .body.apiKey;
+      const t0 = Date.now();
+      await call(a.url, "POST", "/v1/admin/policies", {
+        token,
+        body: { name: "p", rules: [{ limit: 7, period: "1m" }], apps: ["web"] },
+      });
+      await waitFor(
+        async () =>
+          (await call(b.url, "POST", "/v1/limit", { token: key, body: { policy: "p", key: "k" } }))
+            .body.limit === 7,
+        1000,
+        20,
+      );
+      expect(Date.now() - t0).toBeLessThan(1000);
     } finally {
-      await serve.stop();
+      await Promise.all([a.stop(), b.stop()]);
     }
   });
 });
