@@ -38,7 +38,7 @@ function navigate(path: string): void {
   else location.hash = path;
 }
 
-function signIn(): void {
+function signIn(notice?: string): void {
   const username = input({ name: "username", autocomplete: "username", autofocus: true });
   const password = input({ name: "password", type: "password", autocomplete: "current-password" });
   const form: HTMLFormElement = h(
@@ -66,6 +66,7 @@ function signIn(): void {
     },
     h("h1", {}, "sluice admin"),
     h("p", { class: "muted" }, "Sign in to manage rate-limit policies."),
+    notice ? h("div", { class: "notice", id: "signed-out" }, notice) : null,
     formError(),
     field("Username", "username", username),
     field("Password", "password", password),
@@ -197,7 +198,9 @@ async function render(): Promise<void> {
 
 api.onUnauthorized = () => {
   saveSession(undefined);
-  signIn();
+  for (const fn of leave) fn();
+  leave = [];
+  signIn("Your session has ended; sign in again.");
 };
 
 window.addEventListener("hashchange", () => void render());

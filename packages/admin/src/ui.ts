@@ -200,6 +200,9 @@ export function rulesEditor(
         el.id = `f-rules-${i}-${el.name}`;
         el.closest(".field")?.querySelector("label")?.setAttribute("for", el.id);
       }
+      // A policy has at least one rule: no Remove on the last one.
+      const remove = row.querySelector<HTMLElement>(".remove-rule");
+      if (remove) remove.hidden = rows.children.length === 1;
     });
   };
   const addRow = (r: Partial<Rule>) => {

@@ -344,6 +344,53 @@ describe("admin page in Chromium", () => {
     }
   });
 
+  it("an owner edits only the policies of its apps; a revoked session returns to sign-in", async () => {
+    const admin = await login(ADMIN);
+    expect(
+      (await api("POST", "/v1/admin/apps", { token: admin, body: { name: "billing" } })).status,
+    ).toBe(201);
+    const created = await api("POST", "/v1/admin/policies", {
+      token: admin,
+      body: { name: "billing.api", rules: [{ limit: 10, period: "1s" }], apps: ["billing"] },
+    });
+    expect(created.status).toBe(201);
+    const owner = { username: "olga", password: "olga-password-1" };
+    const made = await api("POST", "/v1/admin/users", {
+      token: admin,
+      body: { ...owner, role: "owner", apps: ["checkout"] },
+    });
+    expect(made.status).toBe(201);
+
+    const ownerContext = await browser!.newContext({ viewport: { width: 1280, height: 860 } });
+    const o = await ownerContext.newPage();
+    o.setDefaultTimeout(10_000);
+    try {
+      await signIn(o, owner);
+      await o.goto(`${base}/admin/#/policies/billing.api`);
+      await o.waitForSelector("#read-only");
+      expect(await o.$("#edit-policy")).toBeNull();
+      await o.goto(`${base}/admin/#/policies/${POLICY}`);
+      await o.waitForSelector("#edit-policy");
+      await o.click("#edit-policy");
+      await o.waitForSelector("#policy-form");
+      expect(await o.isDisabled('#policy-form input[name=apps][value="billing"]')).toBe(true);
+      expect(await o.isEnabled('#policy-form input[name=apps][value="checkout"]')).toBe(true);
+
+      // Revoke the session behind the page's back: the next call lands on sign-in.
+      const token = await o.evaluate(
+        () =>
+          (JSON.parse(sessionStorage.getItem("sluice.admin.session") ?? "{}") as { token?: string })
+            .token,
+      );
+      expect((await api("POST", "/v1/admin/logout", { token })).status).toBe(204);
+      await o.goto(`${base}/admin/#/apps`);
+      await o.waitForSelector("#signed-out");
+      expect(await o.$("#login-form")).not.toBeNull();
+    } finally {
+      await ownerContext.close();
+    }
+  });
+
   it("charts live traffic: allowed and denied after decisions", async () => {
     await page.goto(`${base}/admin/#/traffic?policy=${POLICY}`);
     await expect
@@ -399,6 +446,9 @@ describe("admin page in Chromium", () => {
     expect(await gcraLine.getAttribute("data-last")).toBe("20");
     await page.selectOption("#sim-view", "bucket");
     expect(await gcraLine.getAttribute("data-total")).toBe("20");
+    // 100 offered would flatten 20 admitted: hidden until asked for.
+    expect(await page.$('#sim-results polyline[data-series="offered"]')).toBeNull();
+    await page.check("#sim-offered");
     expect(
       await page.locator('#sim-results polyline[data-series="offered"]').getAttribute("data-total"),
     ).toBe("100");

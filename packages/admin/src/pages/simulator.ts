@@ -124,6 +124,14 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     { id: "sim-view", name: "view" },
   );
   view.addEventListener("change", () => run());
+  // Offered traffic can dwarf what is admitted; it is drawn unless it would flatten the rest,
+  // until the user decides.
+  const offeredBox = h("input", { type: "checkbox", id: "sim-offered" });
+  let offeredChosen = false;
+  offeredBox.addEventListener("change", () => {
+    offeredChosen = true;
+    run();
+  });
 
   const errorBox = h("div", { class: "form-error", role: "alert", hidden: true, id: "sim-error" });
   const results = h("div", { id: "sim-results" });
@@ -146,6 +154,10 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
   };
 
   const show = (sim: Simulation) => {
+    if (!offeredChosen) {
+      const most = Math.max(0, ...sim.runs.map((r) => r.admitted));
+      offeredBox.checked = (sim.runs[0]?.offered ?? 0) <= 4 * most;
+    }
     const cumulative = view.value === "cumulative";
     // Cumulative points are at the end of each bucket; per-interval ones at its start.
     const label = (i: number) => shortDuration((cumulative ? i + 1 : i) * sim.bucketMs);
@@ -204,7 +216,13 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
           ),
         ),
       ),
-      h("div", { class: "field inline view" }, h("label", { for: "sim-view" }, "Show "), view),
+      h(
+        "div",
+        { class: "field inline view" },
+        h("label", { for: "sim-view" }, "Show "),
+        view,
+        h("label", { class: "check" }, offeredBox, " offered requests"),
+      ),
       chart({
         title: "Requests admitted over time by each algorithm",
         yUnit: cumulative
@@ -213,7 +231,9 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
         xLabel: label,
         height: 280,
         series: [
-          { name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true },
+          ...(offeredBox.checked
+            ? [{ name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true }]
+            : []),
           ...sim.runs
             .filter((r) => !r.error)
             .map((r) => ({
