@@ -98,6 +98,25 @@ describe("sign-in", () => {
     expect(r.body.error.code).toBe("too_many_requests");
   });
 
+  it("limits sign-in attempts per client IP too, whatever the username", async () => {
+    const other = await startService({ values: { loginLimitPerIp: 3 } });
+    try {
+      const statuses = [];
+      for (const u of ["a", "b", "c", "d"])
+        statuses.push(
+          (
+            await call(other.url, "POST", "/v1/admin/login", {
+              body: { username: u, password: "x" },
+            })
+          ).status,
+        );
+      // startService signed root in once from this IP already.
+      expect(statuses).toEqual([401, 401, 429, 429]);
+    } finally {
+      await other.close();
+    }
+  });
+
   it.each([
     [{ username: "root" }, "password", "is required"],
     [{ username: 1, password: "x" }, "username", "must be a string"],

@@ -266,3 +266,31 @@ describe("a Redis outage", () => {
     }
   });
 });
+
+describe("a database outage", () => {
+  it("keeps decisions going on the last loaded policies; the admin API and /readyz answer 503", async () => {
+    const own = await startPostgres();
+    const s = await startService({ databaseUrl: await own.createDatabase("outage") });
+    try {
+      const key = await s.createApp("web");
+      await s.createPolicy({ name: "api", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+      await own.stop();
+      await s.sync(); // the failed poll keeps the last good policies
+      const d = await call(s.url, "POST", "/v1/limit", {
+        token: key,
+        body: { policy: "api", key: "k" },
+      });
+      expect(d.status).toBe(200);
+      expect(d.body.allowed).toBe(true);
+      const admin = await s.call("GET", "/v1/admin/policies");
+      expect(admin.status).toBe(503);
+      expect(admin.body.error.code).toBe("database_unavailable");
+      const ready = await call(s.url, "GET", "/readyz");
+      expect(ready.status).toBe(503);
+      expect(ready.body.checks.database).toMatch(/^unreachable/);
+    } finally {
+      await s.close();
+      await own.stop();
+    }
+  });
+});
