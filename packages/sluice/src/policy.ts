@@ -133,7 +133,7 @@ export function toIssues(error: z.ZodError): ValidationIssue[] {
  * Throws a {@link ValidationError} (code `SLUICE_ERR_POLICY`) listing every problem with its field.
  */
 export function definePolicy(input: PolicyInput): Policy {
-  const parsed = policySchema.safeParse(input);
+  const parsed = policySchema.safeParse(input, { reportInput: true });
   const name =
     typeof (input as { name?: unknown } | null)?.name === "string"
       ? (input as { name: string }).name
