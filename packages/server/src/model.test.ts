@@ -34,6 +34,15 @@ describe("validatePolicyDocument", () => {
       { path: "rules.0.limit", message: "limit must be a positive integer (got 1.5)" },
       { path: "name", message: 'names starting with "sluice." are reserved for the service' },
     ]);
+    // A field of the wrong type is reported as such, not as missing.
+    const typed = validatePolicyDocument({
+      name: "x",
+      rules: [{ limit: 1, period: "1s" }],
+      shadow: "yes",
+    });
+    expect("issues" in typed && typed.issues).toEqual([
+      { path: "shadow", message: "shadow must be true or false" },
+    ]);
     expect(validatePolicyDocument("nope")).toEqual({
       issues: [{ path: "", message: "must be an object (a policy document)" }],
     });
