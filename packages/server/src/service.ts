@@ -245,6 +245,13 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   return app;
 }
 
+const CLIENT_STATUS_CODES: Partial<Record<number, ApiErrorCode>> = {
+  401: "unauthorized",
+  404: "not_found",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+};
+
 /** Maps anything thrown in a request to an {@link ApiError}: caller mistakes are 4xx, never 500. */
 export function toApiError(err: unknown): ApiError {
   if (err instanceof ApiError) return err;
@@ -259,29 +266,16 @@ export function toApiError(err: unknown): ApiError {
     return new ApiError("database_unavailable", "the policy database is unavailable; retry later", {
       cause: err,
     });
+  // Fastify's own 4xx (bad JSON, empty body, wrong content type, body too large…).
   const fe = err as Partial<FastifyError> | undefined;
   const status = typeof fe?.statusCode === "number" ? fe.statusCode : 500;
   if (status >= 400 && status < 500) {
-    const code: ApiErrorCode =
-      status === 413
-        ? "payload_too_large"
-        : status === 415
-          ? "unsupported_media_type"
-          : status === 404
-            ? "not_found"
-            : status === 401
-              ? "unauthorized"
-              : "invalid_request";
-    const message =
-      fe?.code === "FST_ERR_CTP_INVALID_JSON_BODY" || err instanceof SyntaxError
-        ? `body is not valid JSON: ${fe?.message ?? ""}`
-        : (fe?.message ?? "bad request");
+    const code = CLIENT_STATUS_CODES[status] ?? "invalid_request";
+    const message = fe?.message ?? "bad request";
     return new ApiError(code, message, {
       issues: code === "invalid_request" ? [{ path: "", message }] : undefined,
       cause: err,
     });
   }
-  if (fe?.code === "FST_ERR_REP_ALREADY_SENT" || status === 503)
-    return new ApiError("shutting_down", "the service is shutting down", { cause: err });
   return new ApiError("internal", "internal error", { cause: err });
 }
