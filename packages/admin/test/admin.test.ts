@@ -294,9 +294,14 @@ describe("admin page in Chromium", () => {
     await page.waitForSelector("#draft");
     expect(await page.textContent("#draft")).toContain("4 / 1m");
     expect(await page.textContent("#policy-version")).toBe("Version 3");
+    await shot(page, "04a-policy-draft");
     await page.click("#promote-draft");
     await expect.poll(() => page.textContent("#policy-version")).toBe("Version 4");
     expect(await page.$("#draft")).toBeNull();
+    await page.goto(`${base}/admin/#/policies`);
+    await page.waitForSelector(`tr[data-policy="${POLICY}"]`);
+    expect(await page.textContent(`tr[data-policy="${POLICY}"]`)).toContain("v4");
+    await shot(page, "04b-policies");
   });
 
   it("creates a viewer, who sees read-only views (and the API refuses anyway)", async () => {
