@@ -63,6 +63,13 @@ async function login(u: { username: string; password: string }): Promise<string>
   return r.body.token as string;
 }
 
+let adminTokenCache: string | undefined;
+/** One API session for the admin (sign-ins are rate limited: 5 per user per minute). */
+async function adminToken(): Promise<string> {
+  adminTokenCache ??= await login(ADMIN);
+  return adminTokenCache;
+}
+
 async function shot(p: Page, name: string): Promise<void> {
   await p.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
@@ -258,7 +265,7 @@ describe("admin page in Chromium", () => {
       "true",
     );
     await shot(page, "03-policy-validation-error");
-    const admin = await login(ADMIN);
+    const admin = await adminToken();
     expect((await api("GET", `/v1/admin/policies/${POLICY}`, { token: admin })).status).toBe(404);
 
     await page.fill('[data-field="rules.0.limit"] input', "5");
@@ -350,7 +357,7 @@ describe("admin page in Chromium", () => {
   });
 
   it("an owner edits only the policies of its apps; a revoked session returns to sign-in", async () => {
-    const admin = await login(ADMIN);
+    const admin = await adminToken();
     expect(
       (await api("POST", "/v1/admin/apps", { token: admin, body: { name: "billing" } })).status,
     ).toBe(201);
