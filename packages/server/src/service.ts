@@ -9,7 +9,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { type Logger, pino } from "pino";
-import { type Limiter, StoreError, ValidationError, createLimiter } from "sluice";
+import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
@@ -58,6 +58,27 @@ export function createAdminHint(config: ServerConfig, invokedWith: string[] = []
   ].join(" ");
 }
 
+/**
+ * Logs store failures decided by `onStoreError` at most once per policy every 10 s (with how
+ * many were suppressed), so an outage under load does not flood the log; metrics count them all.
+ */
+function throttledStoreErrorLog(logger: Logger): (err: unknown, policy: Policy) => void {
+  const last = new Map<string, { at: number; suppressed: number }>();
+  return (err, policy) => {
+    const now = Date.now();
+    const seen = last.get(policy.name);
+    if (seen && now - seen.at < 10_000) {
+      seen.suppressed++;
+      return;
+    }
+    last.set(policy.name, { at: now, suppressed: 0 });
+    logger.warn(
+      { err, policy: policy.name, suppressed: seen?.suppressed ?? 0 },
+      "counter store failed; the policy's onStoreError decided",
+    );
+  };
+}
+
 /** Opens the stores and builds the server (does not listen yet). */
 export async function createService(
   config: ServerConfig,
@@ -77,8 +98,7 @@ export async function createService(
       store: counters.store,
       logger,
       pollIntervalMs: config.pollIntervalMs,
-      onStoreError: (err, policy) =>
-        logger.warn({ err, policy: policy.name }, "counter store failed; onStoreError decided"),
+      onStoreError: throttledStoreErrorLog(logger),
       onLoad: (snap) => {
         metrics.policies.set(snap.policies.length);
         metrics.revision.set(snap.revision);
