@@ -9,7 +9,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "2a9ef62db6ded1d94fca5a9f8ddf0b6943a0fd89",
+  "sluice.lua": "42be1d23bc274443888c07f67c33ea457393de1f",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 

@@ -451,23 +451,18 @@ while a <= #ARGV do
     k = k + 1
   end
 
-  if alg == 'g' and n == 1 and not hasBlock and op ~= 'a' and op ~= 'r' then
-    -- The common case (one GCRA rule, no penalty), the same steps as below with less
-    -- bookkeeping: read the TAT, decide, write it back when admitted.
+  if n == 1 and not hasBlock and (op == 'd' or op == 'p') and alg ~= 'l' and alg ~= 'c' then
+    -- The common case (one rule kept in a string, no penalty): the steps of the general
+    -- path below for n = 1, with less bookkeeping.
     local key = KEYS[base]
-    local v = redis.pcall('GET', key)
-    local st = nil
-    if v then st = { tonumber(v) } end
-    if (type(v) == 'table' and v.err) or (st and st[1] == nil) then
+    local r = spec.rules[1]
+    local st = read_state(alg, key, now, r[2])
+    if st == CORRUPT then
       on = on + 1; out[on] = -1
       on = on + 1; out[on] = 'sluice: unreadable state at key ' .. key
     else
-      local r = spec.rules[1]
-      local ok, rem, reset, retry, nxt, ttl = gcra_decide(st, now, r[1], r[2], r[3], cost)
-      if ok and op == 'd' and cost > 0 then
-        if nxt == nil or ttl <= 0 then redis.call('DEL', key)
-        else redis.call('SET', key, num(nxt[1]), 'PX', ttl + pad) end
-      end
+      local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](st, now, r[1], r[2], r[3], cost)
+      if ok and op == 'd' and cost > 0 then write_state(alg, key, st, nxt, ttl, now, r[2], pad) end
       local o = on
       if ok then out[o + 1] = 1; out[o + 3] = 1 else out[o + 1] = 0; out[o + 3] = 0 end
       out[o + 2] = 0
