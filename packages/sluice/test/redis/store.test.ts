@@ -15,6 +15,7 @@ import {
   redisStore,
 } from "../../src/index.js";
 import { SLUICE_LUA } from "../../src/stores/lua-scripts.js";
+import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 
 let server: RedisServer;
@@ -346,6 +347,22 @@ describe("failures", () => {
     expect(() => redisStore({ client: {} as unknown as RedisStoreOptions["client"] })).toThrow(
       /client/,
     );
+  });
+});
+
+describe("instances", () => {
+  it("counts live stores through Redis, forgets a closed one, and yields to the instances option", async () => {
+    const prefix = `in${run}:`;
+    const a = redisStore({ client, prefix, heartbeatMs: 50 });
+    const b = redisStore({ client, prefix, heartbeatMs: 50 });
+    stores.push(a, b);
+    await waitFor(() => a.liveInstances() === 2, 5000, 10);
+    await b.close();
+    expect(await admin.zcard(`${prefix}instances`)).toBe(1);
+    const ttl = await admin.pttl(`${prefix}instances`);
+    expect(ttl > 0 && ttl <= 150).toBe(true);
+    expect(store({ instances: 7 }).liveInstances()).toBe(7);
+    expect(store({ heartbeatMs: 0 }).liveInstances()).toBeUndefined();
   });
 });
 
