@@ -8,13 +8,27 @@
 //          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own
 // redis-server on a free loopback port and stops it at the end.
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { ensureBuilt } from "./lib/children.mjs";
 import { ensureRedisInstalled, startRedis } from "./lib/redis.mjs";
 import { renderReport } from "./lib/report.mjs";
 import { SECTIONS, planFor } from "./lib/plan.mjs";
-import { BENCH_DIR } from "./lib/util.mjs";
+import { BENCH_DIR, SLUICE_DIST } from "./lib/util.mjs";
+
+/** A fingerprint of the built library, to tell whether it was rebuilt during the run. */
+function distHash() {
+  if (!existsSync(SLUICE_DIST)) return "missing";
+  const dir = dirname(SLUICE_DIST);
+  const hash = createHash("sha1");
+  for (const f of readdirSync(dir)
+    .filter((f) => f.endsWith(".js"))
+    .sort()) {
+    hash.update(f).update(readFileSync(join(dir, f)));
+  }
+  return hash.digest("hex").slice(0, 12);
+}
 
 const argv = process.argv.slice(2);
 const quick = argv.includes("--quick");
@@ -35,6 +49,7 @@ const t0 = Date.now();
 const log = (msg) => console.error(msg);
 
 await ensureBuilt(log);
+const distAtStart = distHash();
 await ensureRedisInstalled(log);
 const redis = await startRedis();
 log(
@@ -66,6 +81,7 @@ try {
       .map((a) => ` -- ${a}`)
       .join("")}`,
     config: plan.config,
+    dist: { start: distAtStart, end: distHash() },
   });
   console.log(`\n${report.console}`);
   if (out) {

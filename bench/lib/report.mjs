@@ -318,7 +318,16 @@ function gitCommit() {
 }
 
 /** { console, markdown } for a finished run. */
-export function renderReport({ results, quick, started, seconds, redisVersion, command, config }) {
+export function renderReport({
+  results,
+  quick,
+  started,
+  seconds,
+  redisVersion,
+  command,
+  config,
+  dist,
+}) {
   const targets = evaluateTargets(results);
   const cpu = cpus();
   const env = [
@@ -331,6 +340,9 @@ export function renderReport({ results, quick, started, seconds, redisVersion, c
     `- Packages: sluice ${packageVersion("sluice")} (commit ${gitCommit()}), rate-limiter-flexible ${packageVersion("rate-limiter-flexible")}, ` +
       `express-rate-limit ${packageVersion("express-rate-limit")}, rate-limit-redis ${packageVersion("rate-limit-redis")}, ioredis ${packageVersion("ioredis")}, ` +
       `autocannon ${packageVersion("autocannon")}, fastify ${packageVersion("fastify")}`,
+    dist.start === dist.end
+      ? `- packages/sluice/dist (*.js): sha1 ${dist.start}…, unchanged during the run`
+      : `- **packages/sluice/dist was rebuilt during the run** (sha1 ${dist.start}… → ${dist.end}…): figures may mix two builds`,
   ];
   const targetRows = targets.map((t) => [
     t.text,
