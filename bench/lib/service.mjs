@@ -72,7 +72,7 @@ async function ensureServerBuilt(log) {
  * creates an admin, an app and a generous GCRA policy through the admin API, and returns its
  * URL and the app's API key.
  */
-export async function startSluice({ counters, redisPort }) {
+export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
   const dir = mkdtempSync(join(tmpdir(), "sluice-bench-serve-"));
   const common = ["--data-dir", dir];
   const created = await run(
@@ -90,7 +90,16 @@ export async function startSluice({ counters, redisPort }) {
     throw new Error(`admin create-user failed: ${created.stderr || created.stdout}`);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const args = [CLI, "serve", "--port", String(port), "--log-level", "warn", ...common];
+  const args = [
+    ...nodeArgs,
+    CLI,
+    "serve",
+    "--port",
+    String(port),
+    "--log-level",
+    "warn",
+    ...common,
+  ];
   if (counters === "redis") args.push("--redis-url", `redis://127.0.0.1:${redisPort}`);
   const server = await startServer(
     args,
