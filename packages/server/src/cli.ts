@@ -95,15 +95,12 @@ async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promi
 
 async function serve(opts: Record<string, unknown>): Promise<void> {
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
-  const [{ pino }, { createAdminHint, createService }] = await Promise.all([
-    import("pino"),
-    import("./service.js"),
-  ]);
+  const [{ pino }, { createService }] = await Promise.all([import("pino"), import("./service.js")]);
   const logger = pino({ level: config.logLevel, base: { service: "sluice" } });
   const service = await createService(config, { logger });
   if ((await service.context.repo.countAdmins()) === 0) {
     logger.warn(
-      `No admin user exists yet. Create the first one with: ${createAdminHint(config, sameDatabaseFlags(opts))}`,
+      `No admin user exists yet. Create the first one with: sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`,
     );
   }
   let stopping = false;

@@ -84,11 +84,6 @@ export class Registry {
     return this.revision;
   }
 
-  /** The last reload error, if the latest poll failed. */
-  get error(): unknown {
-    return this.lastError;
-  }
-
   /** A policy by name. */
   get(name: string): LivePolicy | undefined {
     return this.policies.get(name);

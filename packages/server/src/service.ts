@@ -49,15 +49,6 @@ export interface ServiceOptions {
   logger?: Logger;
 }
 
-/** The command that creates the first admin, with the flags this server was started with. */
-export function createAdminHint(config: ServerConfig, invokedWith: string[] = []): string {
-  return [
-    "sluice admin create-user",
-    ...invokedWith,
-    "--username <name> --password <password> --role admin",
-  ].join(" ");
-}
-
 /**
  * Logs store failures decided by `onStoreError` at most once per policy every 10 s (with how
  * many were suppressed), so an outage under load does not flood the log; metrics count them all.
