@@ -270,18 +270,17 @@ export class Repository {
   // ---------------------------------------------------------------- policy writes
 
   /**
-   * Creates or replaces a policy with a validated document (a new version either way).
+   * Creates or replaces a policy with a validated document: a new version, unless the document
+   * is the stored one (then nothing is written and the stored record is returned).
    * `expectVersion` (optimistic concurrency) fails with 409 when the stored version differs;
-   * `mustExist`/`mustNotExist` give 404/409. `check` runs inside the transaction with the
-   * stored record, to refuse (throw) before anything is written.
+   * `mustNotExist` gives 409 when the policy exists. `check` runs inside the transaction with
+   * the stored record, to refuse (throw) before anything is written.
    */
   async putPolicy(
     doc: PolicyDocument,
     actor: string,
     options: {
-      action?: string;
       expectVersion?: number | undefined;
-      mustExist?: boolean;
       mustNotExist?: boolean;
       check?: (before: PolicyRecord | undefined) => void;
     } = {},
@@ -290,23 +289,17 @@ export class Repository {
       await this.checkAppsExist(trx, doc.apps, "apps");
       const before = await this.getPolicy(doc.name, trx);
       options.check?.(before);
-      if (options.mustExist && !before)
-        throw new ApiError("policy_not_found", `policy "${doc.name}" does not exist`);
-      if (options.mustNotExist && before)
+      if (options.mustNotExist && before) {
         throw new ApiError("conflict", `policy "${doc.name}" already exists`);
+      }
       if (options.expectVersion !== undefined && before?.version !== options.expectVersion) {
         throw new ApiError(
           "conflict",
           `policy "${doc.name}" is at version ${before?.version ?? "none"}, not ${options.expectVersion}: reload and retry`,
         );
       }
-      return this.writePolicy(
-        trx,
-        doc,
-        before,
-        actor,
-        options.action ?? (before ? "update" : "create"),
-      );
+      if (before && sameDocument(before.doc, doc)) return before;
+      return this.writePolicy(trx, doc, before, actor, before ? "update" : "create");
     });
   }
 

@@ -362,6 +362,11 @@ describe("bad input on every admin endpoint: 400 naming the field, nothing writt
 describe("versions, restore and drafts", () => {
   it("keeps every version; restoring makes an old one enforced as a new version", async () => {
     await s.createPolicy({ name: "v", rules: [{ limit: 1, period: "1m" }], apps: ["web"] });
+    // Saving the same document again is not a change: no new version.
+    const same = await s.call("PUT", "/v1/admin/policies/v", {
+      body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
+    });
+    expect(same.body.version).toBe(1);
     await s.call("PUT", "/v1/admin/policies/v", {
       body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
     });
