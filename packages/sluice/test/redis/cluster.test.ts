@@ -1,7 +1,8 @@
 /** The Redis store on a 6-node Cluster (3 masters, 3 replicas): conformance and slot grouping. */
-import { Cluster } from "ioredis";
+import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { runConformance } from "../conformance/run.js";
 
@@ -73,4 +74,75 @@ describe("cluster batching", () => {
       expect(d.reason).toBeUndefined();
     }
   });
+});
+
+describe("cluster failover", () => {
+  // Last in the file: it kills a master.
+  it("a master dies during traffic: its replica takes over, calls keep resolving, exact afterwards", async () => {
+    const failover = new Cluster([...cluster.startupNodes], { clusterRetryStrategy: () => 100 });
+    failover.on("error", () => {});
+    const s = redisStore({
+      client: failover,
+      heartbeatMs: 0,
+      timeoutMs: 1000,
+      breakerFailures: 3,
+      probeIntervalMs: 100,
+    });
+    stores.push(s);
+    const name = `cf${Date.now().toString(36)}`;
+    const traffic = createLimiter({
+      store: s,
+      policy: { name, rules: [{ limit: 1_000_000, period: "1h" }] },
+    });
+    // The master that owns the slot of identifier "victim".
+    const slot = Number(await client.cluster("KEYSLOT", `{victim}`));
+    const owner = cluster.nodes.find((n) => n.port === portOfSlot(slot));
+    expect(owner).toBeDefined();
+    let stop = false;
+    const reasons: Array<string | undefined> = [];
+    const failures: unknown[] = [];
+    const loop = (async () => {
+      while (!stop) {
+        await traffic.limit("victim").then(
+          (d) => reasons.push(d.reason),
+          (e: unknown) => failures.push(e),
+        );
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    await waitFor(() => reasons.length > 20, 10_000, 10);
+    owner!.kill();
+    const at = reasons.length;
+    // While the slot has no master, onStoreError ("allow") answers; after cluster-node-timeout
+    // (2 s) the replica is promoted and decisions come from Redis again.
+    await waitFor(() => reasons.slice(at).includes("store-error"), 30_000, 20);
+    const down = reasons.length;
+    await waitFor(
+      () => reasons.length > down + 5 && reasons.slice(-5).every((r) => r === undefined),
+      30_000,
+      50,
+    );
+    stop = true;
+    await loop;
+    expect(failures).toEqual([]);
+    const exact = createLimiter({
+      store: s,
+      policy: { name: `${name}-x`, rules: [{ limit: 5, period: "1h" }], onStoreError: "deny" },
+    });
+    const ds = await Promise.all(Array.from({ length: 50 }, () => exact.limit("victim")));
+    expect(ds.filter((d) => d.allowed)).toHaveLength(5);
+    await s.close();
+    failover.disconnect();
+  }, 60_000);
+});
+
+let slotMap: Array<[number, number, number]> = [];
+function portOfSlot(slot: number): number | undefined {
+  return slotMap.find(([a, b]) => slot >= a && slot <= b)?.[2];
+}
+beforeAll(async () => {
+  const probe = new Redis(cluster.startupNodes[0]!.port, "127.0.0.1");
+  const slots = (await probe.cluster("SLOTS")) as Array<[number, number, [string, number]]>;
+  slotMap = slots.map(([a, b, master]) => [a, b, master[1]]);
+  probe.disconnect();
 });
