@@ -17,11 +17,12 @@ export type {
   AppRecord,
   UserRecord,
   AuditRecord,
+  DraftStats,
   ImportPlan,
   Snapshot,
 } from "./repository.js";
 export { Registry } from "./registry.js";
-export type { LivePolicy, LiveDraft, DraftStats } from "./registry.js";
+export type { LivePolicy, LiveDraft } from "./registry.js";
 export { API_ERROR_CODES, ApiError } from "./errors.js";
 export type { ApiErrorCode, ApiErrorBody } from "./errors.js";
 export { ROLES, validatePolicyDocument, policyDocumentSchema } from "./model.js";

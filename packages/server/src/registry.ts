@@ -7,26 +7,15 @@
 import { type Limiter, type Policy, type Store, createLimiter, definePolicy } from "sluice";
 import type { Logger } from "pino";
 import { documentToInput, type PolicyDocument } from "./model.js";
-import type { AppKey, Repository, Snapshot } from "./repository.js";
+import type { AppKey, DraftStats, Repository, Snapshot } from "./repository.js";
 import { secretId, secretMatches } from "./secrets.js";
-
-/** What a draft would have done on live traffic, counted on this node since it was loaded. */
-export interface DraftStats {
-  /** Requests evaluated against the draft. */
-  evaluated: number;
-  /** Requests the draft would have denied. */
-  wouldDeny: number;
-  /** Of those, how many the enforced version allowed (the change in behaviour). */
-  wouldDenyNewly: number;
-  /** Requests the draft would have allowed but the enforced version denied. */
-  wouldAllowNewly: number;
-}
 
 /** The draft of a policy, running in shadow. */
 export interface LiveDraft {
   readonly id: number;
   readonly doc: PolicyDocument;
   readonly limiter: Limiter;
+  /** This node's counts not yet added to the shared totals (see {@link Registry.flushDraftStats}). */
   readonly stats: DraftStats;
 }
 
@@ -52,6 +41,9 @@ export interface RegistryOptions {
   onLoad?: (snapshot: Snapshot) => void;
 }
 
+/** How often each node adds its draft shadow counts to the shared totals. */
+const DRAFT_FLUSH_MS = 1000;
+
 /** The live policies and app keys of one node. */
 export class Registry {
   private policies = new Map<string, LivePolicy>();
@@ -60,6 +52,8 @@ export class Registry {
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private lastError: unknown;
+  private flushTimer: NodeJS.Timeout | undefined;
+  private flushing: Promise<void> | undefined;
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -70,13 +64,51 @@ export class Registry {
       this.polling ??= this.poll().finally(() => (this.polling = undefined));
     }, this.options.pollIntervalMs);
     this.timer.unref();
+    this.flushTimer = setInterval(() => {
+      this.flushDraftStats().catch((err: unknown) =>
+        this.options.logger.warn({ err }, "could not record draft shadow counts"),
+      );
+    }, DRAFT_FLUSH_MS);
+    this.flushTimer.unref();
   }
 
-  /** Stops polling. */
+  /** Stops polling and records the last draft counts. */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
-    this.timer = undefined;
+    if (this.flushTimer) clearInterval(this.flushTimer);
+    this.timer = this.flushTimer = undefined;
     await this.polling;
+    await this.flushDraftStats().catch(() => {});
+  }
+
+  /**
+   * Adds this node's pending draft counts to the totals in the database (every second, on
+   * stop, and before the admin API reads them), so the totals cover every node.
+   */
+  flushDraftStats(): Promise<void> {
+    // `.finally` runs after the assignment, even when there is nothing to write.
+    this.flushing ??= this.writeDraftStats().finally(() => (this.flushing = undefined));
+    return this.flushing;
+  }
+
+  private async writeDraftStats(): Promise<void> {
+    for (const live of this.policies.values()) {
+      const draft = live.draft;
+      if (!draft || draft.stats.evaluated === 0) continue;
+      const s = draft.stats;
+      const delta = { ...s };
+      s.evaluated = s.wouldDeny = s.wouldDenyNewly = s.wouldAllowNewly = 0;
+      try {
+        await this.options.repo.addDraftStats(draft.id, delta);
+      } catch (err) {
+        // Keep the counts for the next flush.
+        s.evaluated += delta.evaluated;
+        s.wouldDeny += delta.wouldDeny;
+        s.wouldDenyNewly += delta.wouldDenyNewly;
+        s.wouldAllowNewly += delta.wouldAllowNewly;
+        throw err;
+      }
+    }
   }
 
   /** The revision this node runs. */

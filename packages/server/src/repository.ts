@@ -51,6 +51,18 @@ export interface DraftRecord {
   readonly createdAt: string;
 }
 
+/** What a draft would have done on live traffic. */
+export interface DraftStats {
+  /** Requests evaluated against the draft. */
+  evaluated: number;
+  /** Requests the draft would have denied. */
+  wouldDeny: number;
+  /** Of those, how many the enforced version allowed (the change in behaviour). */
+  wouldDenyNewly: number;
+  /** Requests the draft would have allowed but the enforced version denied. */
+  wouldAllowNewly: number;
+}
+
 /** An app (its key is never returned, only its public id). */
 export interface AppRecord {
   readonly name: string;
@@ -204,6 +216,54 @@ export class Repository {
     return row && toDraftRecord(row);
   }
 
+  /** A draft's shadow counts, summed over every node (zeros before any node reported). */
+  async getDraftStats(draftId: number): Promise<DraftStats> {
+    const r = await this.db
+      .selectFrom("draft_stats")
+      .selectAll()
+      .where("draft_id", "=", draftId)
+      .executeTakeFirst();
+    return {
+      evaluated: Number(r?.evaluated ?? 0),
+      wouldDeny: Number(r?.would_deny ?? 0),
+      wouldDenyNewly: Number(r?.would_deny_newly ?? 0),
+      wouldAllowNewly: Number(r?.would_allow_newly ?? 0),
+    };
+  }
+
+  /**
+   * Adds one node's counts to a draft's totals (an upsert; it does not bump the revision, so
+   * it makes no node reload).
+   */
+  async addDraftStats(draftId: number, d: DraftStats): Promise<void> {
+    await this.db
+      .insertInto("draft_stats")
+      .values({
+        draft_id: draftId,
+        evaluated: d.evaluated,
+        would_deny: d.wouldDeny,
+        would_deny_newly: d.wouldDenyNewly,
+        would_allow_newly: d.wouldAllowNewly,
+      })
+      .onConflict((oc) =>
+        oc.column("draft_id").doUpdateSet((eb) => ({
+          evaluated: eb("draft_stats.evaluated", "+", eb.ref("excluded.evaluated")),
+          would_deny: eb("draft_stats.would_deny", "+", eb.ref("excluded.would_deny")),
+          would_deny_newly: eb(
+            "draft_stats.would_deny_newly",
+            "+",
+            eb.ref("excluded.would_deny_newly"),
+          ),
+          would_allow_newly: eb(
+            "draft_stats.would_allow_newly",
+            "+",
+            eb.ref("excluded.would_allow_newly"),
+          ),
+        })),
+      )
+      .execute();
+  }
+
   /** Every app. */
   async listApps(): Promise<AppRecord[]> {
     const rows = await this.db.selectFrom("apps").selectAll().orderBy("name").execute();
@@ -314,7 +374,7 @@ export class Repository {
       if (!before) throw new ApiError("policy_not_found", `policy "${name}" does not exist`);
       check?.(before);
       await trx.deleteFrom("policies").where("name", "=", name).execute();
-      await trx.deleteFrom("policy_drafts").where("policy_name", "=", name).execute();
+      await this.dropDraft(trx, name);
       await this.audit(trx, actor, "policy.delete", "policy", name, {
         version: before.version,
         before: before.doc,
@@ -365,7 +425,7 @@ export class Repository {
         );
       check?.(live);
       await this.checkAppsExist(trx, doc.apps, "apps");
-      await trx.deleteFrom("policy_drafts").where("policy_name", "=", doc.name).execute();
+      await this.dropDraft(trx, doc.name);
       await trx
         .insertInto("policy_drafts")
         .values({
@@ -396,7 +456,7 @@ export class Repository {
       const draft = await this.getDraft(name, trx);
       if (!live || !draft) throw new ApiError("not_found", `policy "${name}" has no draft`);
       check?.(live);
-      await trx.deleteFrom("policy_drafts").where("policy_name", "=", name).execute();
+      await this.dropDraft(trx, name);
       await this.audit(trx, actor, "policy.draft.discard", "policy", name, { draftId: draft.id });
     });
   }
@@ -413,7 +473,7 @@ export class Repository {
       if (!live || !draft) throw new ApiError("not_found", `policy "${name}" has no draft`);
       check?.(live, draft.doc);
       await this.checkAppsExist(trx, draft.doc.apps, "apps");
-      await trx.deleteFrom("policy_drafts").where("policy_name", "=", name).execute();
+      await this.dropDraft(trx, name);
       return this.writePolicy(trx, draft.doc, live, actor, "promote", {
         draftId: draft.id,
         baseVersion: draft.baseVersion,
@@ -457,7 +517,7 @@ export class Repository {
       }
       for (const name of plan.delete) {
         await trx.deleteFrom("policies").where("name", "=", name).execute();
-        await trx.deleteFrom("policy_drafts").where("policy_name", "=", name).execute();
+        await this.dropDraft(trx, name);
         await this.audit(trx, actor, "policy.delete", "policy", name, {
           via: "import",
           version: current.get(name)?.version,
@@ -802,6 +862,13 @@ export class Repository {
       updatedBy: actor,
       updatedAt: at,
     };
+  }
+
+  /** Removes a policy's draft and its shadow counts. */
+  private async dropDraft(trx: Tx, name: string): Promise<void> {
+    const ids = trx.selectFrom("policy_drafts").select("id").where("policy_name", "=", name);
+    await trx.deleteFrom("draft_stats").where("draft_id", "in", ids).execute();
+    await trx.deleteFrom("policy_drafts").where("policy_name", "=", name).execute();
   }
 
   private async missingApps(trx: Tx, apps: readonly string[]): Promise<string[]> {

@@ -190,6 +190,41 @@ describe("two `sluice serve` processes on one PostgreSQL and one Redis", () => {
     await waitFor(async () => (await limitAt(b.url)).status === 404, 1000, 20);
     expect(Date.now() - t0).toBeLessThan(1000);
 
+    // A draft's shadow counts are summed over both nodes.
+    await call(a.url, "POST", "/v1/admin/policies", {
+      token,
+      body: { name: "drafted", rules: [{ limit: 100, period: "1m" }], apps: ["web"] },
+    });
+    await call(a.url, "PUT", "/v1/admin/policies/drafted/draft", {
+      token,
+      body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
+    });
+    const hasDraft = async (url: string) =>
+      (await call(url, "GET", "/v1/admin/policies", { token })).body.policies.find(
+        (p: { name: string }) => p.name === "drafted",
+      )?.hasDraft === true;
+    await waitFor(async () => (await hasDraft(a.url)) && (await hasDraft(b.url)), 2000, 20);
+    for (const url of [a.url, b.url, a.url, b.url, a.url, b.url]) {
+      expect(
+        (
+          await call(url, "POST", "/v1/limit", {
+            token: key,
+            body: { policy: "drafted", key: "d" },
+          })
+        ).body.allowed,
+      ).toBe(true);
+    }
+    await waitFor(
+      async () =>
+        (await call(a.url, "GET", "/v1/admin/policies/drafted/draft", { token })).body.stats
+          .evaluated === 6,
+      3000,
+      100,
+    );
+    expect(
+      (await call(b.url, "GET", "/v1/admin/policies/drafted/draft", { token })).body.stats,
+    ).toEqual({ evaluated: 6, wouldDeny: 4, wouldDenyNewly: 4, wouldAllowNewly: 0 });
+
     // B also serves the admin API from the same database: the session made on A works there.
     expect((await call(b.url, "GET", "/v1/admin/me", { token })).body.username).toBe("root");
     const metrics = await (await fetch(`${b.url}/metrics`)).text();

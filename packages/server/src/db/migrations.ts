@@ -116,6 +116,19 @@ function migrations(dialect: DialectName): Record<string, Migration> {
         await sql`insert into meta (key, value) values ('revision', 0)`.execute(db);
       },
     },
+    "0002_draft_stats": {
+      async up(db: Kysely<unknown>): Promise<void> {
+        const counter = (c: ColumnDefinitionBuilder) => c.notNull().defaultTo(0);
+        await db.schema
+          .createTable("draft_stats")
+          .addColumn("draft_id", "integer", (c) => c.primaryKey())
+          .addColumn("evaluated", "bigint", counter)
+          .addColumn("would_deny", "bigint", counter)
+          .addColumn("would_deny_newly", "bigint", counter)
+          .addColumn("would_allow_newly", "bigint", counter)
+          .execute();
+      },
+    },
   };
 }
 

@@ -47,6 +47,15 @@ export interface PolicyDraftsTable {
   created_at: string;
 }
 
+/** What each draft would have done on live traffic, summed over every node. */
+export interface DraftStatsTable {
+  draft_id: number;
+  evaluated: number;
+  would_deny: number;
+  would_deny_newly: number;
+  would_allow_newly: number;
+}
+
 /** Apps that call the decision API. The API key is stored as its SHA-256 only. */
 export interface AppsTable {
   name: string;
@@ -100,6 +109,7 @@ export interface Tables {
   policies: PoliciesTable;
   policy_versions: PolicyVersionsTable;
   policy_drafts: PolicyDraftsTable;
+  draft_stats: DraftStatsTable;
   apps: AppsTable;
   users: UsersTable;
   sessions: SessionsTable;

@@ -313,12 +313,9 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
     const { name } = params(req);
     const d = await repo.getDraft(name);
     if (!d) throw new ApiError("not_found", `policy "${name}" has no draft`);
-    const live = registry.get(name);
-    // Shadow counts are this node's, since it loaded the draft (metrics sum them over nodes).
-    const stats =
-      live?.draft?.id === d.id
-        ? { ...live.draft.stats }
-        : { evaluated: 0, wouldDeny: 0, wouldDenyNewly: 0, wouldAllowNewly: 0 };
+    // Totals over every node; this node's latest counts are added first.
+    await registry.flushDraftStats();
+    const stats = await repo.getDraftStats(d.id);
     return { ...d, stats };
   });
 
