@@ -161,6 +161,14 @@ describe("policy files and check", () => {
     expect(r.output).toContain('policies.1.name: "api" is also defined at policies.0');
   });
 
+  it("lets several processes create a new SQLite database at once", async () => {
+    const data = join(tempDir(), "data");
+    const runs = await Promise.all(
+      [1, 2, 3, 4].map(() => runCli(["policy", "export", "--data-dir", data])),
+    );
+    expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0]);
+  });
+
   it("imports all or nothing, exports the same YAML back, prunes, and checks a decision", async () => {
     const dir = tempDir();
     const data = join(dir, "data");

@@ -132,13 +132,24 @@ function migrations(dialect: DialectName): Record<string, Migration> {
   };
 }
 
-/** Brings the schema up to date; throws with the failing migration's error. */
+/**
+ * Brings the schema up to date; throws with the failing migration's error.
+ *
+ * On PostgreSQL, Kysely's migration lock serializes nodes that start together. SQLite has no
+ * such lock across processes: two processes migrating a new file at once can collide ("table
+ * already exists"); the loser's transaction rolls back, and it retries, finding the schema done.
+ */
 export async function migrate(db: Kysely<Tables>, dialect: DialectName): Promise<void> {
   const provider: MigrationProvider = { getMigrations: () => Promise.resolve(migrations(dialect)) };
   const migrator = new Migrator({ db, provider });
-  const { error, results } = await migrator.migrateToLatest();
-  const failed = results?.find((r) => r.status === "Error");
-  if (error) {
+  for (let attempt = 1; ; attempt++) {
+    const { error, results } = await migrator.migrateToLatest();
+    if (!error) return;
+    if (dialect === "sqlite" && attempt < 5) {
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+      continue;
+    }
+    const failed = results?.find((r) => r.status === "Error");
     throw new Error(
       `database migration${failed ? ` ${failed.migrationName}` : ""} failed: ${error instanceof Error ? error.message : String(error)}`,
       { cause: error },
