@@ -121,6 +121,9 @@ describe("two `sluice serve` processes on one PostgreSQL and one Redis", () => {
       REDIS_URL: redis.url,
       SLUICE_LOG_LEVEL: "info",
     };
+    // Both nodes start together on an empty database (they migrate it at once), then the
+    // first admin is made from the CLI, as the start-up log says.
+    [a, b] = await Promise.all([spawnServe([], env), spawnServe([], env)]);
     const created = await runCli(
       [
         "admin",
@@ -135,7 +138,6 @@ describe("two `sluice serve` processes on one PostgreSQL and one Redis", () => {
       env,
     );
     expect(created.output).toContain('created admin "root"');
-    [a, b] = await Promise.all([spawnServe([], env), spawnServe([], env)]);
   }, 120_000);
   afterAll(async () => {
     await Promise.all([a?.stop(), b?.stop()]);

@@ -135,9 +135,10 @@ function migrations(dialect: DialectName): Record<string, Migration> {
 /**
  * Brings the schema up to date; throws with the failing migration's error.
  *
- * On PostgreSQL, Kysely's migration lock serializes nodes that start together. SQLite has no
- * such lock across processes: two processes migrating a new file at once can collide ("table
- * already exists"); the loser's transaction rolls back, and it retries, finding the schema done.
+ * Kysely's migration lock serializes nodes that start together on PostgreSQL, but SQLite has no
+ * such lock across processes, and creating Kysely's own bookkeeping tables can race on both: two
+ * processes migrating a new database at once can collide ("table already exists"). The loser's
+ * transaction rolls back and it retries, finding the schema done.
  */
 export async function migrate(db: Kysely<Tables>, dialect: DialectName): Promise<void> {
   const provider: MigrationProvider = { getMigrations: () => Promise.resolve(migrations(dialect)) };
@@ -145,7 +146,7 @@ export async function migrate(db: Kysely<Tables>, dialect: DialectName): Promise
   for (let attempt = 1; ; attempt++) {
     const { error, results } = await migrator.migrateToLatest();
     if (!error) return;
-    if (dialect === "sqlite" && attempt < 5) {
+    if (attempt < 5) {
       await new Promise((r) => setTimeout(r, 100 * attempt));
       continue;
     }
