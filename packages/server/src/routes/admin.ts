@@ -99,6 +99,16 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   };
   const actor = (s: Session) => s.user.username;
   const params = (req: FastifyRequest) => parseOr400(nameParam, req.params, "Invalid path");
+  const versionParam = (req: FastifyRequest) =>
+    parseOr400(
+      versionParamSchema,
+      (req.params as { version?: unknown }).version,
+      "Invalid path",
+      "version",
+    );
+  const usernameParam = (req: FastifyRequest) =>
+    parseOr400(z.object({ username: z.string().min(1).max(64) }), req.params, "Invalid path")
+      .username;
 
   /** A validated document from a write body, named by the URL. */
   const documentFrom = (
@@ -282,12 +292,7 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   app.get("/v1/admin/policies/:name/versions/:version", async (req) => {
     await session(req);
     const { name } = params(req);
-    const version = parseOr400(
-      versionParamSchema,
-      (req.params as { version?: unknown }).version,
-      "Invalid path",
-      "version",
-    );
+    const version = versionParam(req);
     const v = await repo.getVersion(name, version);
     if (!v) throw new ApiError("not_found", `policy "${name}" has no version ${version}`);
     return v;
@@ -296,12 +301,7 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   app.post("/v1/admin/policies/:name/versions/:version/restore", async (req) => {
     const s = await role(req, "admin", "owner");
     const { name } = params(req);
-    const version = parseOr400(
-      versionParamSchema,
-      (req.params as { version?: unknown }).version,
-      "Invalid path",
-      "version",
-    );
+    const version = versionParam(req);
     const rec = await repo.restoreVersion(name, version, actor(s), (before, restored) =>
       assertCanEditPolicy(s.user, before?.doc, restored),
     );
@@ -411,22 +411,14 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
 
   app.patch("/v1/admin/users/:username", async (req) => {
     const s = await role(req, "admin");
-    const username = parseOr400(
-      z.object({ username: z.string().min(1).max(64) }),
-      req.params,
-      "Invalid path",
-    ).username;
+    const username = usernameParam(req);
     const body = parseOr400(userUpdateSchema, req.body, "Invalid user change");
     return repo.updateUser(username, body, actor(s));
   });
 
   app.delete("/v1/admin/users/:username", async (req, reply) => {
     const s = await role(req, "admin");
-    const username = parseOr400(
-      z.object({ username: z.string().min(1).max(64) }),
-      req.params,
-      "Invalid path",
-    ).username;
+    const username = usernameParam(req);
     await repo.deleteUser(username, actor(s));
     return reply.status(204).send();
   });
