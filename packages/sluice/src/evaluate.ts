@@ -56,6 +56,20 @@ export function evaluate(
     if (step.ttlMs > ttl) ttl = step.ttlMs;
   }
   const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
+  if (!allowed || blockUntil > 0) {
+    // Nothing is charged: a rule that would have passed reports what it has now (cost 0),
+    // not what it would have had after the charge.
+    for (let i = 0; i < n; i++) {
+      if (!rules[i]!.allowed) continue;
+      const now0 = alg.decide(current?.states[i], nowMs, policy.rules[i]!, 0);
+      rules[i] = {
+        allowed: true,
+        remaining: now0.remaining,
+        resetAfterMs: now0.resetAfterMs,
+        retryAfterMs: 0,
+      };
+    }
+  }
   if (blockUntil > 0) {
     return {
       allowed: false,

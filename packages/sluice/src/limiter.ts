@@ -125,8 +125,11 @@ class PolicyLimiter implements Limiter {
     } catch (err) {
       return this.onStoreFailure(err, key, cost, false);
     }
-    // Report what is left now, before the hypothetical request.
-    const rules = sd.rules.map((r) => (r.allowed ? { ...r, remaining: r.remaining + cost } : r));
+    // Report what is left now, before the hypothetical request. (A denial already reports
+    // every rule uncharged; an allowed peek reports every rule as if charged.)
+    const rules = sd.allowed
+      ? sd.rules.map((r) => ({ ...r, remaining: r.remaining + cost }))
+      : sd.rules;
     return this.finish({ ...sd, rules }, cost);
   }
 

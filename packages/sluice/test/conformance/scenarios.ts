@@ -299,14 +299,19 @@ export const scenarios: Scenario[] = [
     steps: [
       { at: 0, expect: { allowed: true } },
       { at: 0, expect: { allowed: true, remaining: 0 } },
-      // Denied by the first rule; the 10 s rule is not charged (it still has 1).
+      // Denied by the first rule; the 10 s rule is not charged: it still has 1, and a rule
+      // that passed reports what it has now, not what it would have had after the charge.
       {
         at: 0,
         expect: {
           allowed: false,
           rule: 0,
           retryAfterMs: 1000,
-          rules: [{ allowed: false }, { allowed: true, remaining: 0 }],
+          remaining: 0,
+          rules: [
+            { allowed: false, remaining: 0 },
+            { allowed: true, remaining: 1 },
+          ],
         },
       },
       { at: 1000, expect: { allowed: true, remaining: 0, rule: 1 } },
@@ -317,7 +322,7 @@ export const scenarios: Scenario[] = [
           allowed: false,
           rule: 1,
           retryAfterMs: 9000,
-          rules: [{ allowed: true, remaining: 0 }, { allowed: false }],
+          rules: [{ allowed: true, remaining: 1 }, { allowed: false }],
         },
       },
       {
@@ -325,7 +330,7 @@ export const scenarios: Scenario[] = [
         expect: {
           allowed: false,
           rule: 1,
-          rules: [{ allowed: true, remaining: 0 }, { allowed: false }],
+          rules: [{ allowed: true, remaining: 1 }, { allowed: false }],
         },
       },
       { at: 10000, expect: { allowed: true } },
@@ -356,8 +361,16 @@ export const scenarios: Scenario[] = [
     steps: [
       ...fill(0, 2, 1),
       { at: 0, expect: { allowed: false, retryAfterMs: 5000, reason: "blocked" } },
-      // The rule alone would allow now; the block does not.
-      { at: 1000, expect: { allowed: false, retryAfterMs: 4000, reason: "blocked" } },
+      // The rule alone would allow now (and reports its 2 left); the block does not.
+      {
+        at: 1000,
+        expect: {
+          allowed: false,
+          retryAfterMs: 4000,
+          reason: "blocked",
+          rules: [{ allowed: true, remaining: 2 }],
+        },
+      },
       { at: 4999, expect: { allowed: false, retryAfterMs: 1 } },
       { at: 5000, expect: { allowed: true, remaining: 1, reason: null } },
     ],

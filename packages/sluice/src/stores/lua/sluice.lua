@@ -510,6 +510,19 @@ while a <= #ARGV do
         if not ok then allowed = false end
       end
       on = o + 2 + n * 4
+      if not allowed or blockUntil > 0 then
+        -- evaluate.ts: nothing is charged, so a rule that would have passed reports what it
+        -- has now (cost 0), not what it would have had after the charge.
+        for i = 1, n do
+          local b = o + 2 + (i - 1) * 4
+          if out[b + 1] == 1 then
+            local r = spec.rules[i]
+            local _, rem, reset = DECIDE[alg](states[i], now, r[1], r[2], r[3], 0, lease)
+            out[b + 2] = rem
+            out[b + 3] = reset
+          end
+        end
+      end
       local blockedFor = 0
       if blockUntil > 0 then
         allowed = false
