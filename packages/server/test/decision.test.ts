@@ -81,7 +81,10 @@ describe("POST /v1/limit", () => {
     expect(none.status).toBe(401);
     expect(none.body.error.code).toBe("unauthorized");
     expect(none.headers.get("www-authenticate")).toMatch(/^Bearer/);
-    const wrong = await limit({ policy: "api", key: "x" }, webKey.slice(0, -4) + "AAAA");
+    const wrong = await limit(
+      { policy: "api", key: "x" },
+      webKey.slice(0, -4) + (webKey.endsWith("AAAA") ? "BBBB" : "AAAA"),
+    );
     expect(wrong.status).toBe(401);
     const garbage = await limit({ policy: "api", key: "x" }, "not-a-key");
     expect(garbage.status).toBe(401);
