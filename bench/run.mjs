@@ -5,7 +5,8 @@
 //   npm run bench:quick    tiny counts (< 1 min): checks that every case runs; writes nothing
 //
 // Options: --quick, --only=memory,heap,redis,ceiling,redis-memory,hot-key,service,
-//          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode).
+//          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode),
+//          --render=bench/RESULTS.md (render a saved run again, e.g. after changing lib/report.mjs).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own
 // redis-server on a free loopback port and stops it at the end.
 import { createHash } from "node:crypto";
@@ -13,7 +14,7 @@ import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ensureBuilt } from "./lib/children.mjs";
 import { ensureRedisInstalled, startRedis } from "./lib/redis.mjs";
-import { renderReport } from "./lib/report.mjs";
+import { environment, loadNow, renderReport } from "./lib/report.mjs";
 import { SECTIONS, planFor } from "./lib/plan.mjs";
 import { BENCH_DIR, SLUICE_DIST } from "./lib/util.mjs";
 
@@ -37,11 +38,32 @@ const only = argv
   ?.slice(7)
   .split(",");
 const outArg = argv.find((a) => a.startsWith("--out="))?.slice(6);
+const renderArg = argv.find((a) => a.startsWith("--render="))?.slice(9);
 const out = outArg ?? (quick ? undefined : join(BENCH_DIR, "RESULTS.md"));
-const unknown = argv.filter((a) => a !== "--quick" && !/^--(only|out)=/.test(a));
+const unknown = argv.filter((a) => a !== "--quick" && !/^--(only|out|render)=/.test(a));
 if (unknown.length > 0 || (only ?? []).some((s) => !SECTIONS.includes(s))) {
-  console.error(`usage: node bench/run.mjs [--quick] [--only=${SECTIONS.join(",")}] [--out=PATH]`);
+  console.error(
+    `usage: node bench/run.mjs [--quick] [--only=${SECTIONS.join(",")}] [--out=PATH]\n` +
+      `       node bench/run.mjs --render=bench/RESULTS.md [--out=PATH]   (render a saved run again)`,
+  );
   process.exit(2);
+}
+
+/** Writes the report; the raw results go at its end, in a comment, for `--render`. */
+function write(report, saved) {
+  console.log(`\n${report.console}`);
+  if (!out) return;
+  const raw = `\n<!-- bench-results ${JSON.stringify(saved).replace(/--/g, "\\u002d\\u002d")} -->\n`;
+  writeFileSync(out, report.markdown + raw);
+  console.error(`bench: wrote ${out}`);
+}
+
+if (renderArg) {
+  const m = /<!-- bench-results (.*) -->/.exec(readFileSync(renderArg, "utf8"));
+  if (!m) throw new Error(`${renderArg} holds no bench results`);
+  const saved = JSON.parse(m[1]);
+  write(renderReport(saved), saved);
+  process.exit(0);
 }
 
 const started = new Date();
@@ -50,6 +72,7 @@ const log = (msg) => console.error(msg);
 
 await ensureBuilt(log);
 const distAtStart = distHash();
+const loadAtStart = loadNow();
 await ensureRedisInstalled(log);
 const redis = await startRedis();
 log(
@@ -70,24 +93,17 @@ for (const signal of ["SIGINT", "SIGTERM"]) {
 try {
   const plan = planFor({ quick, only, port: redis.port, log });
   const results = await plan.run();
-  const report = renderReport({
-    results,
+  const extra = argv.filter((a) => a !== "--quick");
+  const meta = {
     quick,
-    started,
+    started: started.toISOString(),
     seconds: (Date.now() - t0) / 1000,
-    redisVersion: redis.version,
-    command: `npm run ${quick ? "bench:quick" : "bench"}${argv
-      .filter((a) => a !== "--quick")
-      .map((a) => ` -- ${a}`)
-      .join("")}`,
+    command: `npm run ${quick ? "bench:quick" : "bench"}${extra.length ? ` -- ${extra.join(" ")}` : ""}`,
     config: plan.config,
     dist: { start: distAtStart, end: distHash() },
-  });
-  console.log(`\n${report.console}`);
-  if (out) {
-    writeFileSync(out, report.markdown);
-    log(`bench: wrote ${out}`);
-  }
+    env: environment({ redisVersion: redis.version, load: { start: loadAtStart, end: loadNow() } }),
+  };
+  write(renderReport({ results, meta }), { results, meta });
   if (results.failures.length > 0) {
     log(`bench: ${results.failures.length} case(s) failed:`);
     for (const f of results.failures) log(`  - ${f}`);

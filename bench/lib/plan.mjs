@@ -32,10 +32,10 @@ export const REDIS_CONTESTANTS = ["sluice", "rlf", "rlr", "raw", "raw-pipeline"]
 
 const FULL = {
   rounds: 3,
-  memory: { durationMs: 2000, warmupMs: 700, distinct: 2000 },
+  memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000 },
   heap: { count: 200_000 },
   redis: { durationMs: 4000, warmupMs: 700, keyCount: 100_000, inflight: [1, 16, 256] },
-  ceiling: { n: 200_000, clients: 50, pipeline: 16, distinct: 2000 },
+  ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
   service: { durationS: 10, connections: 64, distinct: 2000 },
@@ -77,6 +77,8 @@ export function planFor({ quick, only, port, log }) {
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
   const keep = (id, r) => {
+    // A figure with failed calls measures the failure path: never keep it.
+    if (r.errors > 0) throw new Error(`${r.errors} calls failed: ${r.error}`);
     if (!samples.has(id)) samples.set(id, []);
     samples.get(id).push(r);
   };

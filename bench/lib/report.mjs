@@ -317,29 +317,37 @@ function gitCommit() {
   }
 }
 
-/** { console, markdown } for a finished run. */
-export function renderReport({
-  results,
-  quick,
-  started,
-  seconds,
-  redisVersion,
-  command,
-  config,
-  dist,
-}) {
-  const targets = evaluateTargets(results);
+/** What the report says about the machine and versions; taken when the run starts and ends. */
+export function environment({ redisVersion, load }) {
   const cpu = cpus();
-  const env = [
-    `- Date: ${started.toISOString()} (took ${Math.round(seconds)} s${quick ? ", quick mode: tiny counts, figures meaningless" : ""})`,
-    `- Command: \`${command}\``,
-    `- Machine: ${type()} ${release()}, ${cpu.length} × ${cpu[0]?.model ?? "?"}, load average at the end ${loadavg()
-      .map((x) => x.toFixed(2))
-      .join(" ")}`,
-    `- Node ${process.version}; Redis ${redisVersion} (redis-server started by the bench, no persistence)`,
-    `- Packages: sluice ${packageVersion("sluice")} (commit ${gitCommit()}), rate-limiter-flexible ${packageVersion("rate-limiter-flexible")}, ` +
+  return {
+    machine: `${type()} ${release()}, ${cpu.length} × ${cpu[0]?.model ?? "?"}`,
+    load,
+    node: process.version,
+    redis: redisVersion,
+    packages:
+      `sluice ${packageVersion("sluice")} (commit ${gitCommit()}), rate-limiter-flexible ${packageVersion("rate-limiter-flexible")}, ` +
       `express-rate-limit ${packageVersion("express-rate-limit")}, rate-limit-redis ${packageVersion("rate-limit-redis")}, ioredis ${packageVersion("ioredis")}, ` +
       `autocannon ${packageVersion("autocannon")}, fastify ${packageVersion("fastify")}`,
+  };
+}
+
+/** The 1-minute load average now. */
+export const loadNow = () => loadavg()[0].toFixed(2);
+
+/**
+ * { console, markdown } for a finished run: `results` from the plan, `meta` from run.mjs
+ * (kept with the results in results.json, so a report can be rendered again).
+ */
+export function renderReport({ results, meta }) {
+  const { quick, started, seconds, command, config, dist, env: e } = meta;
+  const targets = evaluateTargets(results);
+  const env = [
+    `- Date: ${started} (took ${Math.round(seconds)} s${quick ? ", quick mode: tiny counts, figures meaningless" : ""})`,
+    `- Command: \`${command}\``,
+    `- Machine: ${e.machine}; 1-minute load average ${e.load.start} at the start, ${e.load.end} at the end`,
+    `- Node ${e.node}; Redis ${e.redis} (redis-server started by the bench, no persistence)`,
+    `- Packages: ${e.packages}`,
     dist.start === dist.end
       ? `- packages/sluice/dist (*.js): sha1 ${dist.start}…, unchanged during the run`
       : `- **packages/sluice/dist was rebuilt during the run** (sha1 ${dist.start}… → ${dist.end}…): figures may mix two builds`,
