@@ -18,6 +18,8 @@ export interface Metrics {
   readonly policies: Gauge;
   /** The policy revision this node runs. */
   readonly revision: Gauge;
+  /** HTTP requests being handled (headers received, response not yet finished). */
+  readonly inFlight: Gauge;
 }
 
 /** Creates the metrics (and Node's default process metrics) on a new registry. */
@@ -59,6 +61,11 @@ export function createMetrics(): Metrics {
     revision: new Gauge({
       name: "sluice_policy_revision",
       help: "Policy revision this node runs",
+      registers: [registry],
+    }),
+    inFlight: new Gauge({
+      name: "sluice_http_requests_in_flight",
+      help: "HTTP requests being handled",
       registers: [registry],
     }),
   };

@@ -208,6 +208,12 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
       .send(new ApiError("not_found", `no route ${req.method} ${req.url.split("?")[0]}`).toBody()),
   );
 
+  app.addHook("onRequest", (_req, reply, done) => {
+    ctx.metrics.inFlight.inc();
+    // "close" fires once, when the response is finished or the connection dropped.
+    reply.raw.once("close", () => ctx.metrics.inFlight.dec());
+    done();
+  });
   app.addHook("onResponse", (req, reply, done) => {
     if (reply.statusCode >= 400 || ctx.logger.isLevelEnabled("debug")) {
       req.log[reply.statusCode >= 400 ? "info" : "debug"](

@@ -103,8 +103,9 @@ describe("sluice serve", () => {
     // A request whose body is still arriving when SIGTERM comes in.
     const body = JSON.stringify({ username: "nobody", password: "whatever" });
     const port = Number(new URL(serve.url).port);
+    let req!: ReturnType<typeof request>;
     const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = request(
+      req = request(
         {
           host: "127.0.0.1",
           port,
@@ -123,11 +124,24 @@ describe("sluice serve", () => {
       );
       req.on("error", reject);
       req.write(body.slice(0, 10));
-      setTimeout(() => {
-        serve.child.kill("SIGTERM");
-        setTimeout(() => req.end(body.slice(10)), 300);
-      }, 200);
     });
+    // Once the server counts it in flight (with the /metrics request itself: 2), stop the server.
+    await waitFor(
+      async () =>
+        /^sluice_http_requests_in_flight 2$/m.test(
+          await (await fetch(`${serve.url}/metrics`)).text(),
+        ),
+      10_000,
+    );
+    serve.child.kill("SIGTERM");
+    await waitFor(() => serve.output().includes("shutting down"), 10_000);
+    // New requests are turned away now (refused, or 503 while closing); the one in flight completes.
+    const late = await fetch(`${serve.url}/healthz`).then(
+      (r) => r.status,
+      () => "refused",
+    );
+    expect([503, "refused"]).toContain(late);
+    req.end(body.slice(10));
     const res = await response;
     expect(res.status).toBe(401);
     expect(JSON.parse(res.body).error.code).toBe("unauthorized");
