@@ -38,7 +38,7 @@ const FULL = {
   ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
-  service: { durationS: 10, connections: 64, distinct: 2000 },
+  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
 };
 
 const QUICK = {
@@ -49,7 +49,7 @@ const QUICK = {
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
-  service: { durationS: 1, connections: 16, distinct: 500 },
+  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */

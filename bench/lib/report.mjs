@@ -297,8 +297,8 @@ function sections(r, config) {
       add("`sluice serve`, Redis counters", svc.sluice);
       add("`sluice serve`, memory counters", svc.sluiceMemory);
       parts.push(
-        `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each, POST /v1/limit with \`{ policy, key }\` over ` +
-          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis.\n\n` +
+        `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each after ${svc.warmupS ?? 0} s of warm-up, POST /v1/limit with \`{ policy, key }\` over ` +
+          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis. autocannon itself needs about a core: near its ceiling the ratio understates how much faster the bare route is.\n\n` +
           table(["server", "requests/s", "p50", "p99", "of bare Fastify"], rows),
       );
     }

@@ -178,23 +178,34 @@ export async function startBare() {
  * route, one after another, same autocannon settings. Resolves `{ skipped }` when the service
  * cannot be built or started yet.
  */
-export async function measureService({ durationS, connections, distinct, redisPort, log }) {
+export async function measureService({
+  durationS,
+  warmupS,
+  connections,
+  distinct,
+  redisPort,
+  log,
+}) {
   if (!(await ensureServerBuilt(log))) return { skipped: "not measured: service not ready" };
-  const loadOf = async (target) => {
-    const r = await runCaseRetry("service", "load", {
+  const load = (target, seconds) =>
+    runCaseRetry("service", "load", {
       url: target.url,
       token: target.apiKey,
       policy: POLICY,
       distinct,
-      durationS,
+      durationS: seconds,
       connections,
     });
+  const loadOf = async (target) => {
+    // Warm up first: the JIT of a fresh server is not what is measured.
+    if (warmupS > 0) await load(target, warmupS);
+    const r = await load(target, durationS);
     if (r.errors > 0 || r.non2xx > 0) {
       throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers out of ${r.total}`);
     }
     return r;
   };
-  const out = { connections, durationS };
+  const out = { connections, durationS, warmupS };
   const bare = await startBare();
   try {
     out.fastify = await loadOf(bare);
