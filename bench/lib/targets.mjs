@@ -8,14 +8,17 @@ export const LIMITS = {
   "redis-256": (r) => {
     const s = r.redis[256]?.sluice ?? {};
     const f = r.redis[256]?.rlf ?? {};
+    const busy = (x) => `${((x.nodeCpuUs * x.ops) / 1e4).toFixed(0)}%`;
+    const rbusy = (x) => `${((x.redisCpuUs * x.ops) / 1e4).toFixed(0)}%`;
     return (
       `CPU per decision: sluice ${us(s.nodeCpuUs)} in Node + ${us(s.redisCpuUs)} in Redis, ` +
-      `RateLimiterRedis ${us(f.nodeCpuUs)} + ${us(f.redisCpuUs)}. Batching removes Redis's per-command ` +
-      `cost, but not the script's work per decision, nor Node's: ioredis encodes every argument ` +
-      `(a key and 4 op values per decision) into one concatenated string that writeUtf8String ` +
-      `flattens (the top item of the profile), then 6 reply integers, a promise and a Decision ` +
-      `per decision. Node and Redis share 2 cores, and a batch's reply is processed before the ` +
-      `next batch is full, so they partly wait for each other.`
+      `RateLimiterRedis ${us(f.nodeCpuUs)} + ${us(f.redisCpuUs)}; at sluice's rate Node is busy ` +
+      `${busy(s)} of a core and Redis ${rbusy(s)}, on 2 cores that also carry the kernel's ` +
+      `loopback networking. Batching removes Redis's per-command cost, but not the script's work ` +
+      `per decision, nor Node's: ioredis encodes every argument (a key and 4 op values per ` +
+      `decision) into one concatenated RESP string (Command + writeUtf8String: ~17% of Node's ` +
+      `busy time), and each decision allocates a queue entry, promises, reply objects and a ` +
+      `Decision (GC ~11%).`
     );
   },
   "redis-1-p50": (r) => {
@@ -34,13 +37,14 @@ export const LIMITS = {
     `measuring process, Redis and Node preempting each other) more than by the store; a batch ` +
     `of 16 also waits for its slowest member's reply processing.`,
   "memory-ops": () =>
-    `Per decision the memory store does 3 Map operations on a 100k-entry Map (get, then delete ` +
-    `and set to keep least-recently-written order for eviction), allocates the stored state ` +
-    `(a heap number for GCRA; a KeyState with arrays for the others), which survives into the ` +
-    `old generation (GC is 15% of CPU for gcra, 28% for fixed-window), and sweeps 2 entries per ` +
-    `new key; then the limiter builds a Decision behind two promises. RateLimiterMemory bumps a ` +
-    `small integer in place. Measured on the side: updating in place instead of moving the key ` +
-    `(giving up exact least-recently-written eviction) +60% for gcra.`,
+    `RateLimiterMemory keeps a record for the whole 60 s window and bumps its counter in place. ` +
+    `sluice's GCRA state for 1000/min lives 60 ms after each hit, so nearly every decision inserts ` +
+    `a key into a 100k-entry Map and the sweep deletes an expired one; a rewrite moves the key ` +
+    `to the end of the Map (delete + set) to keep least-recently-written order for eviction. ` +
+    `That Map churn (hash-table holes and rehashes), the stored values promoted to the old ` +
+    `generation (GC 15% for gcra, 28% for fixed-window) and the limiter's two promises and ` +
+    `Decision per call are the cost. Measured on a copy: writing in place (eviction by first ` +
+    `insertion instead of last write) +55% for gcra.`,
   "memory-heap": () => `A GCRA key is a Map entry holding one number (the TAT).`,
   "redis-bytes-gcra": () =>
     `Same key length; the value differs: sluice stores a 13-digit TAT, an integer-encoded ` +
