@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { ensureBuilt } from "./lib/children.mjs";
+import { distIsStale, ensureBuilt } from "./lib/children.mjs";
 import { ensureRedisInstalled, startRedis } from "./lib/redis.mjs";
 import { environment, loadNow, renderReport } from "./lib/report.mjs";
 import { SECTIONS, planFor } from "./lib/plan.mjs";
@@ -72,6 +72,9 @@ const log = (msg) => console.error(msg);
 
 await ensureBuilt(log);
 const distAtStart = distHash();
+const stale = distIsStale();
+if (stale)
+  log("bench: warning: packages/sluice/src is newer than its dist; run `npm run build` first");
 const loadAtStart = loadNow();
 await ensureRedisInstalled(log);
 const redis = await startRedis();
@@ -100,7 +103,7 @@ try {
     seconds: (Date.now() - t0) / 1000,
     command: `npm run ${quick ? "bench:quick" : "bench"}${extra.length ? ` -- ${extra.join(" ")}` : ""}`,
     config: plan.config,
-    dist: { start: distAtStart, end: distHash() },
+    dist: { start: distAtStart, end: distHash(), stale },
     env: environment({ redisVersion: redis.version, load: { start: loadAtStart, end: loadNow() } }),
   };
   write(renderReport({ results, meta }), { results, meta });

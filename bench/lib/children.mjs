@@ -1,6 +1,6 @@
 // Runs one case in a child process and reads its result.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { BENCH_DIR, ROOT, SLUICE_DIST, runVisible, sleep } from "./util.mjs";
 
@@ -55,4 +55,20 @@ export async function ensureBuilt(log = console.error) {
   const npm = process.platform === "win32" ? "npm.cmd" : "npm";
   const code = await runVisible(npm, ["run", "build", "-w", "packages/sluice"], { cwd: ROOT });
   if (code !== 0 || !existsSync(SLUICE_DIST)) throw new Error("building packages/sluice failed");
+}
+
+/** Newest modification time (ms) of the files under `dir`, recursively. */
+function newest(dir) {
+  let t = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    t = Math.max(t, e.isDirectory() ? newest(p) : statSync(p).mtimeMs);
+  }
+  return t;
+}
+
+/** True when packages/sluice/src changed after dist was built (rebuild with `npm run build`). */
+export function distIsStale() {
+  if (!existsSync(SLUICE_DIST)) return false;
+  return newest(join(ROOT, "packages/sluice/src")) > statSync(SLUICE_DIST).mtimeMs;
 }

@@ -351,6 +351,9 @@ export function renderReport({ results, meta }) {
     dist.start === dist.end
       ? `- packages/sluice/dist (*.js): sha1 ${dist.start}…, unchanged during the run`
       : `- **packages/sluice/dist was rebuilt during the run** (sha1 ${dist.start}… → ${dist.end}…): figures may mix two builds`,
+    ...(dist.stale
+      ? ["- **packages/sluice/src was newer than its dist**: the figures are of an older build"]
+      : []),
   ];
   const targetRows = targets.map((t) => [
     t.text,
