@@ -44,8 +44,13 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       max: 10,
       connectionTimeoutMillis: 5000,
     });
-    // An idle client losing its connection must not crash the process; the next query reports it.
+    // A client losing its connection (PostgreSQL restarting, "terminating connection due to
+    // administrator command") must not crash the process; the next query reports it. The pool
+    // listens on idle clients only, so checked-out clients get a listener of their own too.
     pool.on("error", () => {});
+    pool.on("connect", (client) => {
+      client.on("error", () => {});
+    });
     db = new Kysely<Tables>({ dialect: new PostgresDialect({ pool }) });
   } else {
     dialect = "sqlite";
