@@ -93,8 +93,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
 class PolicyLimiter implements Limiter {
   private readonly capacity: number;
-  private insurance: MemoryStore | undefined;
-  private insurancePolicy: Policy | undefined;
+  /** The insurance limiter, built for `instances` sharing the limit; rebuilt when that changes. */
+  private insurance: { store: MemoryStore; policy: Policy; instances: number } | undefined;
 
   constructor(
     readonly policy: Policy,
@@ -270,14 +270,9 @@ class PolicyLimiter implements Limiter {
       1,
       this.policy.insuranceInstances || this.store.liveInstances?.() || 1,
     );
-    if (
-      !this.insurance ||
-      !this.insurancePolicy ||
-      this.insurancePolicy.description !== `instances=${instances}`
-    ) {
-      this.insurance ??= new MemoryStore({ maxKeys: 100_000 });
+    if (this.insurance?.instances !== instances) {
       const share = (n: number) => Math.max(1, Math.floor(n / instances));
-      this.insurancePolicy = definePolicy({
+      const policy = definePolicy({
         name: this.policy.name,
         algorithm: this.policy.algorithm,
         rules: this.policy.rules.map((r) => ({
@@ -287,10 +282,15 @@ class PolicyLimiter implements Limiter {
             ? { burst: share(r.burst) }
             : {}),
         })),
-        description: `instances=${instances}`,
       });
+      // Keep the counters across a change of share: only the policy is rebuilt.
+      this.insurance = {
+        store: this.insurance?.store ?? new MemoryStore({ maxKeys: 100_000 }),
+        policy,
+        instances,
+      };
     }
-    return { store: this.insurance, policy: this.insurancePolicy };
+    return this.insurance;
   }
 }
 
