@@ -1,0 +1,384 @@
+/**
+ * Who may do what: apps (the callers of the decision API, with their hashed API keys), admin
+ * users (roles, owned apps, scrypt password hashes) and their sessions (hashed bearer tokens).
+ * Secrets are shown once when issued and stored only as hashes (see ../secrets.ts).
+ */
+import { ApiError } from "../errors.js";
+import type { Tables } from "../db/schema.js";
+import type { Role } from "../model.js";
+import {
+  type IssuedSecret,
+  hashPassword,
+  issueSecret,
+  secretId,
+  secretMatches,
+  verifyPassword,
+} from "../secrets.js";
+import { type Db, type Tx, appendAudit, json, now, writeTransaction } from "./common.js";
+import { checkAppsExist, policiesGrantedTo } from "./grants.js";
+import { parseJson } from "./rows.js";
+
+/** An app (its key is never returned, only its public id). */
+export interface AppRecord {
+  readonly name: string;
+  readonly description: string;
+  readonly keyId: string;
+  readonly createdBy: string;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+/** What the decision path needs of an app: its name and the hash of its key. */
+export interface AppKey {
+  readonly name: string;
+  readonly keyId: string;
+  readonly keyHash: string;
+}
+
+/** An admin user (never with its password hash). */
+export interface UserRecord {
+  readonly username: string;
+  readonly role: Role;
+  /** For owners: the apps they own. */
+  readonly apps: readonly string[];
+  readonly createdAt: string;
+  readonly updatedAt: string;
+}
+
+/** Every app's key, for the decision path (read inside the snapshot's transaction). */
+export async function appKeys(trx: Db | Tx): Promise<AppKey[]> {
+  const apps = await trx.selectFrom("apps").select(["name", "key_id", "key_hash"]).execute();
+  return apps.map((a) => ({ name: a.name, keyId: a.key_id, keyHash: a.key_hash }));
+}
+
+/** Apps, users and sessions. */
+export class IdentityRepository {
+  constructor(private readonly db: Db) {}
+
+  // ---------------------------------------------------------------- apps
+
+  /** Every app. */
+  async listApps(): Promise<AppRecord[]> {
+    const rows = await this.db.selectFrom("apps").selectAll().orderBy("name").execute();
+    return rows.map(toAppRecord);
+  }
+
+  /** One app, or undefined. */
+  async getApp(name: string): Promise<AppRecord | undefined> {
+    const row = await this.db
+      .selectFrom("apps")
+      .selectAll()
+      .where("name", "=", name)
+      .executeTakeFirst();
+    return row && toAppRecord(row);
+  }
+
+  /** Creates an app; the returned key is shown once and never stored. */
+  async createApp(
+    name: string,
+    description: string,
+    actor: string,
+  ): Promise<{ app: AppRecord; apiKey: string }> {
+    const key = issueSecret("sk");
+    const app = await writeTransaction(this.db, async (trx) => {
+      const exists = await trx
+        .selectFrom("apps")
+        .select("name")
+        .where("name", "=", name)
+        .executeTakeFirst();
+      if (exists) throw new ApiError("conflict", `app "${name}" already exists`);
+      const at = now();
+      await trx
+        .insertInto("apps")
+        .values({
+          name,
+          description,
+          key_id: key.id,
+          key_hash: key.hash,
+          created_by: actor,
+          created_at: at,
+          updated_at: at,
+        })
+        .execute();
+      await appendAudit(trx, actor, "app.create", "app", name, { keyId: key.id });
+      return { name, description, keyId: key.id, createdBy: actor, createdAt: at, updatedAt: at };
+    });
+    return { app, apiKey: key.secret };
+  }
+
+  /** Replaces an app's key (the old one stops working on every node within the poll interval). */
+  async rotateAppKey(name: string, actor: string): Promise<{ app: AppRecord; apiKey: string }> {
+    const key: IssuedSecret = issueSecret("sk");
+    const app = await writeTransaction(this.db, async (trx) => {
+      const row = await trx
+        .selectFrom("apps")
+        .selectAll()
+        .where("name", "=", name)
+        .executeTakeFirst();
+      if (!row) throw new ApiError("not_found", `app "${name}" does not exist`);
+      const at = now();
+      await trx
+        .updateTable("apps")
+        .set({ key_id: key.id, key_hash: key.hash, updated_at: at })
+        .where("name", "=", name)
+        .execute();
+      await appendAudit(trx, actor, "app.rotate-key", "app", name, {
+        keyId: key.id,
+        previousKeyId: row.key_id,
+      });
+      return { ...toAppRecord(row), keyId: key.id, updatedAt: at };
+    });
+    return { app, apiKey: key.secret };
+  }
+
+  /** Deletes an app; refused (409) while policies are granted to it. */
+  async deleteApp(name: string, actor: string): Promise<void> {
+    await writeTransaction(this.db, async (trx) => {
+      const row = await trx
+        .selectFrom("apps")
+        .select("name")
+        .where("name", "=", name)
+        .executeTakeFirst();
+      if (!row) throw new ApiError("not_found", `app "${name}" does not exist`);
+      const granted = await policiesGrantedTo(trx, name);
+      if (granted.length > 0) {
+        throw new ApiError(
+          "conflict",
+          `app "${name}" is granted policies ${granted.map((p) => `"${p}"`).join(", ")}: revoke them first`,
+        );
+      }
+      await trx.deleteFrom("apps").where("name", "=", name).execute();
+      await appendAudit(trx, actor, "app.delete", "app", name, {});
+    });
+  }
+
+  // ---------------------------------------------------------------- users
+
+  /** Every user. */
+  async listUsers(): Promise<UserRecord[]> {
+    const rows = await this.db.selectFrom("users").selectAll().orderBy("username").execute();
+    return rows.map(toUserRecord);
+  }
+
+  /** One user, or undefined. */
+  async getUser(username: string): Promise<UserRecord | undefined> {
+    const row = await this.db
+      .selectFrom("users")
+      .selectAll()
+      .where("username", "=", username)
+      .executeTakeFirst();
+    return row && toUserRecord(row);
+  }
+
+  /** How many admins exist. */
+  async countAdmins(): Promise<number> {
+    const row = await this.db
+      .selectFrom("users")
+      .select((eb) => eb.fn.countAll().as("n"))
+      .where("role", "=", "admin")
+      .executeTakeFirst();
+    return Number(row?.n ?? 0);
+  }
+
+  /** Creates a user (password hashed with scrypt). */
+  async createUser(
+    input: { username: string; password: string; role: Role; apps: string[] },
+    actor: string,
+  ): Promise<UserRecord> {
+    const hash = await hashPassword(input.password);
+    return writeTransaction(this.db, async (trx) => {
+      const exists = await trx
+        .selectFrom("users")
+        .select("username")
+        .where("username", "=", input.username)
+        .executeTakeFirst();
+      if (exists) throw new ApiError("conflict", `user "${input.username}" already exists`);
+      await checkAppsExist(trx, input.apps, "apps");
+      const at = now();
+      await trx
+        .insertInto("users")
+        .values({
+          username: input.username,
+          password_hash: hash,
+          role: input.role,
+          apps: json(input.apps),
+          created_at: at,
+          updated_at: at,
+        })
+        .execute();
+      await appendAudit(trx, actor, "user.create", "user", input.username, {
+        role: input.role,
+        apps: input.apps,
+      });
+      return {
+        username: input.username,
+        role: input.role,
+        apps: input.apps,
+        createdAt: at,
+        updatedAt: at,
+      };
+    });
+  }
+
+  /** Changes a user's role, apps or password; their sessions end when role or password change. */
+  async updateUser(
+    username: string,
+    change: { role?: Role | undefined; apps?: string[] | undefined; password?: string | undefined },
+    actor: string,
+  ): Promise<UserRecord> {
+    const hash = change.password !== undefined ? await hashPassword(change.password) : undefined;
+    return writeTransaction(this.db, async (trx) => {
+      const row = await trx
+        .selectFrom("users")
+        .selectAll()
+        .where("username", "=", username)
+        .executeTakeFirst();
+      if (!row) throw new ApiError("not_found", `user "${username}" does not exist`);
+      if (change.apps) await checkAppsExist(trx, change.apps, "apps");
+      if (row.role === "admin" && change.role !== undefined && change.role !== "admin")
+        await keepOneAdmin(trx);
+      const at = now();
+      await trx
+        .updateTable("users")
+        .set({
+          ...(change.role !== undefined ? { role: change.role } : {}),
+          ...(change.apps !== undefined ? { apps: json(change.apps) } : {}),
+          ...(hash !== undefined ? { password_hash: hash } : {}),
+          updated_at: at,
+        })
+        .where("username", "=", username)
+        .execute();
+      if (hash !== undefined || change.role !== undefined)
+        await trx.deleteFrom("sessions").where("username", "=", username).execute();
+      await appendAudit(trx, actor, "user.update", "user", username, {
+        ...(change.role !== undefined ? { role: change.role } : {}),
+        ...(change.apps !== undefined ? { apps: change.apps } : {}),
+        ...(hash !== undefined ? { password: "changed" } : {}),
+      });
+      const after = await trx
+        .selectFrom("users")
+        .selectAll()
+        .where("username", "=", username)
+        .executeTakeFirstOrThrow();
+      return toUserRecord(after);
+    });
+  }
+
+  /** Deletes a user and their sessions; the last admin cannot be deleted. */
+  async deleteUser(username: string, actor: string): Promise<void> {
+    await writeTransaction(this.db, async (trx) => {
+      const row = await trx
+        .selectFrom("users")
+        .select(["username", "role"])
+        .where("username", "=", username)
+        .executeTakeFirst();
+      if (!row) throw new ApiError("not_found", `user "${username}" does not exist`);
+      if (row.role === "admin") await keepOneAdmin(trx);
+      await trx.deleteFrom("sessions").where("username", "=", username).execute();
+      await trx.deleteFrom("users").where("username", "=", username).execute();
+      await appendAudit(trx, actor, "user.delete", "user", username, {});
+    });
+  }
+
+  /** Checks a username and password (constant time, also for unknown users). */
+  async checkPassword(username: string, password: string): Promise<UserRecord | undefined> {
+    const row = await this.db
+      .selectFrom("users")
+      .selectAll()
+      .where("username", "=", username)
+      .executeTakeFirst();
+    const ok = await verifyPassword(password, row?.password_hash);
+    return ok && row ? toUserRecord(row) : undefined;
+  }
+
+  // ---------------------------------------------------------------- sessions
+
+  /** Starts a session; the token is returned once and stored hashed. */
+  async createSession(
+    username: string,
+    ttlMs: number,
+  ): Promise<{ token: string; expiresAt: string }> {
+    const t = issueSecret("st");
+    const at = new Date();
+    const expiresAt = new Date(at.getTime() + ttlMs).toISOString();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom("sessions").where("expires_at", "<", at.toISOString()).execute();
+      await trx
+        .insertInto("sessions")
+        .values({
+          id: t.id,
+          token_hash: t.hash,
+          username,
+          created_at: at.toISOString(),
+          expires_at: expiresAt,
+        })
+        .execute();
+      await appendAudit(trx, username, "session.login", "user", username, { sessionId: t.id });
+    });
+    return { token: t.secret, expiresAt };
+  }
+
+  /** The user behind a session token, or undefined (unknown, wrong or expired token). */
+  async authenticateSession(
+    token: string,
+  ): Promise<{ user: UserRecord; sessionId: string } | undefined> {
+    const id = secretId("st", token);
+    if (!id) return undefined;
+    const row = await this.db
+      .selectFrom("sessions")
+      .innerJoin("users", "users.username", "sessions.username")
+      .select([
+        "sessions.token_hash",
+        "sessions.expires_at",
+        "users.username",
+        "users.role",
+        "users.apps",
+        "users.created_at",
+        "users.updated_at",
+        "users.password_hash",
+      ])
+      .where("sessions.id", "=", id)
+      .executeTakeFirst();
+    if (!row || !secretMatches(token, row.token_hash) || row.expires_at <= now()) return undefined;
+    return { user: toUserRecord(row), sessionId: id };
+  }
+
+  /** Ends a session. */
+  async deleteSession(sessionId: string, username: string): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom("sessions").where("id", "=", sessionId).execute();
+      await appendAudit(trx, username, "session.logout", "user", username, { sessionId });
+    });
+  }
+}
+
+async function keepOneAdmin(trx: Tx): Promise<void> {
+  const row = await trx
+    .selectFrom("users")
+    .select((eb) => eb.fn.countAll().as("n"))
+    .where("role", "=", "admin")
+    .executeTakeFirst();
+  if (Number(row?.n ?? 0) <= 1)
+    throw new ApiError("conflict", "the last admin cannot be removed or demoted");
+}
+
+function toAppRecord(r: Tables["apps"]): AppRecord {
+  return {
+    name: r.name,
+    description: r.description,
+    keyId: r.key_id,
+    createdBy: r.created_by,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+function toUserRecord(r: Omit<Tables["users"], "password_hash">): UserRecord {
+  return {
+    username: r.username,
+    role: r.role as Role,
+    apps: parseJson<string[]>(r.apps, `apps of user "${r.username}"`),
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
