@@ -1,577 +1,599 @@
 /**
- * The admin API on SQLite: sign-in (and its own rate limit), roles, bad input on every
- * endpoint (400 naming the field, nothing written), versions and restore, drafts in shadow,
- * apps and keys, users, audit, import/export.
+ * The admin API, on every SQL database of ./databases.ts: sign-in (and its own rate limit),
+ * roles, bad input on every endpoint (400 naming the field, nothing written), versions and
+ * restore, drafts in shadow, apps and keys, users, audit, import/export.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { forEachDatabase } from "./databases.js";
 import { type TestService, call, startService } from "./helpers.js";
 
-let s: TestService;
-let webKey: string;
-let ownerToken: string;
-let viewerToken: string;
+forEachDatabase((database) => {
+  let s: TestService;
+  let webKey: string;
+  let ownerToken: string;
+  let viewerToken: string;
 
-beforeAll(async () => {
-  s = await startService({ values: { loginLimitPerUser: 3 } });
-  webKey = await s.createApp("web");
-  await s.createApp("mobile");
-  await s.createApp("billing");
-  await s.createPolicy({ name: "web-api", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
-  await s.createPolicy({
-    name: "billing-api",
-    rules: [{ limit: 5, period: "1m" }],
-    apps: ["billing"],
-  });
-  ownerToken = await s.createUser("olivia", "owner", ["web"]);
-  viewerToken = await s.createUser("victor", "viewer");
-});
-afterAll(async () => {
-  await s?.close();
-});
-
-/** Everything a write could change, to prove a refused request changed nothing. */
-async function dbState() {
-  const db = s.service.context.repo.database.db;
-  const tables = [
-    "policies",
-    "policy_versions",
-    "policy_drafts",
-    "apps",
-    "users",
-    "audit",
-    "meta",
-  ] as const;
-  const out: Record<string, unknown> = {};
-  for (const t of tables) out[t] = await db.selectFrom(t).selectAll().execute();
-  return out;
-}
-
-describe("sign-in", () => {
-  it("returns a session token; a wrong password or token is 401", async () => {
-    const r = await call(s.url, "POST", "/v1/admin/login", {
-      body: { username: "root", password: "root-password" },
+  beforeAll(async () => {
+    s = await startService({
+      databaseUrl: await database().fresh(),
+      values: { loginLimitPerUser: 3 },
     });
-    expect(r.status).toBe(200);
-    expect(r.body.token).toMatch(/^st_[0-9a-f]{16}_/);
-    expect(r.body.user).toEqual({ username: "root", role: "admin", apps: [] });
-    expect((await call(s.url, "GET", "/v1/admin/me", { token: r.body.token })).body.username).toBe(
-      "root",
-    );
-    // The token is stored hashed only.
-    const row = await s.service.context.repo.database.db
-      .selectFrom("sessions")
-      .selectAll()
-      .execute();
-    expect(JSON.stringify(row)).not.toContain((r.body.token as string).slice(20));
-    expect((await call(s.url, "POST", "/v1/admin/logout", { token: r.body.token })).status).toBe(
-      204,
-    );
-    expect((await call(s.url, "GET", "/v1/admin/me", { token: r.body.token })).status).toBe(401);
-    expect((await call(s.url, "GET", "/v1/admin/policies")).status).toBe(401);
-    expect(
-      (
-        await call(s.url, "GET", "/v1/admin/policies", {
-          token: "st_0000000000000000_" + "A".repeat(43),
-        })
-      ).status,
-    ).toBe(401);
-    // An app key is not a session.
-    expect((await call(s.url, "GET", "/v1/admin/policies", { token: webKey })).status).toBe(401);
+    webKey = await s.createApp("web");
+    await s.createApp("mobile");
+    await s.createApp("billing");
+    await s.createPolicy({ name: "web-api", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+    await s.createPolicy({
+      name: "billing-api",
+      rules: [{ limit: 5, period: "1m" }],
+      apps: ["billing"],
+    });
+    ownerToken = await s.createUser("olivia", "owner", ["web"]);
+    viewerToken = await s.createUser("victor", "viewer");
+  });
+  afterAll(async () => {
+    await s?.close();
   });
 
-  it("limits sign-in attempts per username with sluice itself (429 with Retry-After)", async () => {
-    const statuses = [];
-    for (let i = 0; i < 4; i++)
-      statuses.push(
+  /** Everything a write could change, to prove a refused request changed nothing. */
+  async function dbState() {
+    const db = s.service.context.repo.database.db;
+    const tables = [
+      "policies",
+      "policy_versions",
+      "policy_drafts",
+      "apps",
+      "users",
+      "audit",
+      "meta",
+    ] as const;
+    const out: Record<string, unknown> = {};
+    // Sorted: PostgreSQL returns rows in no particular order.
+    for (const t of tables)
+      out[t] = (await db.selectFrom(t).selectAll().execute()).map((r) => JSON.stringify(r)).sort();
+    return out;
+  }
+
+  describe("sign-in", () => {
+    it("returns a session token; a wrong password or token is 401", async () => {
+      const r = await call(s.url, "POST", "/v1/admin/login", {
+        body: { username: "root", password: "root-password" },
+      });
+      expect(r.status).toBe(200);
+      expect(r.body.token).toMatch(/^st_[0-9a-f]{16}_/);
+      expect(r.body.user).toEqual({ username: "root", role: "admin", apps: [] });
+      expect(
+        (await call(s.url, "GET", "/v1/admin/me", { token: r.body.token })).body.username,
+      ).toBe("root");
+      // The token is stored hashed only.
+      const row = await s.service.context.repo.database.db
+        .selectFrom("sessions")
+        .selectAll()
+        .execute();
+      expect(JSON.stringify(row)).not.toContain((r.body.token as string).slice(20));
+      expect((await call(s.url, "POST", "/v1/admin/logout", { token: r.body.token })).status).toBe(
+        204,
+      );
+      expect((await call(s.url, "GET", "/v1/admin/me", { token: r.body.token })).status).toBe(401);
+      expect((await call(s.url, "GET", "/v1/admin/policies")).status).toBe(401);
+      expect(
         (
-          await call(s.url, "POST", "/v1/admin/login", {
-            body: { username: "mallory", password: "guess" + i },
+          await call(s.url, "GET", "/v1/admin/policies", {
+            token: "st_0000000000000000_" + "A".repeat(43),
           })
         ).status,
-      );
-    expect(statuses).toEqual([401, 401, 401, 429]);
-    const r = await call(s.url, "POST", "/v1/admin/login", {
-      body: { username: "mallory", password: "x" },
+      ).toBe(401);
+      // An app key is not a session.
+      expect((await call(s.url, "GET", "/v1/admin/policies", { token: webKey })).status).toBe(401);
     });
-    expect(r.status).toBe(429);
-    expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0);
-    expect(r.body.error.code).toBe("too_many_requests");
-  });
 
-  it("limits sign-in attempts per client IP too, whatever the username", async () => {
-    const other = await startService({ values: { loginLimitPerIp: 3 } });
-    try {
+    it("limits sign-in attempts per username with sluice itself (429 with Retry-After)", async () => {
       const statuses = [];
-      for (const u of ["a", "b", "c", "d"])
+      for (let i = 0; i < 4; i++)
         statuses.push(
           (
-            await call(other.url, "POST", "/v1/admin/login", {
-              body: { username: u, password: "x" },
+            await call(s.url, "POST", "/v1/admin/login", {
+              body: { username: "mallory", password: "guess" + i },
             })
           ).status,
         );
-      // startService signed root in once from this IP already.
-      expect(statuses).toEqual([401, 401, 429, 429]);
-    } finally {
-      await other.close();
-    }
+      expect(statuses).toEqual([401, 401, 401, 429]);
+      const r = await call(s.url, "POST", "/v1/admin/login", {
+        body: { username: "mallory", password: "x" },
+      });
+      expect(r.status).toBe(429);
+      expect(Number(r.headers.get("retry-after"))).toBeGreaterThan(0);
+      expect(r.body.error.code).toBe("too_many_requests");
+    });
+
+    it("limits sign-in attempts per client IP too, whatever the username", async () => {
+      const other = await startService({
+        databaseUrl: await database().fresh(),
+        values: { loginLimitPerIp: 3 },
+      });
+      try {
+        const statuses = [];
+        for (const u of ["a", "b", "c", "d"])
+          statuses.push(
+            (
+              await call(other.url, "POST", "/v1/admin/login", {
+                body: { username: u, password: "x" },
+              })
+            ).status,
+          );
+        // startService signed root in once from this IP already.
+        expect(statuses).toEqual([401, 401, 429, 429]);
+      } finally {
+        await other.close();
+      }
+    });
+
+    it.each([
+      [{ username: "root" }, "password", "is required"],
+      [{ username: 1, password: "x" }, "username", "must be a string"],
+      [{ username: "root", password: "x", otp: 1 }, "", "unknown field(s): otp"],
+    ])("400 naming the field for %j", async (body, path, message) => {
+      const r = await call(s.url, "POST", "/v1/admin/login", { body });
+      expect(r.status).toBe(400);
+      expect(r.body.error.issues).toContainEqual({
+        path,
+        message: expect.stringContaining(message),
+      });
+    });
   });
 
-  it.each([
-    [{ username: "root" }, "password", "is required"],
-    [{ username: 1, password: "x" }, "username", "must be a string"],
-    [{ username: "root", password: "x", otp: 1 }, "", "unknown field(s): otp"],
-  ])("400 naming the field for %j", async (body, path, message) => {
-    const r = await call(s.url, "POST", "/v1/admin/login", { body });
-    expect(r.status).toBe(400);
-    expect(r.body.error.issues).toContainEqual({ path, message: expect.stringContaining(message) });
+  describe("roles", () => {
+    const doc = { rules: [{ limit: 9, period: "1m" }], apps: ["web"] };
+
+    it("a viewer reads but cannot change anything", async () => {
+      expect((await call(s.url, "GET", "/v1/admin/policies", { token: viewerToken })).status).toBe(
+        200,
+      );
+      expect((await call(s.url, "GET", "/v1/admin/audit", { token: viewerToken })).status).toBe(
+        200,
+      );
+      const before = await dbState();
+      const edits = [
+        await call(s.url, "PUT", "/v1/admin/policies/web-api", { token: viewerToken, body: doc }),
+        await call(s.url, "POST", "/v1/admin/policies", {
+          token: viewerToken,
+          body: { name: "v1", ...doc },
+        }),
+        await call(s.url, "DELETE", "/v1/admin/policies/web-api", { token: viewerToken }),
+        await call(s.url, "PUT", "/v1/admin/policies/web-api/draft", {
+          token: viewerToken,
+          body: doc,
+        }),
+        await call(s.url, "POST", "/v1/admin/apps", { token: viewerToken, body: { name: "x" } }),
+        await call(s.url, "POST", "/v1/admin/users", {
+          token: viewerToken,
+          body: { username: "x", password: "12345678", role: "admin" },
+        }),
+      ];
+      expect(edits.map((r) => r.status)).toEqual([403, 403, 403, 403, 403, 403]);
+      expect(edits[0]!.body.error.code).toBe("forbidden");
+      expect(await dbState()).toEqual(before);
+    });
+
+    it("an owner edits only the policies granted to its apps, and cannot grant apps it does not own", async () => {
+      const ok = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
+        token: ownerToken,
+        body: { ...doc, description: "by owner" },
+      });
+      expect(ok.status).toBe(200);
+      expect(ok.body).toMatchObject({ version: 2, updatedBy: "olivia", createdBy: "root" });
+      const before = await dbState();
+      const other = await call(s.url, "PUT", "/v1/admin/policies/billing-api", {
+        token: ownerToken,
+        body: { rules: [{ limit: 1, period: "1s" }], apps: ["billing", "web"] },
+      });
+      expect(other.status).toBe(403);
+      const grant = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
+        token: ownerToken,
+        body: { ...doc, apps: ["web", "mobile"] },
+      });
+      expect(grant.status).toBe(403);
+      expect(grant.body.error.message).toContain("mobile");
+      const dropAll = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
+        token: ownerToken,
+        body: { ...doc, apps: [] },
+      });
+      expect(dropAll.status).toBe(403);
+      const del = await call(s.url, "DELETE", "/v1/admin/policies/billing-api", {
+        token: ownerToken,
+      });
+      expect(del.status).toBe(403);
+      const rotate = await call(s.url, "POST", "/v1/admin/apps/billing/rotate-key", {
+        token: ownerToken,
+      });
+      expect(rotate.status).toBe(403);
+      expect(await dbState()).toEqual(before);
+      const created = await call(s.url, "POST", "/v1/admin/policies", {
+        token: ownerToken,
+        body: { name: "web-extra", ...doc },
+      });
+      expect(created.status).toBe(201);
+      const notMine = await call(s.url, "POST", "/v1/admin/policies", {
+        token: ownerToken,
+        body: { name: "mobile-x", rules: doc.rules, apps: ["mobile"] },
+      });
+      expect(notMine.status).toBe(403);
+    });
+
+    it("only an admin manages apps and users; the last admin stays", async () => {
+      const r = await call(s.url, "POST", "/v1/admin/users", {
+        token: ownerToken,
+        body: { username: "eve", password: "12345678", role: "admin" },
+      });
+      expect(r.status).toBe(403);
+      const last = await s.call("DELETE", "/v1/admin/users/root");
+      expect(last.status).toBe(409);
+      const demote = await s.call("PATCH", "/v1/admin/users/root", { body: { role: "viewer" } });
+      expect(demote.status).toBe(409);
+    });
   });
-});
 
-describe("roles", () => {
-  const doc = { rules: [{ limit: 9, period: "1m" }], apps: ["web"] };
-
-  it("a viewer reads but cannot change anything", async () => {
-    expect((await call(s.url, "GET", "/v1/admin/policies", { token: viewerToken })).status).toBe(
-      200,
-    );
-    expect((await call(s.url, "GET", "/v1/admin/audit", { token: viewerToken })).status).toBe(200);
-    const before = await dbState();
-    const edits = [
-      await call(s.url, "PUT", "/v1/admin/policies/web-api", { token: viewerToken, body: doc }),
-      await call(s.url, "POST", "/v1/admin/policies", {
-        token: viewerToken,
-        body: { name: "v1", ...doc },
-      }),
-      await call(s.url, "DELETE", "/v1/admin/policies/web-api", { token: viewerToken }),
-      await call(s.url, "PUT", "/v1/admin/policies/web-api/draft", {
-        token: viewerToken,
-        body: doc,
-      }),
-      await call(s.url, "POST", "/v1/admin/apps", { token: viewerToken, body: { name: "x" } }),
-      await call(s.url, "POST", "/v1/admin/users", {
-        token: viewerToken,
-        body: { username: "x", password: "12345678", role: "admin" },
-      }),
+  describe("bad input on every admin endpoint: 400 naming the field, nothing written", () => {
+    const cases: Array<[string, string, unknown, string]> = [
+      [
+        "POST",
+        "/v1/admin/policies",
+        { name: "p", rules: [{ limit: 0, period: "1m" }] },
+        "rules.0.limit",
+      ],
+      ["POST", "/v1/admin/policies", { name: "p", rules: [] }, "rules"],
+      ["POST", "/v1/admin/policies", { rules: [{ limit: 1, period: "1m" }] }, "name"],
+      [
+        "POST",
+        "/v1/admin/policies",
+        { name: "bad name!", rules: [{ limit: 1, period: "1m" }] },
+        "name",
+      ],
+      [
+        "POST",
+        "/v1/admin/policies",
+        { name: "sluice.x", rules: [{ limit: 1, period: "1m" }] },
+        "name",
+      ],
+      [
+        "POST",
+        "/v1/admin/policies",
+        { name: "p", rules: [{ limit: 1, period: "1m" }], apps: ["nope"] },
+        "apps.0",
+      ],
+      [
+        "POST",
+        "/v1/admin/policies",
+        { name: "p", rules: [{ limit: 1, period: "1m" }], enabled: "yes" },
+        "enabled",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { rules: [{ limit: 1, period: "soon" }] },
+        "rules.0.period",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { algorithm: "magic", rules: [{ limit: 1, period: "1m" }] },
+        "algorithm",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { rules: [{ limit: 1, period: "1m", burst: 2 }], algorithm: "fixed-window" },
+        "rules.0.burst",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { name: "other", rules: [{ limit: 1, period: "1m" }] },
+        "name",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { rules: [{ limit: 1, period: "1m" }], expectVersion: "2" },
+        "expectVersion",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api",
+        { rules: [{ limit: 1, period: "1m" }], apps: "web" },
+        "apps",
+      ],
+      [
+        "PUT",
+        "/v1/admin/policies/web-api/draft",
+        { rules: [{ limit: -1, period: "1m" }] },
+        "rules.0.limit",
+      ],
+      ["POST", "/v1/admin/policies/web-api/versions/abc/restore", undefined, "version"],
+      [
+        "POST",
+        "/v1/admin/policies/import",
+        {
+          policies: [
+            { name: "ok", rules: [{ limit: 1, period: "1m" }] },
+            { name: "bad", rules: [{ limit: 1 }] },
+          ],
+        },
+        "policies.1.rules.0.period",
+      ],
+      ["POST", "/v1/admin/policies/import", { policies: "all" }, "policies"],
+      ["POST", "/v1/admin/apps", { name: "has space" }, "name"],
+      ["POST", "/v1/admin/apps", { name: "x", description: 5 }, "description"],
+      ["POST", "/v1/admin/users", { username: "u", password: "short", role: "viewer" }, "password"],
+      ["POST", "/v1/admin/users", { username: "u", password: "12345678", role: "god" }, "role"],
+      [
+        "POST",
+        "/v1/admin/users",
+        { username: "u", password: "12345678", role: "owner", apps: ["nope"] },
+        "apps.0",
+      ],
+      ["PATCH", "/v1/admin/users/victor", { role: "root" }, "role"],
+      ["PATCH", "/v1/admin/users/victor", { nickname: "v" }, ""],
+      ["GET", "/v1/admin/audit?limit=0", undefined, "limit"],
+      ["GET", "/v1/admin/policies/export?format=xml", undefined, "format"],
     ];
-    expect(edits.map((r) => r.status)).toEqual([403, 403, 403, 403, 403, 403]);
-    expect(edits[0]!.body.error.code).toBe("forbidden");
-    expect(await dbState()).toEqual(before);
+    it.each(cases)("%s %s %j → 400 at %s", async (method, path, body, field) => {
+      const before = await dbState();
+      const r = await s.call(method, path, body === undefined ? {} : { body });
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe("invalid_request");
+      expect(r.body.error.issues.map((i: { path: string }) => i.path)).toContain(field);
+      expect(await dbState()).toEqual(before);
+    });
+
+    it("malformed JSON on an admin endpoint is 400, not 500", async () => {
+      const r = await s.call("PUT", "/v1/admin/policies/web-api", { raw: "{nope" });
+      expect(r.status).toBe(400);
+    });
+
+    it("404 for unknown policies, versions, apps and users; 409 for duplicates and stale versions", async () => {
+      expect((await s.call("GET", "/v1/admin/policies/nope")).status).toBe(404);
+      expect((await s.call("GET", "/v1/admin/policies/web-api/versions/99")).status).toBe(404);
+      expect((await s.call("DELETE", "/v1/admin/apps/nope")).status).toBe(404);
+      expect(
+        (await s.call("PATCH", "/v1/admin/users/nope", { body: { role: "viewer" } })).status,
+      ).toBe(404);
+      expect((await s.call("POST", "/v1/admin/policies/nope/draft/promote")).status).toBe(404);
+      expect(
+        (
+          await s.call("POST", "/v1/admin/policies", {
+            body: { name: "web-api", rules: [{ limit: 1, period: "1m" }] },
+          })
+        ).status,
+      ).toBe(409);
+      expect((await s.call("POST", "/v1/admin/apps", { body: { name: "web" } })).status).toBe(409);
+      const stale = await s.call("PUT", "/v1/admin/policies/web-api", {
+        body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"], expectVersion: 1 },
+      });
+      expect(stale.status).toBe(409);
+      expect((await s.call("DELETE", "/v1/admin/apps/web")).status).toBe(409);
+    });
   });
 
-  it("an owner edits only the policies granted to its apps, and cannot grant apps it does not own", async () => {
-    const ok = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
-      token: ownerToken,
-      body: { ...doc, description: "by owner" },
+  describe("versions, restore and drafts", () => {
+    it("keeps every version; restoring makes an old one enforced as a new version", async () => {
+      await s.createPolicy({ name: "v", rules: [{ limit: 1, period: "1m" }], apps: ["web"] });
+      // Saving the same document again is not a change: no new version.
+      const same = await s.call("PUT", "/v1/admin/policies/v", {
+        body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
+      });
+      expect(same.body.version).toBe(1);
+      await s.call("PUT", "/v1/admin/policies/v", {
+        body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
+      });
+      await s.call("PUT", "/v1/admin/policies/v", {
+        body: { rules: [{ limit: 3, period: "1m" }], apps: ["web"], expectVersion: 2 },
+      });
+      const versions = (await s.call("GET", "/v1/admin/policies/v/versions")).body.versions;
+      expect(
+        versions.map((v: { version: number; doc: { rules: Array<{ limit: number }> } }) => [
+          v.version,
+          v.doc.rules[0]!.limit,
+        ]),
+      ).toEqual([
+        [3, 3],
+        [2, 2],
+        [1, 1],
+      ]);
+      const restored = await s.call("POST", "/v1/admin/policies/v/versions/1/restore");
+      expect(restored.status).toBe(200);
+      expect(restored.body).toMatchObject({ version: 4, rules: [{ limit: 1, period: "1m" }] });
+      await s.sync();
+      const a = await call(s.url, "POST", "/v1/limit", {
+        token: webKey,
+        body: { policy: "v", key: "r" },
+      });
+      expect(a.body).toMatchObject({ allowed: true, limit: 1 });
+      // A deleted policy can be restored too.
+      expect((await s.call("DELETE", "/v1/admin/policies/v")).status).toBe(204);
+      expect((await s.call("POST", "/v1/admin/policies/v/versions/3/restore")).body.version).toBe(
+        5,
+      );
+      const audit = (await s.call("GET", "/v1/admin/audit?target=v")).body.entries.map(
+        (e: { action: string }) => e.action,
+      );
+      expect(audit).toEqual([
+        "policy.restore",
+        "policy.delete",
+        "policy.restore",
+        "policy.update",
+        "policy.update",
+        "policy.create",
+      ]);
     });
-    expect(ok.status).toBe(200);
-    expect(ok.body).toMatchObject({ version: 2, updatedBy: "olivia", createdBy: "root" });
-    const before = await dbState();
-    const other = await call(s.url, "PUT", "/v1/admin/policies/billing-api", {
-      token: ownerToken,
-      body: { rules: [{ limit: 1, period: "1s" }], apps: ["billing", "web"] },
-    });
-    expect(other.status).toBe(403);
-    const grant = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
-      token: ownerToken,
-      body: { ...doc, apps: ["web", "mobile"] },
-    });
-    expect(grant.status).toBe(403);
-    expect(grant.body.error.message).toContain("mobile");
-    const dropAll = await call(s.url, "PUT", "/v1/admin/policies/web-api", {
-      token: ownerToken,
-      body: { ...doc, apps: [] },
-    });
-    expect(dropAll.status).toBe(403);
-    const del = await call(s.url, "DELETE", "/v1/admin/policies/billing-api", {
-      token: ownerToken,
-    });
-    expect(del.status).toBe(403);
-    const rotate = await call(s.url, "POST", "/v1/admin/apps/billing/rotate-key", {
-      token: ownerToken,
-    });
-    expect(rotate.status).toBe(403);
-    expect(await dbState()).toEqual(before);
-    const created = await call(s.url, "POST", "/v1/admin/policies", {
-      token: ownerToken,
-      body: { name: "web-extra", ...doc },
-    });
-    expect(created.status).toBe(201);
-    const notMine = await call(s.url, "POST", "/v1/admin/policies", {
-      token: ownerToken,
-      body: { name: "mobile-x", rules: doc.rules, apps: ["mobile"] },
-    });
-    expect(notMine.status).toBe(403);
-  });
 
-  it("only an admin manages apps and users; the last admin stays", async () => {
-    const r = await call(s.url, "POST", "/v1/admin/users", {
-      token: ownerToken,
-      body: { username: "eve", password: "12345678", role: "admin" },
-    });
-    expect(r.status).toBe(403);
-    const last = await s.call("DELETE", "/v1/admin/users/root");
-    expect(last.status).toBe(409);
-    const demote = await s.call("PATCH", "/v1/admin/users/root", { body: { role: "viewer" } });
-    expect(demote.status).toBe(409);
-  });
-});
+    it("evaluates a draft in shadow, records what it would deny, and promotes it", async () => {
+      await s.createPolicy({ name: "d", rules: [{ limit: 10, period: "1m" }], apps: ["web"] });
+      const put = await s.call("PUT", "/v1/admin/policies/d/draft", {
+        body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
+      });
+      expect(put.status).toBe(200);
+      expect(put.body.baseVersion).toBe(1);
+      await s.sync();
+      for (let i = 0; i < 5; i++) {
+        const r = await call(s.url, "POST", "/v1/limit", {
+          token: webKey,
+          body: { policy: "d", key: "k" },
+        });
+        // The enforced version decides.
+        expect(r.body).toMatchObject({ allowed: true, limit: 10 });
+      }
+      const draft = (await s.call("GET", "/v1/admin/policies/d/draft")).body;
+      expect(draft.stats).toEqual({
+        evaluated: 5,
+        wouldDeny: 3,
+        wouldDenyNewly: 3,
+        wouldAllowNewly: 0,
+      });
+      const metrics = await (await fetch(`${s.url}/metrics`)).text();
+      expect(metrics).toMatch(/sluice_draft_decisions_total\{policy="d",outcome="denied"\} 3/);
+      expect(
+        (await s.call("GET", "/v1/admin/policies")).body.policies.find(
+          (p: { name: string }) => p.name === "d",
+        ).hasDraft,
+      ).toBe(true);
 
-describe("bad input on every admin endpoint: 400 naming the field, nothing written", () => {
-  const cases: Array<[string, string, unknown, string]> = [
-    [
-      "POST",
-      "/v1/admin/policies",
-      { name: "p", rules: [{ limit: 0, period: "1m" }] },
-      "rules.0.limit",
-    ],
-    ["POST", "/v1/admin/policies", { name: "p", rules: [] }, "rules"],
-    ["POST", "/v1/admin/policies", { rules: [{ limit: 1, period: "1m" }] }, "name"],
-    [
-      "POST",
-      "/v1/admin/policies",
-      { name: "bad name!", rules: [{ limit: 1, period: "1m" }] },
-      "name",
-    ],
-    [
-      "POST",
-      "/v1/admin/policies",
-      { name: "sluice.x", rules: [{ limit: 1, period: "1m" }] },
-      "name",
-    ],
-    [
-      "POST",
-      "/v1/admin/policies",
-      { name: "p", rules: [{ limit: 1, period: "1m" }], apps: ["nope"] },
-      "apps.0",
-    ],
-    [
-      "POST",
-      "/v1/admin/policies",
-      { name: "p", rules: [{ limit: 1, period: "1m" }], enabled: "yes" },
-      "enabled",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { rules: [{ limit: 1, period: "soon" }] },
-      "rules.0.period",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { algorithm: "magic", rules: [{ limit: 1, period: "1m" }] },
-      "algorithm",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { rules: [{ limit: 1, period: "1m", burst: 2 }], algorithm: "fixed-window" },
-      "rules.0.burst",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { name: "other", rules: [{ limit: 1, period: "1m" }] },
-      "name",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { rules: [{ limit: 1, period: "1m" }], expectVersion: "2" },
-      "expectVersion",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api",
-      { rules: [{ limit: 1, period: "1m" }], apps: "web" },
-      "apps",
-    ],
-    [
-      "PUT",
-      "/v1/admin/policies/web-api/draft",
-      { rules: [{ limit: -1, period: "1m" }] },
-      "rules.0.limit",
-    ],
-    ["POST", "/v1/admin/policies/web-api/versions/abc/restore", undefined, "version"],
-    [
-      "POST",
-      "/v1/admin/policies/import",
-      {
-        policies: [
-          { name: "ok", rules: [{ limit: 1, period: "1m" }] },
-          { name: "bad", rules: [{ limit: 1 }] },
-        ],
-      },
-      "policies.1.rules.0.period",
-    ],
-    ["POST", "/v1/admin/policies/import", { policies: "all" }, "policies"],
-    ["POST", "/v1/admin/apps", { name: "has space" }, "name"],
-    ["POST", "/v1/admin/apps", { name: "x", description: 5 }, "description"],
-    ["POST", "/v1/admin/users", { username: "u", password: "short", role: "viewer" }, "password"],
-    ["POST", "/v1/admin/users", { username: "u", password: "12345678", role: "god" }, "role"],
-    [
-      "POST",
-      "/v1/admin/users",
-      { username: "u", password: "12345678", role: "owner", apps: ["nope"] },
-      "apps.0",
-    ],
-    ["PATCH", "/v1/admin/users/victor", { role: "root" }, "role"],
-    ["PATCH", "/v1/admin/users/victor", { nickname: "v" }, ""],
-    ["GET", "/v1/admin/audit?limit=0", undefined, "limit"],
-    ["GET", "/v1/admin/policies/export?format=xml", undefined, "format"],
-  ];
-  it.each(cases)("%s %s %j → 400 at %s", async (method, path, body, field) => {
-    const before = await dbState();
-    const r = await s.call(method, path, body === undefined ? {} : { body });
-    expect(r.status).toBe(400);
-    expect(r.body.error.code).toBe("invalid_request");
-    expect(r.body.error.issues.map((i: { path: string }) => i.path)).toContain(field);
-    expect(await dbState()).toEqual(before);
-  });
-
-  it("malformed JSON on an admin endpoint is 400, not 500", async () => {
-    const r = await s.call("PUT", "/v1/admin/policies/web-api", { raw: "{nope" });
-    expect(r.status).toBe(400);
-  });
-
-  it("404 for unknown policies, versions, apps and users; 409 for duplicates and stale versions", async () => {
-    expect((await s.call("GET", "/v1/admin/policies/nope")).status).toBe(404);
-    expect((await s.call("GET", "/v1/admin/policies/web-api/versions/99")).status).toBe(404);
-    expect((await s.call("DELETE", "/v1/admin/apps/nope")).status).toBe(404);
-    expect(
-      (await s.call("PATCH", "/v1/admin/users/nope", { body: { role: "viewer" } })).status,
-    ).toBe(404);
-    expect((await s.call("POST", "/v1/admin/policies/nope/draft/promote")).status).toBe(404);
-    expect(
-      (
-        await s.call("POST", "/v1/admin/policies", {
-          body: { name: "web-api", rules: [{ limit: 1, period: "1m" }] },
-        })
-      ).status,
-    ).toBe(409);
-    expect((await s.call("POST", "/v1/admin/apps", { body: { name: "web" } })).status).toBe(409);
-    const stale = await s.call("PUT", "/v1/admin/policies/web-api", {
-      body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"], expectVersion: 1 },
-    });
-    expect(stale.status).toBe(409);
-    expect((await s.call("DELETE", "/v1/admin/apps/web")).status).toBe(409);
-  });
-});
-
-describe("versions, restore and drafts", () => {
-  it("keeps every version; restoring makes an old one enforced as a new version", async () => {
-    await s.createPolicy({ name: "v", rules: [{ limit: 1, period: "1m" }], apps: ["web"] });
-    // Saving the same document again is not a change: no new version.
-    const same = await s.call("PUT", "/v1/admin/policies/v", {
-      body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
-    });
-    expect(same.body.version).toBe(1);
-    await s.call("PUT", "/v1/admin/policies/v", {
-      body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
-    });
-    await s.call("PUT", "/v1/admin/policies/v", {
-      body: { rules: [{ limit: 3, period: "1m" }], apps: ["web"], expectVersion: 2 },
-    });
-    const versions = (await s.call("GET", "/v1/admin/policies/v/versions")).body.versions;
-    expect(
-      versions.map((v: { version: number; doc: { rules: Array<{ limit: number }> } }) => [
-        v.version,
-        v.doc.rules[0]!.limit,
-      ]),
-    ).toEqual([
-      [3, 3],
-      [2, 2],
-      [1, 1],
-    ]);
-    const restored = await s.call("POST", "/v1/admin/policies/v/versions/1/restore");
-    expect(restored.status).toBe(200);
-    expect(restored.body).toMatchObject({ version: 4, rules: [{ limit: 1, period: "1m" }] });
-    await s.sync();
-    const a = await call(s.url, "POST", "/v1/limit", {
-      token: webKey,
-      body: { policy: "v", key: "r" },
-    });
-    expect(a.body).toMatchObject({ allowed: true, limit: 1 });
-    // A deleted policy can be restored too.
-    expect((await s.call("DELETE", "/v1/admin/policies/v")).status).toBe(204);
-    expect((await s.call("POST", "/v1/admin/policies/v/versions/3/restore")).body.version).toBe(5);
-    const audit = (await s.call("GET", "/v1/admin/audit?target=v")).body.entries.map(
-      (e: { action: string }) => e.action,
-    );
-    expect(audit).toEqual([
-      "policy.restore",
-      "policy.delete",
-      "policy.restore",
-      "policy.update",
-      "policy.update",
-      "policy.create",
-    ]);
-  });
-
-  it("evaluates a draft in shadow, records what it would deny, and promotes it", async () => {
-    await s.createPolicy({ name: "d", rules: [{ limit: 10, period: "1m" }], apps: ["web"] });
-    const put = await s.call("PUT", "/v1/admin/policies/d/draft", {
-      body: { rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
-    });
-    expect(put.status).toBe(200);
-    expect(put.body.baseVersion).toBe(1);
-    await s.sync();
-    for (let i = 0; i < 5; i++) {
+      const promoted = await s.call("POST", "/v1/admin/policies/d/draft/promote");
+      expect(promoted.body).toMatchObject({ version: 2, rules: [{ limit: 2, period: "1m" }] });
+      expect((await s.call("GET", "/v1/admin/policies/d/draft")).status).toBe(404);
+      await s.sync();
       const r = await call(s.url, "POST", "/v1/limit", {
         token: webKey,
-        body: { policy: "d", key: "k" },
+        body: { policy: "d", key: "fresh" },
       });
-      // The enforced version decides.
-      expect(r.body).toMatchObject({ allowed: true, limit: 10 });
-    }
-    const draft = (await s.call("GET", "/v1/admin/policies/d/draft")).body;
-    expect(draft.stats).toEqual({
-      evaluated: 5,
-      wouldDeny: 3,
-      wouldDenyNewly: 3,
-      wouldAllowNewly: 0,
-    });
-    const metrics = await (await fetch(`${s.url}/metrics`)).text();
-    expect(metrics).toMatch(/sluice_draft_decisions_total\{policy="d",outcome="denied"\} 3/);
-    expect(
-      (await s.call("GET", "/v1/admin/policies")).body.policies.find(
-        (p: { name: string }) => p.name === "d",
-      ).hasDraft,
-    ).toBe(true);
+      expect(r.body).toMatchObject({ allowed: true, limit: 2 });
 
-    const promoted = await s.call("POST", "/v1/admin/policies/d/draft/promote");
-    expect(promoted.body).toMatchObject({ version: 2, rules: [{ limit: 2, period: "1m" }] });
-    expect((await s.call("GET", "/v1/admin/policies/d/draft")).status).toBe(404);
-    await s.sync();
-    const r = await call(s.url, "POST", "/v1/limit", {
-      token: webKey,
-      body: { policy: "d", key: "fresh" },
+      await s.call("PUT", "/v1/admin/policies/d/draft", {
+        body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
+      });
+      expect((await s.call("DELETE", "/v1/admin/policies/d/draft")).status).toBe(204);
+      expect((await s.call("GET", "/v1/admin/policies/d/draft")).status).toBe(404);
     });
-    expect(r.body).toMatchObject({ allowed: true, limit: 2 });
-
-    await s.call("PUT", "/v1/admin/policies/d/draft", {
-      body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
-    });
-    expect((await s.call("DELETE", "/v1/admin/policies/d/draft")).status).toBe(204);
-    expect((await s.call("GET", "/v1/admin/policies/d/draft")).status).toBe(404);
-  });
-});
-
-describe("apps, users, audit, import/export", () => {
-  it("shows an app key once, stores it hashed, and rotates it", async () => {
-    const created = await s.call("POST", "/v1/admin/apps", {
-      body: { name: "cli-app", description: "d" },
-    });
-    expect(created.status).toBe(201);
-    const key = created.body.apiKey as string;
-    expect(key).toMatch(/^sk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);
-    const listed = await s.call("GET", "/v1/admin/apps");
-    expect(JSON.stringify(listed.body)).not.toContain(key);
-    const rows = await s.service.context.repo.database.db.selectFrom("apps").selectAll().execute();
-    expect(JSON.stringify(rows)).not.toContain(key.slice(20));
-    await s.createPolicy({
-      name: "cli-policy",
-      rules: [{ limit: 5, period: "1m" }],
-      apps: ["cli-app"],
-    });
-    expect(
-      (
-        await call(s.url, "POST", "/v1/limit", {
-          token: key,
-          body: { policy: "cli-policy", key: "x" },
-        })
-      ).status,
-    ).toBe(200);
-    const rotated = await s.call("POST", "/v1/admin/apps/cli-app/rotate-key");
-    await s.sync();
-    expect(
-      (
-        await call(s.url, "POST", "/v1/limit", {
-          token: key,
-          body: { policy: "cli-policy", key: "x" },
-        })
-      ).status,
-    ).toBe(401);
-    expect(
-      (
-        await call(s.url, "POST", "/v1/limit", {
-          token: rotated.body.apiKey,
-          body: { policy: "cli-policy", key: "x" },
-        })
-      ).status,
-    ).toBe(200);
   });
 
-  it("changes a user's role and ends their sessions", async () => {
-    const token = await s.createUser("temp", "viewer");
-    const r = await s.call("PATCH", "/v1/admin/users/temp", {
-      body: { role: "owner", apps: ["mobile"] },
+  describe("apps, users, audit, import/export", () => {
+    it("shows an app key once, stores it hashed, and rotates it", async () => {
+      const created = await s.call("POST", "/v1/admin/apps", {
+        body: { name: "cli-app", description: "d" },
+      });
+      expect(created.status).toBe(201);
+      const key = created.body.apiKey as string;
+      expect(key).toMatch(/^sk_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);
+      const listed = await s.call("GET", "/v1/admin/apps");
+      expect(JSON.stringify(listed.body)).not.toContain(key);
+      const rows = await s.service.context.repo.database.db
+        .selectFrom("apps")
+        .selectAll()
+        .execute();
+      expect(JSON.stringify(rows)).not.toContain(key.slice(20));
+      await s.createPolicy({
+        name: "cli-policy",
+        rules: [{ limit: 5, period: "1m" }],
+        apps: ["cli-app"],
+      });
+      expect(
+        (
+          await call(s.url, "POST", "/v1/limit", {
+            token: key,
+            body: { policy: "cli-policy", key: "x" },
+          })
+        ).status,
+      ).toBe(200);
+      const rotated = await s.call("POST", "/v1/admin/apps/cli-app/rotate-key");
+      await s.sync();
+      expect(
+        (
+          await call(s.url, "POST", "/v1/limit", {
+            token: key,
+            body: { policy: "cli-policy", key: "x" },
+          })
+        ).status,
+      ).toBe(401);
+      expect(
+        (
+          await call(s.url, "POST", "/v1/limit", {
+            token: rotated.body.apiKey,
+            body: { policy: "cli-policy", key: "x" },
+          })
+        ).status,
+      ).toBe(200);
     });
-    expect(r.body).toMatchObject({ username: "temp", role: "owner", apps: ["mobile"] });
-    expect((await call(s.url, "GET", "/v1/admin/me", { token })).status).toBe(401);
-    expect((await s.call("DELETE", "/v1/admin/users/temp")).status).toBe(204);
-    const users = (await s.call("GET", "/v1/admin/users")).body.users;
-    expect(JSON.stringify(users)).not.toMatch(/password|scrypt/);
-  });
 
-  it("records every change in the audit log, newest first, paged", async () => {
-    const page = (await s.call("GET", "/v1/admin/audit?limit=3")).body.entries;
-    expect(page).toHaveLength(3);
-    const next = (await s.call("GET", `/v1/admin/audit?limit=3&before=${page[2].id}`)).body.entries;
-    expect(next[0].id).toBeLessThan(page[2].id);
-    const all = (await s.call("GET", "/v1/admin/audit?limit=500")).body.entries.map(
-      (e: { action: string }) => e.action,
-    );
-    for (const a of [
-      "app.create",
-      "user.create",
-      "policy.create",
-      "policy.update",
-      "policy.draft",
-      "policy.promote",
-      "app.rotate-key",
-      "user.delete",
-    ])
-      expect(all).toContain(a);
-  });
+    it("changes a user's role and ends their sessions", async () => {
+      const token = await s.createUser("temp", "viewer");
+      const r = await s.call("PATCH", "/v1/admin/users/temp", {
+        body: { role: "owner", apps: ["mobile"] },
+      });
+      expect(r.body).toMatchObject({ username: "temp", role: "owner", apps: ["mobile"] });
+      expect((await call(s.url, "GET", "/v1/admin/me", { token })).status).toBe(401);
+      expect((await s.call("DELETE", "/v1/admin/users/temp")).status).toBe(204);
+      const users = (await s.call("GET", "/v1/admin/users")).body.users;
+      expect(JSON.stringify(users)).not.toMatch(/password|scrypt/);
+    });
 
-  it("exports YAML and imports it back (all or nothing; unchanged policies keep their version)", async () => {
-    const exp = await fetch(`${s.url}/v1/admin/policies/export`, {
-      headers: { authorization: `Bearer ${s.adminToken}` },
+    it("records every change in the audit log, newest first, paged", async () => {
+      const page = (await s.call("GET", "/v1/admin/audit?limit=3")).body.entries;
+      expect(page).toHaveLength(3);
+      const next = (await s.call("GET", `/v1/admin/audit?limit=3&before=${page[2].id}`)).body
+        .entries;
+      expect(next[0].id).toBeLessThan(page[2].id);
+      const all = (await s.call("GET", "/v1/admin/audit?limit=500")).body.entries.map(
+        (e: { action: string }) => e.action,
+      );
+      for (const a of [
+        "app.create",
+        "user.create",
+        "policy.create",
+        "policy.update",
+        "policy.draft",
+        "policy.promote",
+        "app.rotate-key",
+        "user.delete",
+      ])
+        expect(all).toContain(a);
     });
-    const yaml = await exp.text();
-    expect(exp.headers.get("content-type")).toMatch(/yaml/);
-    expect(yaml).toMatch(/^version: 1$/m);
-    expect(yaml).toContain("name: web-api");
-    const same = await s.call("POST", "/v1/admin/policies/import", {
-      raw: yaml,
-      contentType: "application/yaml",
+
+    it("exports YAML and imports it back (all or nothing; unchanged policies keep their version)", async () => {
+      const exp = await fetch(`${s.url}/v1/admin/policies/export`, {
+        headers: { authorization: `Bearer ${s.adminToken}` },
+      });
+      const yaml = await exp.text();
+      expect(exp.headers.get("content-type")).toMatch(/yaml/);
+      expect(yaml).toMatch(/^version: 1$/m);
+      expect(yaml).toContain("name: web-api");
+      const same = await s.call("POST", "/v1/admin/policies/import", {
+        raw: yaml,
+        contentType: "application/yaml",
+      });
+      expect(same.status).toBe(200);
+      expect(same.body.plan.create).toEqual([]);
+      expect(same.body.plan.update).toEqual([]);
+      const changed = yaml.replace(
+        "name: web-api\n    description: by owner",
+        "name: web-api\n    description: from git",
+      );
+      const dry = await s.call("POST", "/v1/admin/policies/import?dryRun=true", {
+        raw: changed,
+        contentType: "application/yaml",
+      });
+      expect(dry.body).toMatchObject({ dryRun: true, plan: { update: ["web-api"] } });
+      const before = await dbState();
+      const bad = await s.call("POST", "/v1/admin/policies/import", {
+        raw: changed.replace("limit: 5", "limit: -5"),
+        contentType: "application/yaml",
+      });
+      expect(bad.status).toBe(400);
+      expect(await dbState()).toEqual(before);
+      const applied = await s.call("POST", "/v1/admin/policies/import", {
+        raw: changed,
+        contentType: "application/yaml",
+      });
+      expect(applied.body.plan.update).toEqual(["web-api"]);
+      expect((await s.call("GET", "/v1/admin/policies/web-api")).body.description).toBe("from git");
     });
-    expect(same.status).toBe(200);
-    expect(same.body.plan.create).toEqual([]);
-    expect(same.body.plan.update).toEqual([]);
-    const changed = yaml.replace(
-      "name: web-api\n    description: by owner",
-      "name: web-api\n    description: from git",
-    );
-    const dry = await s.call("POST", "/v1/admin/policies/import?dryRun=true", {
-      raw: changed,
-      contentType: "application/yaml",
-    });
-    expect(dry.body).toMatchObject({ dryRun: true, plan: { update: ["web-api"] } });
-    const before = await dbState();
-    const bad = await s.call("POST", "/v1/admin/policies/import", {
-      raw: changed.replace("limit: 5", "limit: -5"),
-      contentType: "application/yaml",
-    });
-    expect(bad.status).toBe(400);
-    expect(await dbState()).toEqual(before);
-    const applied = await s.call("POST", "/v1/admin/policies/import", {
-      raw: changed,
-      contentType: "application/yaml",
-    });
-    expect(applied.body.plan.update).toEqual(["web-api"]);
-    expect((await s.call("GET", "/v1/admin/policies/web-api")).body.description).toBe("from git");
   });
 });
