@@ -17,6 +17,7 @@ export const API_ERROR_CODES = {
   store_unavailable: 503,
   database_unavailable: 503,
   shutting_down: 503,
+  corrupt_record: 500,
   internal: 500,
 } as const;
 

@@ -9,7 +9,7 @@ export type { ServerConfig, ConfigSources } from "./config.js";
 export { openDatabase } from "./db/connect.js";
 export type { Database, DatabaseOptions } from "./db/connect.js";
 export type { DialectName } from "./db/migrations.js";
-export { Repository } from "./repository.js";
+export { Repository, CorruptRecordError } from "./repository.js";
 export type {
   PolicyRecord,
   PolicyVersionRecord,

@@ -149,6 +149,18 @@ export class Registry {
   /** Reads the whole snapshot and swaps it in. */
   async reload(): Promise<void> {
     const snap = await this.options.repo.snapshot();
+    // A row that cannot be read keeps what this node last loaded from it.
+    const corrupt = {
+      policies: new Set<string>(),
+      drafts: new Set<string>(),
+      apps: new Set<string>(),
+    };
+    for (const err of snap.corrupt) {
+      this.options.logger.error({ err }, "stored record is corrupt; keeping its last good version");
+      if (err.table === "policies") corrupt.policies.add(String(err.key.name));
+      if (err.table === "policy_drafts") corrupt.drafts.add(String(err.key.policy_name));
+      if (err.table === "apps") corrupt.apps.add(String(err.key.name));
+    }
     const drafts = new Map(snap.drafts.map((d) => [d.name, d]));
     const next = new Map<string, LivePolicy>();
     for (const rec of snap.policies) {
@@ -159,7 +171,9 @@ export class Registry {
         const limiter = reuse ? prev.limiter : this.limiter(policy);
         const d = drafts.get(rec.doc.name);
         let draft: LiveDraft | undefined;
-        if (d) {
+        if (!d && corrupt.drafts.has(rec.doc.name)) {
+          draft = prev?.draft;
+        } else if (d) {
           if (prev?.draft?.id === d.id) {
             draft = prev.draft;
           } else {
@@ -194,8 +208,14 @@ export class Registry {
         if (prev) next.set(rec.doc.name, prev);
       }
     }
+    for (const name of corrupt.policies) {
+      const prev = this.policies.get(name);
+      if (prev) next.set(name, prev);
+    }
+    const apps = new Map(snap.apps.map((a) => [a.keyId, a]));
+    for (const a of this.apps.values()) if (corrupt.apps.has(a.name)) apps.set(a.keyId, a);
     this.policies = next;
-    this.apps = new Map(snap.apps.map((a) => [a.keyId, a]));
+    this.apps = apps;
     if (this.revision !== -1 && snap.revision !== this.revision) {
       this.options.logger.info(
         { revision: snap.revision, policies: next.size },

@@ -17,6 +17,7 @@
  */
 import type { Database } from "./db/connect.js";
 import { AuditRepository } from "./repository/audit.js";
+import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
   type DraftRecord,
@@ -26,6 +27,7 @@ import {
 } from "./repository/policies.js";
 
 export type { AuditRecord } from "./repository/audit.js";
+export { CorruptRecordError } from "./repository/rows.js";
 export type { AppKey, AppRecord, UserRecord } from "./repository/identity.js";
 export type {
   DraftRecord,
@@ -41,6 +43,11 @@ export interface Snapshot {
   readonly policies: readonly PolicyRecord[];
   readonly drafts: readonly DraftRecord[];
   readonly apps: readonly AppKey[];
+  /**
+   * Rows of `policies`, `policy_drafts` and `apps` that could not be read: left out of the
+   * lists above, so that one bad row does not hold back every other change.
+   */
+  readonly corrupt: readonly CorruptRecordError[];
 }
 
 type Args<M extends (...args: never[]) => unknown> = Parameters<M>;
@@ -61,9 +68,15 @@ export class Repository {
   async snapshot(): Promise<Snapshot> {
     return this.database.db.transaction().execute(async (trx) => {
       const revision = await this.audit.revision(trx);
-      const { policies, drafts } = await livePolicies(trx);
-      const apps = await appKeys(trx);
-      return { revision, policies, drafts, apps };
+      const live = await livePolicies(trx);
+      const keys = await appKeys(trx);
+      return {
+        revision,
+        policies: live.policies,
+        drafts: live.drafts,
+        apps: keys.apps,
+        corrupt: [...live.corrupt, ...keys.corrupt],
+      };
     });
   }
 

@@ -4,7 +4,8 @@
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
 import type { Db } from "./common.js";
-import { parseJson } from "./rows.js";
+import { z } from "zod";
+import { intColumn, jsonColumn, readRow, text } from "./rows.js";
 
 /** One audit entry. */
 export interface AuditRecord {
@@ -17,6 +18,18 @@ export interface AuditRecord {
   readonly detail: unknown;
 }
 
+const metaRow = z.object({ value: intColumn });
+
+const auditRow = z.object({
+  id: intColumn,
+  at: text,
+  actor: text,
+  action: text,
+  target_type: text,
+  target: text,
+  detail: jsonColumn(z.unknown()),
+});
+
 /** The revision counter and the audit log. */
 export class AuditRepository {
   constructor(private readonly db: Db) {}
@@ -28,7 +41,7 @@ export class AuditRepository {
       .select("value")
       .where("key", "=", "revision")
       .executeTakeFirst();
-    return Number(row?.value ?? 0);
+    return row ? readRow("meta", { key: "revision" }, metaRow, row).value : 0;
   }
 
   /** The audit log, newest first; `before` pages by id. */
@@ -41,14 +54,17 @@ export class AuditRepository {
     if (options.before !== undefined) q = q.where("id", "<", options.before);
     if (options.target !== undefined) q = q.where("target", "=", options.target);
     const rows = await q.execute();
-    return rows.map((r) => ({
-      id: Number(r.id),
-      at: r.at,
-      actor: r.actor,
-      action: r.action,
-      targetType: r.target_type,
-      target: r.target,
-      detail: parseJson<unknown>(r.detail, "audit detail"),
-    }));
+    return rows.map((row) => {
+      const r = readRow("audit", { id: row.id }, auditRow, row);
+      return {
+        id: r.id,
+        at: r.at,
+        actor: r.actor,
+        action: r.action,
+        targetType: r.target_type,
+        target: r.target,
+        detail: r.detail,
+      };
+    });
   }
 }

@@ -3,9 +3,10 @@
  * only to apps that exist (and an owner may own only those), and an app may not be deleted
  * while a policy is granted to it.
  */
+import { z } from "zod";
 import { invalid } from "../errors.js";
 import type { Db, Tx } from "./common.js";
-import { parseJson } from "./rows.js";
+import { appListShape, jsonColumn, readRow } from "./rows.js";
 
 /** The apps, among `apps`, that do not exist. */
 export async function missingApps(trx: Db | Tx, apps: readonly string[]): Promise<string[]> {
@@ -37,10 +38,12 @@ export async function checkAppsExist(
   }
 }
 
+const grantRow = z.object({ apps: jsonColumn(appListShape) });
+
 /** Names of the policies granted to an app. */
 export async function policiesGrantedTo(trx: Db | Tx, app: string): Promise<string[]> {
   const rows = await trx.selectFrom("policies").select(["name", "apps"]).execute();
   return rows
-    .filter((p) => parseJson<string[]>(p.apps, "policy apps").includes(app))
+    .filter((p) => readRow("policies", { name: p.name }, grantRow, p).apps.includes(app))
     .map((p) => p.name);
 }

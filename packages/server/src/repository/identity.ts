@@ -3,6 +3,7 @@
  * users (roles, owned apps, scrypt password hashes) and their sessions (hashed bearer tokens).
  * Secrets are shown once when issued and stored only as hashes (see ../secrets.ts).
  */
+import { z } from "zod";
 import { ApiError } from "../errors.js";
 import type { Tables } from "../db/schema.js";
 import type { Role } from "../model.js";
@@ -16,7 +17,15 @@ import {
 } from "../secrets.js";
 import { type Db, type Tx, appendAudit, json, now, writeTransaction } from "./common.js";
 import { checkAppsExist, policiesGrantedTo } from "./grants.js";
-import { parseJson } from "./rows.js";
+import {
+  type CorruptRecordError,
+  appListShape,
+  jsonColumn,
+  readEach,
+  readRow,
+  roleColumn,
+  text,
+} from "./rows.js";
 
 /** An app (its key is never returned, only its public id). */
 export interface AppRecord {
@@ -45,10 +54,16 @@ export interface UserRecord {
   readonly updatedAt: string;
 }
 
-/** Every app's key, for the decision path (read inside the snapshot's transaction). */
-export async function appKeys(trx: Db | Tx): Promise<AppKey[]> {
-  const apps = await trx.selectFrom("apps").select(["name", "key_id", "key_hash"]).execute();
-  return apps.map((a) => ({ name: a.name, keyId: a.key_id, keyHash: a.key_hash }));
+/**
+ * Every app's key, for the decision path (read inside the snapshot's transaction); corrupt rows
+ * are set aside in `corrupt` rather than thrown.
+ */
+export async function appKeys(
+  trx: Db | Tx,
+): Promise<{ apps: AppKey[]; corrupt: CorruptRecordError[] }> {
+  const rows = await trx.selectFrom("apps").select(["name", "key_id", "key_hash"]).execute();
+  const { records, corrupt } = readEach(rows, toAppKey);
+  return { apps: records, corrupt };
 }
 
 /** Apps, users and sessions. */
@@ -287,7 +302,8 @@ export class IdentityRepository {
       .selectAll()
       .where("username", "=", username)
       .executeTakeFirst();
-    const ok = await verifyPassword(password, row?.password_hash);
+    const hash = row && readRow("users", { username }, passwordRow, row).password_hash;
+    const ok = await verifyPassword(password, hash);
     return ok && row ? toUserRecord(row) : undefined;
   }
 
@@ -335,11 +351,12 @@ export class IdentityRepository {
         "users.apps",
         "users.created_at",
         "users.updated_at",
-        "users.password_hash",
       ])
       .where("sessions.id", "=", id)
       .executeTakeFirst();
-    if (!row || !secretMatches(token, row.token_hash) || row.expires_at <= now()) return undefined;
+    if (!row) return undefined;
+    const r = readRow("sessions", { id }, sessionRow, row);
+    if (!secretMatches(token, r.token_hash) || r.expires_at <= now()) return undefined;
     return { user: toUserRecord(row), sessionId: id };
   }
 
@@ -362,7 +379,18 @@ async function keepOneAdmin(trx: Tx): Promise<void> {
     throw new ApiError("conflict", "the last admin cannot be removed or demoted");
 }
 
-function toAppRecord(r: Tables["apps"]): AppRecord {
+const appRow = z.object({
+  name: text,
+  description: text,
+  key_id: text.regex(/^[0-9a-f]{16}$/, { error: "must be a key id (16 hex digits)" }),
+  key_hash: text.regex(/^[0-9a-f]{64}$/, { error: "must be a SHA-256 (hex)" }),
+  created_by: text,
+  created_at: text,
+  updated_at: text,
+});
+
+function toAppRecord(row: Tables["apps"]): AppRecord {
+  const r = readRow("apps", { name: row.name }, appRow, row);
   return {
     name: r.name,
     description: r.description,
@@ -373,11 +401,39 @@ function toAppRecord(r: Tables["apps"]): AppRecord {
   };
 }
 
-function toUserRecord(r: Omit<Tables["users"], "password_hash">): UserRecord {
+const appKeyRow = appRow.pick({ name: true, key_id: true, key_hash: true });
+
+function toAppKey(row: Pick<Tables["apps"], "name" | "key_id" | "key_hash">): AppKey {
+  const r = readRow("apps", { name: row.name }, appKeyRow, row);
+  return { name: r.name, keyId: r.key_id, keyHash: r.key_hash };
+}
+
+const userRow = z.object({
+  username: text,
+  role: roleColumn,
+  apps: jsonColumn(appListShape),
+  created_at: text,
+  updated_at: text,
+});
+
+/** A password hash as ../secrets.ts writes it (a wrong shape would make scrypt throw). */
+const passwordRow = z.object({
+  password_hash: text.regex(/^scrypt\$\d+\$\d+\$\d+\$[A-Za-z0-9+/]+=*\$[A-Za-z0-9+/]+=*$/, {
+    error: "must be an scrypt hash",
+  }),
+});
+
+const sessionRow = z.object({
+  token_hash: text.regex(/^[0-9a-f]{64}$/, { error: "must be a SHA-256 (hex)" }),
+  expires_at: text,
+});
+
+function toUserRecord(row: Omit<Tables["users"], "password_hash">): UserRecord {
+  const r = readRow("users", { username: row.username }, userRow, row);
   return {
     username: r.username,
-    role: r.role as Role,
-    apps: parseJson<string[]>(r.apps, `apps of user "${r.username}"`),
+    role: r.role,
+    apps: r.apps,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
   };

@@ -3,12 +3,27 @@
  * version (kept after a delete, so any can be restored), the draft evaluated in shadow beside
  * it with its shadow counts, and the all-or-nothing import of a policy file.
  */
+import type { Selectable } from "kysely";
+import { z } from "zod";
 import { ApiError, invalid } from "../errors.js";
 import type { Tables } from "../db/schema.js";
 import { type PolicyDocument, sameDocument } from "../model.js";
 import { type Db, type Tx, appendAudit, json, now, writeTransaction } from "./common.js";
 import { checkAppsExist, missingApps } from "./grants.js";
-import { parseJson } from "./rows.js";
+import {
+  type CorruptRecordError,
+  algorithmColumn,
+  appListShape,
+  flagColumn,
+  intColumn,
+  jsonColumn,
+  policyDocumentShape,
+  policyOptionsShape,
+  readEach,
+  readRow,
+  ruleShape,
+  text,
+} from "./rows.js";
 
 /** A policy as stored, with its bookkeeping. */
 export interface PolicyRecord {
@@ -60,13 +75,28 @@ export interface ImportPlan {
   readonly delete: string[];
 }
 
-/** Every enforced policy and every draft (read inside the snapshot's transaction). */
-export async function livePolicies(
-  trx: Db | Tx,
-): Promise<{ policies: PolicyRecord[]; drafts: DraftRecord[] }> {
-  const policies = await trx.selectFrom("policies").selectAll().orderBy("name").execute();
-  const drafts = await trx.selectFrom("policy_drafts").selectAll().execute();
-  return { policies: policies.map(toPolicyRecord), drafts: drafts.map(toDraftRecord) };
+/**
+ * Every enforced policy and every draft (read inside the snapshot's transaction); corrupt rows
+ * are set aside in `corrupt` rather than thrown.
+ */
+export async function livePolicies(trx: Db | Tx): Promise<{
+  policies: PolicyRecord[];
+  drafts: DraftRecord[];
+  corrupt: CorruptRecordError[];
+}> {
+  const policies = readEach(
+    await trx.selectFrom("policies").selectAll().orderBy("name").execute(),
+    toPolicyRecord,
+  );
+  const drafts = readEach(
+    await trx.selectFrom("policy_drafts").selectAll().execute(),
+    toDraftRecord,
+  );
+  return {
+    policies: policies.records,
+    drafts: drafts.records,
+    corrupt: [...policies.corrupt, ...drafts.corrupt],
+  };
 }
 
 /** Policies, their versions, drafts and imports. */
@@ -463,21 +493,41 @@ function planFor(
   return plan;
 }
 
-function toPolicyRecord(r: Tables["policies"]): PolicyRecord {
-  const options = parseJson<Partial<PolicyDocument>>(r.options, `options of policy "${r.name}"`);
+const policyRow = z.object({
+  name: text,
+  description: text,
+  algorithm: algorithmColumn,
+  rules: jsonColumn(z.array(ruleShape).min(1, { error: "must hold at least one rule" })),
+  options: jsonColumn(policyOptionsShape),
+  apps: jsonColumn(appListShape),
+  enabled: flagColumn,
+  shadow: flagColumn,
+  created_by: text,
+  updated_by: text,
+  created_at: text,
+  updated_at: text,
+  version: intColumn,
+});
+
+function toPolicyRecord(row: Tables["policies"]): PolicyRecord {
+  const r = readRow("policies", { name: row.name }, policyRow, row);
+  const o = r.options;
+  // Built field by field: nothing stored in `options` can stand in for the name or the rules.
   const doc: PolicyDocument = {
     name: r.name,
     description: r.description,
-    algorithm: r.algorithm as PolicyDocument["algorithm"],
-    rules: parseJson<PolicyDocument["rules"]>(r.rules, `rules of policy "${r.name}"`),
-    ...options,
-    shadow: Boolean(Number(r.shadow)),
-    apps: parseJson<string[]>(r.apps, `apps of policy "${r.name}"`),
-    enabled: Boolean(Number(r.enabled)),
+    algorithm: r.algorithm,
+    rules: r.rules,
+    ...(o.blockDuration !== undefined ? { blockDuration: o.blockDuration } : {}),
+    ...(o.onStoreError !== undefined ? { onStoreError: o.onStoreError } : {}),
+    ...(o.insuranceInstances !== undefined ? { insuranceInstances: o.insuranceInstances } : {}),
+    shadow: r.shadow,
+    apps: r.apps,
+    enabled: r.enabled,
   };
   return {
     doc,
-    version: Number(r.version),
+    version: r.version,
     createdBy: r.created_by,
     updatedBy: r.updated_by,
     createdAt: r.created_at,
@@ -485,30 +535,44 @@ function toPolicyRecord(r: Tables["policies"]): PolicyRecord {
   };
 }
 
-function toVersionRecord(r: Tables["policy_versions"]): PolicyVersionRecord {
+const versionRow = z.object({
+  policy_name: text,
+  version: intColumn,
+  spec: jsonColumn(policyDocumentShape),
+  action: text,
+  created_by: text,
+  created_at: text,
+});
+
+function toVersionRecord(row: Tables["policy_versions"]): PolicyVersionRecord {
+  const key = { policy_name: row.policy_name, version: row.version };
+  const r = readRow("policy_versions", key, versionRow, row);
   return {
     name: r.policy_name,
-    version: Number(r.version),
-    doc: parseJson<PolicyDocument>(r.spec, `version ${r.version} of policy "${r.policy_name}"`),
+    version: r.version,
+    doc: r.spec,
     action: r.action,
     createdBy: r.created_by,
     createdAt: r.created_at,
   };
 }
 
-function toDraftRecord(r: {
-  id: number;
-  policy_name: string;
-  spec: string;
-  base_version: number;
-  created_by: string;
-  created_at: string;
-}): DraftRecord {
+const draftRow = z.object({
+  id: intColumn,
+  policy_name: text,
+  spec: jsonColumn(policyDocumentShape),
+  base_version: intColumn,
+  created_by: text,
+  created_at: text,
+});
+
+function toDraftRecord(row: Selectable<Tables["policy_drafts"]>): DraftRecord {
+  const r = readRow("policy_drafts", { policy_name: row.policy_name }, draftRow, row);
   return {
-    id: Number(r.id),
+    id: r.id,
     name: r.policy_name,
-    doc: parseJson<PolicyDocument>(r.spec, `draft of policy "${r.policy_name}"`),
-    baseVersion: Number(r.base_version),
+    doc: r.spec,
+    baseVersion: r.base_version,
     createdBy: r.created_by,
     createdAt: r.created_at,
   };

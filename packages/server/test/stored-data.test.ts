@@ -1,0 +1,147 @@
+/**
+ * What the service does with stored rows that do not hold what it writes (a hand edit, a bad
+ * restore, another tool): every read checks the row and answers 500 `corrupt_record` naming
+ * the table, the record and the field — and a node keeps the last good version of a corrupt
+ * policy or app in force while every other change still reaches it. On every SQL database.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { forEachDatabase } from "./databases.js";
+import { type TestService, call, startService } from "./helpers.js";
+
+forEachDatabase((database) => {
+  let s: TestService;
+  let key: string;
+  beforeAll(async () => {
+    s = await startService({ databaseUrl: await database().fresh() });
+    key = await s.createApp("web");
+  });
+  afterAll(async () => {
+    await s?.close();
+  });
+
+  const db = () => s.service.context.repo.database.db;
+  /** Sets columns of one policy row behind the service's back. */
+  const tamper = async (name: string, values: Record<string, string | number>) => {
+    await db().updateTable("policies").set(values).where("name", "=", name).execute();
+  };
+  const limit = (policy: string) =>
+    call(s.url, "POST", "/v1/limit", { token: key, body: { policy, key: "k" } });
+
+  describe("a corrupt policy row", () => {
+    it.each([
+      ["rules", { rules: "{not json" }, /rules: is not JSON/],
+      ["rules", { rules: '[{"limit":"many","period":"1m"}]' }, /rules\.0\.limit: must be a number/],
+      ["rules", { rules: "[]" }, /rules: must hold at least one rule/],
+      ["algorithm", { algorithm: "magic" }, /algorithm: /],
+      ["enabled", { enabled: 7 }, /enabled: must be 0 or 1/],
+      ["apps", { apps: '"web"' }, /apps: must be a list of app names/],
+      // The options column may hold only blockDuration, onStoreError, insuranceInstances.
+      [
+        "options",
+        { options: '{"name":"other","rules":[]}' },
+        /options: unknown field\(s\): name, rules/,
+      ],
+    ])(
+      "%s %j: 500 corrupt_record naming the table, record and field",
+      async (_f, values, detail) => {
+        const name = `bad-${Math.random().toString(36).slice(2, 8)}`;
+        await s.createPolicy({ name, rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+        await tamper(name, values);
+        for (const path of [`/v1/admin/policies/${name}`, "/v1/admin/policies"]) {
+          const r = await s.call("GET", path);
+          expect(r.status).toBe(500);
+          expect(r.body.error.code).toBe("corrupt_record");
+          expect(r.body.error.message).toContain(`table "policies", name "${name}"`);
+          expect(r.body.error.message).toMatch(detail);
+        }
+        await db().deleteFrom("policies").where("name", "=", name).execute();
+      },
+    );
+  });
+
+  it("names a corrupt version, draft, user, app and audit entry", async () => {
+    await s.createPolicy({ name: "hist", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+    await s.call("PUT", "/v1/admin/policies/hist/draft", {
+      body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
+    });
+    await db()
+      .updateTable("policy_versions")
+      .set({ spec: '{"name":"hist","rules":[{"limit":5,"period":"1m"}],"apps":[]}' })
+      .where("policy_name", "=", "hist")
+      .execute();
+    const v = await s.call("GET", "/v1/admin/policies/hist/versions/1");
+    expect(v.status).toBe(500);
+    expect(v.body.error.message).toBe(
+      'corrupt record in the database: table "policy_versions", policy_name "hist", version 1: spec.enabled: Invalid input: expected boolean, received undefined',
+    );
+
+    await db().updateTable("policy_drafts").set({ spec: "nope" }).execute();
+    const d = await s.call("GET", "/v1/admin/policies/hist/draft");
+    expect(d.body.error).toMatchObject({ code: "corrupt_record" });
+    expect(d.body.error.message).toContain(
+      'table "policy_drafts", policy_name "hist": spec: is not JSON',
+    );
+
+    await s.createUser("uma", "viewer");
+    await db()
+      .updateTable("users")
+      .set({ role: "superuser" })
+      .where("username", "=", "uma")
+      .execute();
+    const u = await s.call("GET", "/v1/admin/users");
+    expect(u.body.error.code).toBe("corrupt_record");
+    expect(u.body.error.message).toContain('table "users", username "uma": role:');
+    // Signing in as that user is refused the same way, not with a crash.
+    const login = await call(s.url, "POST", "/v1/admin/login", {
+      body: { username: "uma", password: "uma-password" },
+    });
+    expect(login.body.error.code).toBe("corrupt_record");
+    await db().deleteFrom("users").where("username", "=", "uma").execute();
+
+    await s.createApp("tmp");
+    await db()
+      .updateTable("apps")
+      .set({ key_hash: "not-a-hash" })
+      .where("name", "=", "tmp")
+      .execute();
+    const a = await s.call("GET", "/v1/admin/apps");
+    expect(a.body.error.message).toContain(
+      'table "apps", name "tmp": key_hash: must be a SHA-256 (hex)',
+    );
+    await db().deleteFrom("apps").where("name", "=", "tmp").execute();
+
+    const last = await db()
+      .selectFrom("audit")
+      .select("id")
+      .orderBy("id", "desc")
+      .executeTakeFirstOrThrow();
+    await db().updateTable("audit").set({ detail: "{" }).where("id", "=", last.id).execute();
+    const au = await s.call("GET", "/v1/admin/audit");
+    expect(au.body.error.message).toContain(
+      `table "audit", id ${Number(last.id)}: detail: is not JSON`,
+    );
+    await db().deleteFrom("audit").where("id", "=", last.id).execute();
+    await db().deleteFrom("policy_drafts").execute();
+  });
+
+  it("a node keeps the last good version of a corrupt policy, and still takes every other change", async () => {
+    await s.createPolicy({ name: "kept", rules: [{ limit: 3, period: "1m" }], apps: ["web"] });
+    expect((await limit("kept")).body.limit).toBe(3);
+    await tamper("kept", { rules: "{broken", version: 99 });
+    await s.createPolicy({ name: "fresh", rules: [{ limit: 4, period: "1m" }], apps: ["web"] });
+    const fresh = await limit("fresh");
+    expect(fresh.status).toBe(200);
+    expect(fresh.body.limit).toBe(4);
+    const kept = await limit("kept");
+    expect(kept.status).toBe(200);
+    expect(kept.body.limit).toBe(3);
+    await db().deleteFrom("policies").where("name", "=", "kept").execute();
+
+    // A corrupt app row: its last good key keeps working.
+    await db().updateTable("apps").set({ key_hash: "zz" }).where("name", "=", "web").execute();
+    await s.createPolicy({ name: "later", rules: [{ limit: 6, period: "1m" }], apps: ["web"] });
+    const later = await limit("later");
+    expect(later.status).toBe(200);
+    expect(later.body.limit).toBe(6);
+  });
+});
