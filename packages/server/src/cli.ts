@@ -183,7 +183,15 @@ export function program(): Command {
     }
     const user = await withRepo(config, (repo) =>
       repo.createUser({ ...r.data, apps: r.data.apps ?? [] }, "cli"),
-    );
+    ).catch((err: unknown) => {
+      // The database's refusals name fields (`apps.0`); here they are flags (`--apps`).
+      if (!(err instanceof ApiError) || !err.issues) throw err;
+      printIssues(
+        err.subject ?? "Invalid user",
+        err.issues.map((i) => ({ ...i, path: `--${i.path.split(".")[0] ?? ""}` })),
+      );
+      process.exit(1);
+    });
     process.stdout.write(`created ${user.role} "${user.username}"\n`);
   });
 
@@ -280,7 +288,7 @@ export function program(): Command {
         store: counters.store,
         policy: definePolicy(documentToInput(rec.doc)),
       });
-      const d = opts.peek ? await limiter.peek(key) : await limiter.limit(key, { cost });
+      const d = opts.peek ? await limiter.peek(key, { cost }) : await limiter.limit(key, { cost });
       process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
       process.exitCode = d.allowed ? 0 : 2;
     } finally {
@@ -304,8 +312,8 @@ async function main(): Promise<void> {
     await program().parseAsync(process.argv);
   } catch (err) {
     if (err instanceof ConfigError) fail(err.message);
-    if (err instanceof ApiError && err.issues) {
-      printIssues(err.message.split(":")[0] ?? "Error", err.issues);
+    if (err instanceof ApiError && err.issues && err.subject !== undefined) {
+      printIssues(err.subject, err.issues);
       process.exit(1);
     }
     if (err instanceof ApiError) fail(err.message);

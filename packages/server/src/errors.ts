@@ -37,17 +37,28 @@ export class ApiError extends Error {
   readonly issues: ValidationIssue[] | undefined;
   /** Extra response headers (e.g. `Retry-After`, `WWW-Authenticate`). */
   readonly headers: Record<string, string>;
+  /**
+   * For 400: what was refused (`Invalid policy "api"`), the message without its list of
+   * issues — for callers that print the issues themselves, such as the CLI.
+   */
+  readonly subject: string | undefined;
 
   constructor(
     code: ApiErrorCode,
     message: string,
-    options: { issues?: ValidationIssue[]; headers?: Record<string, string>; cause?: unknown } = {},
+    options: {
+      issues?: ValidationIssue[];
+      headers?: Record<string, string>;
+      cause?: unknown;
+      subject?: string;
+    } = {},
   ) {
     super(message, { cause: options.cause });
     this.name = "ApiError";
     this.code = code;
     this.issues = options.issues;
     this.headers = options.headers ?? {};
+    this.subject = options.subject;
   }
 
   /** The HTTP status. */
@@ -70,7 +81,7 @@ export class ApiError extends Error {
 /** A 400 listing issues; the message names every field. */
 export function invalid(subject: string, issues: ValidationIssue[]): ApiError {
   const detail = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join("; ");
-  return new ApiError("invalid_request", `${subject}: ${detail}`, { issues });
+  return new ApiError("invalid_request", `${subject}: ${detail}`, { issues, subject });
 }
 
 /**

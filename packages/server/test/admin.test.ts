@@ -332,6 +332,16 @@ forEachDatabase((database) => {
         "apps.0",
       ],
       ["PATCH", "/v1/admin/users/victor", { role: "root" }, "role"],
+      // Only owners own apps, however a user is written.
+      [
+        "POST",
+        "/v1/admin/users",
+        { username: "u", password: "12345678", role: "viewer", apps: ["web"] },
+        "apps",
+      ],
+      ["PATCH", "/v1/admin/users/victor", { apps: ["web"] }, "apps"],
+      ["PATCH", "/v1/admin/users/olivia", { role: "admin" }, "apps"],
+      ["PATCH", "/v1/admin/users/olivia", { role: "viewer", apps: ["web"] }, "apps"],
       ["PATCH", "/v1/admin/users/victor", { nickname: "v" }, ""],
       ["GET", "/v1/admin/audit?limit=0", undefined, "limit"],
       ["GET", "/v1/admin/policies/export?format=xml", undefined, "format"],
@@ -530,6 +540,20 @@ forEachDatabase((database) => {
       });
       expect(r.body).toMatchObject({ username: "temp", role: "owner", apps: ["mobile"] });
       expect((await call(s.url, "GET", "/v1/admin/me", { token })).status).toBe(401);
+      // Back to viewer: its apps must go in the same change.
+      const refused = await s.call("PATCH", "/v1/admin/users/temp", { body: { role: "viewer" } });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error.issues).toEqual([
+        {
+          path: "apps",
+          message:
+            'only owners own apps: a viewer must own none (send "apps": [] with "role": "viewer")',
+        },
+      ]);
+      const viewer = await s.call("PATCH", "/v1/admin/users/temp", {
+        body: { role: "viewer", apps: [] },
+      });
+      expect(viewer.body).toMatchObject({ role: "viewer", apps: [] });
       expect((await s.call("DELETE", "/v1/admin/users/temp")).status).toBe(204);
       const users = (await s.call("GET", "/v1/admin/users")).body.users;
       expect(JSON.stringify(users)).not.toMatch(/password|scrypt/);

@@ -250,6 +250,22 @@ describe("policy files and check", () => {
     const tooBig = await runCli(["check", "api", "user-1", "--data-dir", data, "--cost", "21"]);
     expect(tooBig.code).toBe(1);
     expect(tooBig.output).toContain("can never fit");
+    // --peek asks about a request of --cost units, without charging.
+    const peek = await runCli(["check", "api", "u", "--data-dir", data, "--peek", "--cost", "5"]);
+    expect(peek.code).toBe(0);
+    expect(JSON.parse(peek.output)).toMatchObject({ allowed: true, cost: 5, remaining: 20 });
+    const peekTooBig = await runCli([
+      "check",
+      "api",
+      "u",
+      "--data-dir",
+      data,
+      "--peek",
+      "--cost",
+      "21",
+    ]);
+    expect(peekTooBig.code).toBe(1);
+    expect(peekTooBig.output).toContain("can never fit");
     const unknown = await runCli(["check", "nope", "k", "--data-dir", data]);
     expect(unknown.code).toBe(1);
     expect(unknown.output).toContain('unknown policy "nope"');
@@ -270,6 +286,23 @@ describe("policy files and check", () => {
     expect(bad.code).toBe(1);
     expect(bad.output).toContain("--username");
     expect(bad.output).toContain("--password: must be at least 8 characters");
+    // Only owners own apps, from the CLI too.
+    const viewerWithApps = await runCli([
+      "admin",
+      "create-user",
+      "--data-dir",
+      dir,
+      "--username",
+      "vic",
+      "--password",
+      "long-enough",
+      "--role",
+      "viewer",
+      "--apps",
+      "web",
+    ]);
+    expect(viewerWithApps.code).toBe(1);
+    expect(viewerWithApps.output).toContain("Invalid user:\n  - --apps: only owners own apps");
     const ok = await runCli(
       ["admin", "create-user", "--data-dir", dir, "--username", "ops", "--role", "viewer"],
       { SLUICE_ADMIN_PASSWORD: "long-enough" },

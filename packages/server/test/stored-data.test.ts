@@ -2,9 +2,15 @@
  * What the service does with stored rows that do not hold what it writes (a hand edit, a bad
  * restore, another tool): every read checks the row and answers 500 `corrupt_record` naming
  * the table, the record and the field — and a node keeps the last good version of a corrupt
- * policy or app in force while every other change still reaches it. On every SQL database.
+ * policy or app in force while every other change still reaches it. And the migration that
+ * brought old rows in line with "only owners own apps". On every SQL database.
  */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sql } from "kysely";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openDatabase } from "../src/index.js";
 import { forEachDatabase } from "./databases.js";
 import { type TestService, call, startService } from "./helpers.js";
 
@@ -143,5 +149,44 @@ forEachDatabase((database) => {
     const later = await limit("later");
     expect(later.status).toBe(200);
     expect(later.body.limit).toBe(6);
+  });
+
+  it("migration 0003 takes apps away from users who are not owners", async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "sluice-migrate-"));
+    const where = { databaseUrl: await database().fresh(), dataDir };
+    try {
+      const first = await openDatabase(where);
+      const user = (username: string, role: string) => ({
+        username,
+        role,
+        apps: '["web"]',
+        password_hash: "x",
+        created_at: "t",
+        updated_at: "t",
+      });
+      await first.db
+        .insertInto("users")
+        .values([user("v", "viewer"), user("a", "admin"), user("o", "owner")])
+        .execute();
+      // As if these rows predated the migration: forget it ran, and open the database again.
+      await sql`delete from kysely_migration where name = '0003_only_owners_own_apps'`.execute(
+        first.db,
+      );
+      await first.close();
+      const again = await openDatabase(where);
+      const rows = await again.db
+        .selectFrom("users")
+        .select(["username", "apps"])
+        .orderBy("username")
+        .execute();
+      await again.close();
+      expect(rows).toEqual([
+        { username: "a", apps: "[]" },
+        { username: "o", apps: '["web"]' },
+        { username: "v", apps: "[]" },
+      ]);
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

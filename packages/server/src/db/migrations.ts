@@ -129,6 +129,13 @@ function migrations(dialect: DialectName): Record<string, Migration> {
           .execute();
       },
     },
+    "0003_only_owners_own_apps": {
+      // The first release let a viewer or admin be given apps (which it could not use); the
+      // repository now refuses that, and this clears what was stored.
+      async up(db: Kysely<unknown>): Promise<void> {
+        await sql`update users set apps = '[]' where role <> 'owner' and apps <> '[]'`.execute(db);
+      },
+    },
   };
 }
 

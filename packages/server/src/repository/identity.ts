@@ -4,7 +4,7 @@
  * Secrets are shown once when issued and stored only as hashes (see ../secrets.ts).
  */
 import { z } from "zod";
-import { ApiError } from "../errors.js";
+import { ApiError, invalid } from "../errors.js";
 import type { Tables } from "../db/schema.js";
 import type { Role } from "../model.js";
 import {
@@ -200,6 +200,7 @@ export class IdentityRepository {
     input: { username: string; password: string; role: Role; apps: string[] },
     actor: string,
   ): Promise<UserRecord> {
+    checkOwnership(input.role, input.apps);
     const hash = await hashPassword(input.password);
     return writeTransaction(this.db, async (trx) => {
       const exists = await trx
@@ -249,6 +250,8 @@ export class IdentityRepository {
         .where("username", "=", username)
         .executeTakeFirst();
       if (!row) throw new ApiError("not_found", `user "${username}" does not exist`);
+      const before = toUserRecord(row);
+      checkOwnership(change.role ?? before.role, change.apps ?? before.apps, change.role);
       if (change.apps) await checkAppsExist(trx, change.apps, "apps");
       if (row.role === "admin" && change.role !== undefined && change.role !== "admin")
         await keepOneAdmin(trx);
@@ -367,6 +370,23 @@ export class IdentityRepository {
       await appendAudit(trx, username, "session.logout", "user", username, { sessionId });
     });
   }
+}
+
+/**
+ * Only owners own apps: refuses (400 naming `apps`) a viewer or admin that would own any, for
+ * every way a user is written (admin API, CLI). `newRole` is the role being set, if any.
+ */
+function checkOwnership(role: Role, apps: readonly string[], newRole?: Role): void {
+  if (role === "owner" || apps.length === 0) return;
+  throw invalid("Invalid user", [
+    {
+      path: "apps",
+      message:
+        newRole !== undefined
+          ? `only owners own apps: a ${role} must own none (send "apps": [] with "role": "${role}")`
+          : `only owners own apps: a ${role} must own none`,
+    },
+  ]);
 }
 
 async function keepOneAdmin(trx: Tx): Promise<void> {

@@ -400,8 +400,6 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   app.post("/v1/admin/users", async (req, reply) => {
     const s = await role(req, "admin");
     const body = parseOr400(userCreateSchema, req.body, "Invalid user");
-    if (body.role !== "owner" && body.apps && body.apps.length > 0)
-      throw invalid("Invalid user", [{ path: "apps", message: "only owners own apps" }]);
     const user = await repo.createUser(
       { username: body.username, password: body.password, role: body.role, apps: body.apps ?? [] },
       actor(s),
