@@ -50,7 +50,10 @@ export class Registry {
   private apps = new Map<string, AppKey>();
   private revision = -1;
   private timer: NodeJS.Timeout | undefined;
-  private polling: Promise<void> | undefined;
+  /** The last load queued: every check and reload runs after the one before it. */
+  private chain: Promise<void> = Promise.resolve();
+  /** A poll queued but not started yet, which later callers share. */
+  private queued: Promise<void> | undefined;
   private lastError: unknown;
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
@@ -60,9 +63,7 @@ export class Registry {
   /** Loads the first snapshot (throws if it cannot) and starts polling. */
   async start(): Promise<void> {
     await this.reload();
-    this.timer = setInterval(() => {
-      this.polling ??= this.poll().finally(() => (this.polling = undefined));
-    }, this.options.pollIntervalMs);
+    this.timer = setInterval(() => void this.poll(), this.options.pollIntervalMs);
     this.timer.unref();
     this.flushTimer = setInterval(() => {
       this.flushDraftStats().catch((err: unknown) =>
@@ -77,7 +78,7 @@ export class Registry {
     if (this.timer) clearInterval(this.timer);
     if (this.flushTimer) clearInterval(this.flushTimer);
     this.timer = this.flushTimer = undefined;
-    await this.polling;
+    await this.chain;
     await this.flushDraftStats().catch(() => {});
   }
 
@@ -133,11 +134,28 @@ export class Registry {
     return app && secretMatches(key, app.keyHash) ? app.name : undefined;
   }
 
-  /** Checks the revision now and reloads when it moved (the poll, callable by tests). */
-  async poll(): Promise<void> {
+  /**
+   * Checks the revision and reloads when it moved; never throws (a failure is logged and the
+   * last good policies stay in force). Checks run one after another, and a call made while one
+   * runs is answered by the next, so when it resolves everything committed before the call is
+   * loaded: the admin API awaits it after each change, so that this node serves its own writes
+   * at once. The timer calls it every `pollIntervalMs` for the changes of other nodes.
+   */
+  poll(): Promise<void> {
+    if (!this.queued) {
+      const run = this.chain.then(() => {
+        this.queued = undefined;
+        return this.check();
+      });
+      this.queued = this.chain = run;
+    }
+    return this.queued;
+  }
+
+  private async check(): Promise<void> {
     try {
       const rev = await this.options.repo.revision();
-      if (rev !== this.revision) await this.reload();
+      if (rev !== this.revision) await this.load();
       this.lastError = undefined;
     } catch (err) {
       if (this.lastError === undefined)
@@ -146,8 +164,14 @@ export class Registry {
     }
   }
 
-  /** Reads the whole snapshot and swaps it in. */
-  async reload(): Promise<void> {
+  /** Reads the whole snapshot and swaps it in, after any load under way; throws when it cannot. */
+  reload(): Promise<void> {
+    const run = this.chain.then(() => this.load());
+    this.chain = run.catch(() => {});
+    return run;
+  }
+
+  private async load(): Promise<void> {
     const snap = await this.options.repo.snapshot();
     // A row that cannot be read keeps what this node last loaded from it.
     const corrupt = {

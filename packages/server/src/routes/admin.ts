@@ -71,8 +71,24 @@ function recordView(r: PolicyRecord) {
 
 const nameParam = z.object({ name: z.string().min(1).max(128) });
 
-/** Registers the admin routes. */
+/**
+ * Registers the admin routes, in a context of their own with one hook: **read your writes**.
+ * After a change succeeds, the answer waits until this node has loaded it (one revision read
+ * and the reload), so the caller's next request to this node — a decision with the new policy
+ * or key — sees it. Other nodes pick the change up on their next poll.
+ */
 export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+  void app.register(async (admin) => {
+    admin.addHook("onSend", async (req, reply, payload) => {
+      if (req.method !== "GET" && req.method !== "HEAD" && reply.statusCode < 400)
+        await ctx.registry.poll();
+      return payload;
+    });
+    routes(admin, ctx);
+  });
+}
+
+function routes(app: FastifyInstance, ctx: ServiceContext): void {
   const { repo, registry } = ctx;
 
   const session = async (req: FastifyRequest): Promise<Session> => {
