@@ -71,13 +71,16 @@ export const decisionSchema = z.object({
   rule: z.number().meta({ description: "Index of the reported rule in `rules`." }),
   rules: z.array(ruleDecisionSchema),
   cost: z.number(),
-  reason: z.enum(["blocked", "store-error", "insurance", "deny-cache", "shadow"]).optional(),
+  reason: z
+    .enum(["blocked", "store-error", "insurance", "deny-cache", "shadow", "disabled"])
+    .optional(),
   leaseId: z
     .string()
     .optional()
     .meta({ description: "concurrency: the lease taken; release it with POST /v1/release." }),
   disabled: z.boolean().optional().meta({
-    description: "Present when the policy is disabled: everything is allowed, nothing counted.",
+    description:
+      'Present (true) when the policy is disabled: everything is allowed, nothing counted; the same as reason "disabled".',
   }),
 });
 

@@ -3,6 +3,7 @@
  * and headers, grants, errors, batch, peek, release, disabled policies, metrics, OpenAPI.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { decisionSchema } from "../src/api-schemas.js";
 import { forEachDatabase } from "./databases.js";
 import { type TestService, call, startService } from "./helpers.js";
 
@@ -35,6 +36,16 @@ forEachDatabase((database) => {
     await s.createPolicy({
       name: "off",
       rules: [{ limit: 1, period: "1m" }],
+      apps: ["web"],
+      enabled: false,
+    });
+    await s.createPolicy({
+      name: "off-multi",
+      rules: [
+        { limit: 10, period: "1s" },
+        { limit: 5, period: "1h" },
+        { limit: 5, period: "1m" },
+      ],
       apps: ["web"],
       enabled: false,
     });
@@ -149,11 +160,56 @@ forEachDatabase((database) => {
       expect(huge.status).toBe(413);
     });
 
-    it("a disabled policy allows everything without counting", async () => {
+    it("a disabled policy allows everything without counting, as a whole Decision", async () => {
+      const untouched = {
+        allowed: true,
+        remaining: 1,
+        resetAfterMs: 0,
+        retryAfterMs: 0,
+        limit: 1,
+        periodMs: 60_000,
+        burst: 1,
+      };
       for (let i = 0; i < 3; i++) {
-        const r = await limit({ policy: "off", key: "x" });
-        expect(r.body).toMatchObject({ allowed: true, disabled: true });
+        const r = await limit({ policy: "off", key: "x", cost: 1 });
+        expect(r.body).toEqual({
+          allowed: true,
+          limit: 1,
+          remaining: 1,
+          resetAfterMs: 0,
+          retryAfterMs: 0,
+          policy: "off",
+          rule: 0,
+          rules: [untouched],
+          cost: 1,
+          reason: "disabled",
+          disabled: true,
+        });
+        expect(decisionSchema.safeParse(r.body).success).toBe(true);
       }
+      // One entry per rule; the reported one is the least remaining, ties to the longer period.
+      const multi = await limit({ policy: "off-multi", key: "x", cost: 2 });
+      expect(multi.body.rules.map((r: { remaining: number }) => r.remaining)).toEqual([10, 5, 5]);
+      expect(multi.body).toMatchObject({ rule: 1, limit: 5, remaining: 5, cost: 2 });
+      expect(multi.body.rules[multi.body.rule].periodMs).toBe(3_600_000);
+    });
+
+    it("peeking at a disabled policy answers the same shape and counts no decision", async () => {
+      const counted = async () => {
+        const text = await (await fetch(`${s.url}/metrics`)).text();
+        const m =
+          /sluice_decisions_total\{policy="off",outcome="allowed",reason="disabled"\} (\d+)/.exec(
+            text,
+          );
+        return Number(m?.[1] ?? 0);
+      };
+      const before = await counted();
+      const r = await call(s.url, "POST", "/v1/peek", {
+        token: webKey,
+        body: { policy: "off", key: "x" },
+      });
+      expect(await counted()).toBe(before);
+      expect(r.body).toMatchObject({ allowed: true, reason: "disabled", rule: 0, rules: [{}] });
     });
   });
 
@@ -264,7 +320,7 @@ forEachDatabase((database) => {
         /sluice_store_duration_seconds_bucket\{le="[^"]+",store="memory",operation="decide"\} \d+/,
       );
       expect(text).toContain("# TYPE sluice_store_errors_total counter");
-      expect(text).toMatch(/sluice_policies 5/);
+      expect(text).toMatch(/sluice_policies 6/);
     });
 
     it("answers /healthz, /readyz and an OpenAPI 3.1 document built from the schemas", async () => {

@@ -6,9 +6,13 @@ import type { RuleOutcome } from "./algorithms/types.js";
  * - `store-error`: the store failed and the policy's `onStoreError` (allow/deny) decided;
  * - `insurance`: the store failed and the in-memory insurance limiter decided;
  * - `deny-cache`: answered locally: the key is known to be denied until its retry time;
- * - `shadow`: the policy is in shadow mode and would have denied this request.
+ * - `shadow`: the policy is in shadow mode and would have denied this request;
+ * - `disabled`: the policy is switched off (`enabled: false` in the sluice service): the
+ *   request is allowed without counting, and every rule is reported untouched. The library's
+ *   own limiters never give this reason.
  */
-export type DecisionReason = "blocked" | "store-error" | "insurance" | "deny-cache" | "shadow";
+export type DecisionReason =
+  "blocked" | "store-error" | "insurance" | "deny-cache" | "shadow" | "disabled";
 
 /** One rule's part of a decision. */
 export interface RuleDecision extends RuleOutcome {

@@ -3,7 +3,13 @@
  * Apps authenticate with `Authorization: Bearer <api key>` and may use only the policies
  * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
  */
-import { type Decision, ValidationError, policyCapacity } from "sluice";
+import {
+  type Decision,
+  type Policy,
+  type RuleDecision,
+  ValidationError,
+  policyCapacity,
+} from "sluice";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   batchRequestSchema,
@@ -18,6 +24,46 @@ import type { ServiceContext } from "../service.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
 type Answer = Decision & { disabled?: true };
+
+/**
+ * The answer for a disabled policy: allowed, nothing counted, `reason: "disabled"`. It keeps
+ * the Decision's shape — one entry per rule, each untouched (`remaining` its full capacity),
+ * and `rule` the one an allowed decision reports: least remaining, ties to the longer period.
+ */
+export function disabledDecision(policy: Policy, cost: number): Answer {
+  const rules: RuleDecision[] = policy.rules.map((r) => ({
+    allowed: true,
+    remaining: r.burst,
+    resetAfterMs: 0,
+    retryAfterMs: 0,
+    limit: r.limit,
+    periodMs: r.periodMs,
+    burst: r.burst,
+  }));
+  let rule = 0;
+  rules.forEach((r, i) => {
+    const best = rules[rule]!;
+    if (
+      r.remaining < best.remaining ||
+      (r.remaining === best.remaining && r.periodMs > best.periodMs)
+    )
+      rule = i;
+  });
+  const reported = rules[rule]!;
+  return {
+    allowed: true,
+    limit: reported.limit,
+    remaining: reported.remaining,
+    resetAfterMs: 0,
+    retryAfterMs: 0,
+    policy: policy.name,
+    rule,
+    rules,
+    cost,
+    reason: "disabled",
+    disabled: true,
+  };
+}
 
 /** The bearer token of a request, or undefined. */
 export function bearer(req: FastifyRequest): string | undefined {
@@ -78,20 +124,8 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
 
   const decide = async (live: LivePolicy, key: string, cost: number): Promise<Answer> => {
     if (!live.doc.enabled) {
-      const r0 = live.policy.rules[0]!;
       metrics.decisions.inc({ policy: live.policy.name, outcome: "allowed", reason: "disabled" });
-      return {
-        allowed: true,
-        limit: r0.limit,
-        remaining: r0.limit,
-        resetAfterMs: 0,
-        retryAfterMs: 0,
-        policy: live.policy.name,
-        rule: 0,
-        rules: [],
-        cost,
-        disabled: true,
-      };
+      return disabledDecision(live.policy, cost);
     }
     const draft = live.draft;
     const [d, dd] = await Promise.all([
@@ -169,7 +203,8 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     const appName = authApp(req);
     const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
     const live = granted(appName, body.policy, "policy");
-    if (!live.doc.enabled) return decide(live, body.key, 1);
+    // A peek decides nothing, so it counts in no metric (a disabled policy's neither).
+    if (!live.doc.enabled) return disabledDecision(live.policy, 1);
     return send(reply, live, await live.limiter.peek(body.key));
   });
 
