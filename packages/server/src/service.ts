@@ -158,7 +158,8 @@ function makeService(app: FastifyInstance, context: ServiceContext, database: Da
     },
     close() {
       closing ??= (async () => {
-        // Fastify stops accepting, answers 503 on kept-alive connections, and waits for in-flight requests.
+        // Fastify stops accepting, answers 503 shutting_down on kept-alive connections (see
+        // buildApp), and waits for in-flight requests.
         await app.close();
         await context.registry.stop();
         await context.counters
@@ -183,8 +184,22 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: ctx.config.bodyLimit,
     trustProxy: ctx.config.trustProxy,
-    return503OnClosing: true,
+    // While closing, requests that still arrive (on kept-alive connections) get our own 503
+    // `shutting_down` body from the hook below, not Fastify's.
+    return503OnClosing: false,
     forceCloseConnections: "idle",
+  });
+
+  let closing = false;
+  app.addHook("preClose", (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook("onRequest", (_req, _reply, done) => {
+    if (!closing) return done();
+    // Fastify has set `Connection: close`, so the client's next try opens a new connection
+    // (to another node, behind a balancer).
+    done(new ApiError("shutting_down", "this node is shutting down; retry on another node"));
   });
 
   // Accept YAML bodies (policy import) as text.
@@ -196,9 +211,10 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
 
   app.setErrorHandler((err: unknown, req, reply) => {
     const e = toApiError(err);
-    if (e.status >= 500 && e.code !== "store_unavailable")
+    if (e.code === "store_unavailable")
+      req.log.warn({ err, url: req.url }, "counter store unavailable");
+    else if (e.status >= 500 && e.code !== "shutting_down")
       req.log.error({ err, url: req.url }, "request failed");
-    else if (e.status >= 500) req.log.warn({ err, url: req.url }, "counter store unavailable");
     for (const [k, v] of Object.entries(e.headers)) void reply.header(k, v);
     return reply.status(e.status).send(e.toBody());
   });
