@@ -98,11 +98,10 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
   const [{ pino }, { createService }] = await Promise.all([import("pino"), import("./service.js")]);
   const logger = pino({ level: config.logLevel, base: { service: "sluice" } });
   const service = await createService(config, { logger });
-  if ((await service.context.repo.countAdmins()) === 0) {
-    logger.warn(
-      `No admin user exists yet. Create the first one with: sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`,
-    );
-  }
+  const needsAdmin = (await service.context.repo.countAdmins()) === 0;
+  const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
+  if (needsAdmin)
+    logger.warn(`No admin user exists yet. Create the first one with: ${createAdmin}`);
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
@@ -138,6 +137,42 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     },
     `sluice listening on ${url}`,
   );
+  // For the person who just started it: the same in words, on stderr (stdout is the JSON log).
+  process.stderr.write(
+    startBanner({
+      url,
+      host: config.host,
+      database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
+      counters: service.context.counters.kind,
+      createAdmin: needsAdmin ? createAdmin : undefined,
+    }),
+  );
+}
+
+/** What `sluice serve` prints once it listens: where, the admin page, and what to do first. */
+function startBanner(o: {
+  url: string;
+  host: string;
+  database: string;
+  counters: string;
+  createAdmin: string | undefined;
+}): string {
+  // On a wildcard address, the page is reached through loopback on this machine.
+  const wildcard = o.host === "0.0.0.0" || o.host === "::";
+  const local = wildcard ? o.url.replace(/\/\/(0\.0\.0\.0|\[::\])/, "//127.0.0.1") : o.url;
+  const lines = [
+    "",
+    `sluice is listening on ${o.url}${wildcard ? " (every interface)" : ""}`,
+    `  admin page:    ${local}/admin/`,
+    `  decision API:  POST ${local}/v1/limit   (reference: ${local}/openapi.json)`,
+    `  policies in:   ${o.database}`,
+    `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
+    "",
+    ...(o.createAdmin
+      ? ["No admin user exists yet. Create the first one with:", `  ${o.createAdmin}`, ""]
+      : []),
+  ];
+  return `${lines.join("\n")}\n`;
 }
 
 /** Builds the command-line program. */

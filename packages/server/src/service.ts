@@ -245,6 +245,8 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     done();
   });
 
+  // A browser pointed at the service lands on the admin page.
+  app.get("/", (_req, reply) => reply.redirect("/admin/", 302));
   app.get("/healthz", () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
     const checks: Record<string, string> = {};

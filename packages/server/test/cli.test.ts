@@ -95,10 +95,24 @@ describe("sluice serve", () => {
   it("says how to create the first admin, and finishes an in-flight request on SIGTERM", async () => {
     const dir = tempDir();
     const serve = await spawnServe(["--data-dir", dir]);
-    await waitFor(() => serve.output().includes("No admin user exists"), 5000);
-    expect(serve.output()).toContain(
-      `sluice admin create-user --data-dir ${dir} --username <name> --password <password> --role admin`,
+    // In words, not JSON: where it listens, the admin page, and the command for the first admin.
+    await waitFor(() => serve.stderr().includes("--role admin\n"), 10_000);
+    expect(serve.stderr()).toContain(
+      [
+        `sluice is listening on ${serve.url}`,
+        `  admin page:    ${serve.url}/admin/`,
+        `  decision API:  POST ${serve.url}/v1/limit   (reference: ${serve.url}/openapi.json)`,
+        `  policies in:   sqlite ${join(dir, "sluice.db")}`,
+        `  counters in:   memory (this process only)`,
+        "",
+        "No admin user exists yet. Create the first one with:",
+        `  npx sluice admin create-user --data-dir ${dir} --username <name> --password <password> --role admin`,
+      ].join("\n"),
     );
+    // A browser pointed at the service lands on the admin page.
+    const root = await fetch(`${serve.url}/`, { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/admin/");
 
     // A request whose body is still arriving when SIGTERM comes in.
     const body = JSON.stringify({ username: "nobody", password: "whatever" });

@@ -340,6 +340,12 @@ forEachDatabase((database) => {
       expect(Object.keys(doc.paths)).toContain("/v1/admin/policies/{name}/draft/promote");
     });
 
+    it("redirects / to the admin page", async () => {
+      const r = await fetch(`${s.url}/`, { redirect: "manual" });
+      expect(r.status).toBe(302);
+      expect(r.headers.get("location")).toBe("/admin/");
+    });
+
     it("404 JSON for an unknown route", async () => {
       const r = await call(s.url, "GET", "/nope");
       expect(r.status).toBe(404);

@@ -154,7 +154,10 @@ export async function startService(
 /** A `sluice` CLI process spawned from the sources (tsx), with its output collected. */
 export interface CliProcess {
   readonly child: ChildProcess;
+  /** stdout and stderr, as they came. */
   output(): string;
+  /** stderr alone. */
+  stderr(): string;
   /** Resolves with the exit code. */
   exited: Promise<number | null>;
 }
@@ -176,10 +179,14 @@ export function spawnCli(args: string[], env: Record<string, string | undefined>
     },
   );
   let out = "";
+  let err = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+  child.stderr.on("data", (d: Buffer) => {
+    out += d.toString();
+    err += d.toString();
+  });
   const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-  return { child, output: () => out, exited };
+  return { child, output: () => out, stderr: () => err, exited };
 }
 
 /** Runs `sluice <args>` to completion. */
