@@ -303,7 +303,7 @@ export function program(): Command {
         "decide one request against the configured stores and print the decision (exit 0 allowed, 2 denied)",
       )
       .option("--cost <n>", "units to charge", "1")
-      .option("--peek", "do not charge; show what a request would get"),
+      .option("--peek", "do not charge; show what a request of --cost units would get"),
     [...DB_KEYS, "redisUrl"],
   ).action(async (name: string, key: string, opts: Record<string, unknown>) => {
     const config = configFrom(opts, [...DB_KEYS, "redisUrl"]);
