@@ -1,4 +1,5 @@
-import type { RuleOutcome } from "./algorithms/types.js";
+import type { ResolvedRule, RuleOutcome } from "./algorithms/types.js";
+import type { Policy } from "./policy.js";
 
 /**
  * Why a decision is unusual. Absent for an ordinary decision made by the store.
@@ -53,4 +54,24 @@ export interface Decision {
   readonly reason?: DecisionReason;
   /** For `concurrency`: the lease taken (release it with `limiter.release(key, leaseId)`). */
   readonly leaseId?: string;
+}
+
+/** A rule's outcome with the rule's figures, as a decision reports it (a new object). */
+export function ruleDecision(rule: ResolvedRule, o: RuleOutcome): RuleDecision {
+  return {
+    limit: rule.limit,
+    periodMs: rule.periodMs,
+    burst: rule.burst,
+    allowed: o.allowed,
+    remaining: o.remaining,
+    resetAfterMs: o.resetAfterMs,
+    retryAfterMs: o.retryAfterMs,
+  };
+}
+
+/** {@link ruleDecision} for every rule of `policy`. */
+export function ruleDecisions(policy: Policy, outcomes: readonly RuleOutcome[]): RuleDecision[] {
+  const out = new Array<RuleDecision>(outcomes.length);
+  for (let i = 0; i < outcomes.length; i++) out[i] = ruleDecision(policy.rules[i]!, outcomes[i]!);
+  return out;
 }

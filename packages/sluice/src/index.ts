@@ -3,15 +3,31 @@
  * The public surface; everything else is internal.
  */
 export { createLimiter } from "./limiter.js";
-export type { Limiter, LimiterOptions, LimitOptions, Lease, Reservation } from "./limiter.js";
+export type {
+  Limiter,
+  LimiterOptions,
+  LimitOptions,
+  Lease,
+  Reservation,
+  SyncLimiter,
+} from "./limiter.js";
 export { definePolicy, policyCapacity, policyToInput } from "./policy.js";
 export type { Policy, PolicyInput, RuleInput, OnStoreError } from "./policy.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
-export type { Store, StoreDecision, StoreRequest } from "./store.js";
+export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
+export { isSyncStore } from "./store.js";
 export { memoryStore, MemoryStore } from "./stores/memory.js";
 export type { MemoryStoreOptions } from "./stores/memory.js";
 export { ALGORITHMS, algorithms } from "./algorithms/index.js";
-export type { AlgorithmName, Algorithm, ResolvedRule, RuleOutcome } from "./algorithms/index.js";
+export type {
+  AlgorithmName,
+  Algorithm,
+  InPlaceAlgorithm,
+  ResolvedRule,
+  RuleOutcome,
+  Step,
+  Adjusted,
+} from "./algorithms/index.js";
 export { parseDuration, formatDuration } from "./duration.js";
 export type { Duration } from "./duration.js";
 export { ERROR_CODES, SluiceError, ValidationError, StoreError, isSluiceError } from "./errors.js";

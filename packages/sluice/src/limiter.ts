@@ -1,5 +1,5 @@
-import type { RuleOutcome } from "./algorithms/types.js";
-import type { Decision, DecisionReason, RuleDecision } from "./decision.js";
+import { algorithms } from "./algorithms/index.js";
+import { type Decision, type DecisionReason, type RuleDecision, ruleDecision } from "./decision.js";
 import { SluiceError, ValidationError } from "./errors.js";
 import {
   type Policy,
@@ -8,7 +8,7 @@ import {
   isResolvedPolicy,
   policyCapacity,
 } from "./policy.js";
-import type { Store, StoreDecision } from "./store.js";
+import { type Store, type StoreDecision, type SyncStore, isSyncStore } from "./store.js";
 import { MemoryStore } from "./stores/memory.js";
 
 /** Options of {@link createLimiter}. */
@@ -31,8 +31,8 @@ export interface LimitOptions {
 export interface Lease {
   /** The decision; when denied, `release` does nothing. */
   readonly decision: Decision;
-  /** Give the slot back. Safe to call more than once. */
-  release(): Promise<void>;
+  /** Give the slot back; `true` when this call freed it. Safe to call more than once. */
+  release(): Promise<boolean>;
 }
 
 /** A charge made before the real cost is known; settle it once the work is done. */
@@ -64,14 +64,31 @@ export interface Limiter {
   refund(key: string, cost?: number): Promise<void>;
   /** `concurrency`: take a lease; release it when the work is done. */
   acquire(key: string, options?: LimitOptions): Promise<Lease>;
-  /** `concurrency`: release a lease by id (from `decision.leaseId`). */
-  release(key: string, leaseId: string): Promise<void>;
+  /**
+   * `concurrency`: release a lease by id (from `decision.leaseId`). Resolves `true` when the
+   * lease was held and is now freed, `false` when it was unknown, already released or expired.
+   */
+  release(key: string, leaseId: string): Promise<boolean>;
   /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
   reserve(key: string, estimate: number): Promise<Reservation>;
 }
 
 /**
- * Creates a limiter for one policy.
+ * A limiter over a store that decides in-process (the memory store, the default): besides the
+ * {@link Limiter} methods it answers synchronously — for hot loops, per-message limits on
+ * sockets, log throttling — with the same semantics and the same decisions.
+ */
+export interface SyncLimiter extends Limiter {
+  readonly store: SyncStore;
+  /** {@link Limiter.limit}, synchronously. Throws (instead of rejecting) on bad input. */
+  limitSync(key: string, options?: LimitOptions): Decision;
+  /** {@link Limiter.peek}, synchronously. */
+  peekSync(key: string, options?: LimitOptions): Decision;
+}
+
+/**
+ * Creates a limiter for one policy. Over the memory store (the default) the limiter is a
+ * {@link SyncLimiter}.
  *
  * ```ts
  * const limiter = createLimiter({
@@ -79,8 +96,11 @@ export interface Limiter {
  *   policy: { name: "api", algorithm: "gcra", rules: [{ limit: 100, period: "1m", burst: 20 }] },
  * });
  * const d = await limiter.limit("user:42");
+ * const now = limiter.limitSync("user:42"); // the same, without a promise
  * ```
  */
+export function createLimiter(options: LimiterOptions & { store?: SyncStore }): SyncLimiter;
+export function createLimiter(options: LimiterOptions): Limiter;
 export function createLimiter(options: LimiterOptions): Limiter {
   if (typeof options !== "object" || options === null) {
     throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [
@@ -93,6 +113,8 @@ export function createLimiter(options: LimiterOptions): Limiter {
 
 class PolicyLimiter implements Limiter {
   private readonly capacity: number;
+  /** The store when it decides synchronously. */
+  private readonly sync: SyncStore | undefined;
   /** The insurance limiter, built for `instances` sharing the limit; rebuilt when that changes. */
   private insurance: { store: MemoryStore; policy: Policy; instances: number } | undefined;
 
@@ -102,35 +124,63 @@ class PolicyLimiter implements Limiter {
     private readonly onError: ((error: unknown, policy: Policy) => void) | undefined,
   ) {
     this.capacity = policyCapacity(policy);
+    this.sync = isSyncStore(store) ? store : undefined;
   }
 
-  async limit(key: string, options?: LimitOptions): Promise<Decision> {
-    const cost = this.checkCost(options?.cost ?? 1, "cost");
-    checkKey(key);
-    let sd: StoreDecision;
+  // Not `async`: the awaited path is one promise (already resolved for a synchronous store),
+  // not a chain of them. Bad input still rejects rather than throws.
+  limit(key: string, options?: LimitOptions): Promise<Decision> {
+    let cost: number;
     try {
-      sd = await this.store.decide({ policy: this.policy, key, cost });
+      cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+      checkKey(key);
     } catch (err) {
-      return this.onStoreFailure(err, key, cost, true);
+      return Promise.reject(err);
     }
-    return this.finish(sd, cost);
+    if (this.sync !== undefined) {
+      try {
+        return Promise.resolve(this.finish(this.sync.decideSync(this.policy, key, cost), cost));
+      } catch (err) {
+        return this.onStoreFailure(err, key, cost, true);
+      }
+    }
+    return this.store.decide({ policy: this.policy, key, cost }).then(
+      (sd) => this.finish(sd, cost),
+      (err: unknown) => this.onStoreFailure(err, key, cost, true),
+    );
   }
 
-  async peek(key: string, options?: LimitOptions): Promise<Decision> {
+  limitSync(key: string, options?: LimitOptions): Decision {
+    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+    checkKey(key);
+    return this.finish(this.syncStore("limitSync").decideSync(this.policy, key, cost), cost);
+  }
+
+  peek(key: string, options?: LimitOptions): Promise<Decision> {
+    let cost: number;
+    try {
+      cost = this.checkCost(options?.cost ?? 1, "cost");
+      checkKey(key);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (this.sync !== undefined) {
+      try {
+        return Promise.resolve(this.peeked(this.sync.peekSync(this.policy, key, cost), cost));
+      } catch (err) {
+        return this.onStoreFailure(err, key, cost, false);
+      }
+    }
+    return this.store.peek({ policy: this.policy, key, cost }).then(
+      (sd) => this.peeked(sd, cost),
+      (err: unknown) => this.onStoreFailure(err, key, cost, false),
+    );
+  }
+
+  peekSync(key: string, options?: LimitOptions): Decision {
     const cost = this.checkCost(options?.cost ?? 1, "cost");
     checkKey(key);
-    let sd: StoreDecision;
-    try {
-      sd = await this.store.peek({ policy: this.policy, key, cost });
-    } catch (err) {
-      return this.onStoreFailure(err, key, cost, false);
-    }
-    // Report what is left now, before the hypothetical request. (A denial already reports
-    // every rule uncharged; an allowed peek reports every rule as if charged.)
-    const rules = sd.allowed
-      ? sd.rules.map((r) => ({ ...r, remaining: r.remaining + cost }))
-      : sd.rules;
-    return this.finish({ ...sd, rules }, cost);
+    return this.peeked(this.syncStore("peekSync").peekSync(this.policy, key, cost), cost);
   }
 
   async reset(key: string): Promise<void> {
@@ -156,21 +206,27 @@ class PolicyLimiter implements Limiter {
     return {
       decision,
       release: async () => {
-        if (released) return;
+        if (released) return false;
         released = true;
-        await this.release(key, decision.leaseId!);
+        return this.release(key, decision.leaseId!);
       },
     };
   }
 
-  async release(key: string, leaseId: string): Promise<void> {
-    checkKey(key);
-    if (typeof leaseId !== "string" || leaseId === "") {
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [
-        { path: "leaseId", message: "must be a non-empty string" },
-      ]);
+  release(key: string, leaseId: string): Promise<boolean> {
+    try {
+      checkKey(key);
+      if (typeof leaseId !== "string" || leaseId === "") {
+        throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [
+          { path: "leaseId", message: "must be a non-empty string" },
+        ]);
+      }
+      if (this.sync !== undefined)
+        return Promise.resolve(this.sync.releaseSync(this.policy, key, leaseId));
+    } catch (err) {
+      return Promise.reject(err);
     }
-    await this.store.release(this.policy, key, leaseId);
+    return this.store.release(this.policy, key, leaseId);
   }
 
   async reserve(key: string, estimate: number): Promise<Reservation> {
@@ -201,6 +257,14 @@ class PolicyLimiter implements Limiter {
     };
   }
 
+  private syncStore(method: string): SyncStore {
+    if (this.sync !== undefined) return this.sync;
+    throw new SluiceError(
+      "SLUICE_ERR_UNSUPPORTED",
+      `${method}() needs a store that decides in-process (the memory store); this limiter uses the ${this.store.kind} store: use ${method.replace("Sync", "")}()`,
+    );
+  }
+
   private checkCost(cost: unknown, field: string): number {
     if (typeof cost !== "number" || !Number.isInteger(cost) || cost <= 0) {
       throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
@@ -221,47 +285,80 @@ class PolicyLimiter implements Limiter {
     return cost;
   }
 
-  private finish(sd: StoreDecision, cost: number, reason?: DecisionReason): Decision {
-    const d = toDecision(
-      this.policy,
-      sd,
-      cost,
-      reason ?? sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined),
-    );
+  private finish(sd: StoreDecision, cost: number): Decision {
+    const reason: DecisionReason | undefined =
+      sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined);
+    const d = toDecision(this.policy, sd, cost, reason);
     if (this.policy.shadow && !d.allowed)
       return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
     return d;
   }
 
-  private async onStoreFailure(
+  /** A peek reports what is left now, before the hypothetical request. */
+  private peeked(sd: StoreDecision, cost: number): Decision {
+    // A denial already reports every rule uncharged; an allowed peek reports every rule as if
+    // charged.
+    const rules = sd.allowed
+      ? sd.rules.map((r) => ({ ...r, remaining: r.remaining + cost }))
+      : sd.rules;
+    return this.finish({ ...sd, rules }, cost);
+  }
+
+  private onStoreFailure(
     err: unknown,
     key: string,
     cost: number,
     commit: boolean,
   ): Promise<Decision> {
-    if (err instanceof ValidationError) throw err;
+    if (err instanceof ValidationError) return Promise.reject(err);
     try {
       this.onError?.(err, this.policy);
     } catch {
       // A throwing error hook must not turn a decision into a crash.
     }
     const mode = this.policy.onStoreError;
-    if (mode === "insurance") {
-      const { store, policy } = this.insuranceFor();
-      const sd = commit
-        ? store.decideSync({ policy, key, cost: Math.min(cost, policyCapacity(policy)) }, true)
-        : store.decideSync({ policy, key, cost: 1 }, false);
-      return toDecision(policy, sd, cost, "insurance", this.policy.name);
-    }
+    if (mode === "insurance") return Promise.resolve(this.insured(key, cost, commit));
     const allowed = mode === "allow";
-    const rules: RuleOutcome[] = this.policy.rules.map(() => ({
-      allowed,
-      remaining: 0,
-      resetAfterMs: 0,
-      retryAfterMs: 0,
-    }));
+    const rules: RuleDecision[] = this.policy.rules.map((r) =>
+      ruleDecision(r, { allowed, remaining: 0, resetAfterMs: 0, retryAfterMs: 0 }),
+    );
     // Nothing is known about the counters: report no remaining and no wait rather than invent them.
-    return toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
+    return Promise.resolve(
+      toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error"),
+    );
+  }
+
+  /**
+   * Decides with the in-memory insurance limiter (this instance's share of each rule). A cost
+   * larger than the share can never fit it: such a request is denied, charging nothing, with
+   * `retryAfterMs` the longest rule period (by then the store may be back).
+   */
+  private insured(key: string, cost: number, commit: boolean): Decision {
+    const { store, policy } = this.insuranceFor();
+    const capacity = policyCapacity(policy);
+    if (cost > capacity) {
+      const now = store.peekSync(policy, key, 1);
+      const rules = now.rules.map((r) => {
+        const fits = cost <= algorithms[policy.algorithm].capacity(r);
+        return fits
+          ? { ...r, remaining: r.remaining + 1 }
+          : {
+              ...r,
+              allowed: false,
+              remaining: r.remaining + (r.allowed ? 1 : 0),
+              retryAfterMs: r.periodMs,
+            };
+      });
+      return toDecision(
+        policy,
+        { allowed: false, rules, blockedForMs: 0 },
+        cost,
+        "insurance",
+        this.policy.name,
+      );
+    }
+    const sd = commit ? store.decideSync(policy, key, cost) : store.peekSync(policy, key, cost);
+    return toDecision(policy, sd, cost, "insurance", this.policy.name);
   }
 
   /** The in-memory insurance limiter: this instance's share of each rule. */
@@ -313,21 +410,10 @@ export function toDecision(
   reason?: DecisionReason,
   policyName = policy.name,
 ): Decision {
-  const rules: RuleDecision[] = sd.rules.map((o, i) => {
-    const r = policy.rules[i]!;
-    return {
-      limit: r.limit,
-      periodMs: r.periodMs,
-      burst: r.burst,
-      allowed: o.allowed,
-      remaining: o.remaining,
-      resetAfterMs: o.resetAfterMs,
-      retryAfterMs: o.retryAfterMs,
-    };
-  });
+  const rules = sd.rules;
   let pick = 0;
-  let remaining = Infinity;
-  for (let i = 0; i < rules.length; i++) {
+  let remaining = rules[0]!.remaining;
+  for (let i = 1; i < rules.length; i++) {
     const r = rules[i]!;
     if (r.remaining < remaining) remaining = r.remaining;
     const p = rules[pick]!;
@@ -338,20 +424,66 @@ export function toDecision(
     if (better) pick = i;
   }
   const reported = rules[pick]!;
-  const retry = sd.allowed ? 0 : Math.max(reported.retryAfterMs, sd.blockedForMs);
-  const d: Decision = {
-    allowed: sd.allowed,
-    limit: reported.limit,
-    remaining: Number.isFinite(remaining) ? remaining : 0,
-    resetAfterMs: Math.max(reported.resetAfterMs, sd.allowed ? 0 : sd.blockedForMs),
-    retryAfterMs: retry,
+  const allowed = sd.allowed;
+  const resetAfterMs = allowed
+    ? reported.resetAfterMs
+    : Math.max(reported.resetAfterMs, sd.blockedForMs);
+  const retryAfterMs = allowed ? 0 : Math.max(reported.retryAfterMs, sd.blockedForMs);
+  const limit = reported.limit;
+  const leaseId = sd.leaseId;
+  // One object literal per shape (no spread): decisions are made at millions per second.
+  if (reason === undefined) {
+    if (leaseId === undefined) {
+      return {
+        allowed,
+        limit,
+        remaining,
+        resetAfterMs,
+        retryAfterMs,
+        policy: policyName,
+        rule: pick,
+        rules,
+        cost,
+      };
+    }
+    return {
+      allowed,
+      limit,
+      remaining,
+      resetAfterMs,
+      retryAfterMs,
+      policy: policyName,
+      rule: pick,
+      rules,
+      cost,
+      leaseId,
+    };
+  }
+  if (leaseId === undefined) {
+    return {
+      allowed,
+      limit,
+      remaining,
+      resetAfterMs,
+      retryAfterMs,
+      policy: policyName,
+      rule: pick,
+      rules,
+      cost,
+      reason,
+    };
+  }
+  return {
+    allowed,
+    limit,
+    remaining,
+    resetAfterMs,
+    retryAfterMs,
     policy: policyName,
     rule: pick,
     rules,
     cost,
+    reason,
+    leaseId,
   };
-  const extra: { reason?: DecisionReason; leaseId?: string } = {};
-  if (reason !== undefined) extra.reason = reason;
-  if (sd.leaseId !== undefined) extra.leaseId = sd.leaseId;
-  return reason !== undefined || sd.leaseId !== undefined ? { ...d, ...extra } : d;
 }

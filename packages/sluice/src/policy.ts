@@ -128,6 +128,9 @@ export function toIssues(error: z.ZodError): ValidationIssue[] {
   });
 }
 
+/** Every policy {@link definePolicy} returned: only these skip validation in `createLimiter`. */
+const resolved = new WeakSet<object>();
+
 /**
  * Validates a policy and resolves it into a frozen {@link Policy}.
  * Throws a {@link ValidationError} (code `SLUICE_ERR_POLICY`) listing every problem with its field.
@@ -167,7 +170,7 @@ export function definePolicy(input: PolicyInput): Policy {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
   if (issues.length > 0) throw new ValidationError("SLUICE_ERR_POLICY", subject, issues);
-  return Object.freeze({
+  const policy: Policy = Object.freeze({
     name: p.name,
     algorithm: p.algorithm,
     rules: Object.freeze(rules),
@@ -177,13 +180,16 @@ export function definePolicy(input: PolicyInput): Policy {
     shadow: p.shadow,
     description: p.description,
   });
+  resolved.add(policy);
+  return policy;
 }
 
-/** True when `value` is an already-resolved {@link Policy} (as returned by {@link definePolicy}). */
+/**
+ * True when `value` is a {@link Policy} returned by {@link definePolicy} (the very object, not a
+ * look-alike or a copy).
+ */
 export function isResolvedPolicy(value: unknown): value is Policy {
-  return (
-    typeof value === "object" && value !== null && Object.isFrozen(value) && "blockMs" in value
-  );
+  return typeof value === "object" && value !== null && resolved.has(value);
 }
 
 /** Largest cost one request may have under this policy: the smallest rule capacity. */

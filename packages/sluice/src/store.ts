@@ -1,4 +1,4 @@
-import type { RuleOutcome } from "./algorithms/types.js";
+import type { RuleDecision } from "./decision.js";
 import type { Policy } from "./policy.js";
 
 /** One decision asked of a store. */
@@ -14,8 +14,11 @@ export interface StoreRequest {
 /** What a store decided: the combined verdict and every rule's outcome. */
 export interface StoreDecision {
   readonly allowed: boolean;
-  /** One outcome per rule, in policy order. */
-  readonly rules: readonly RuleOutcome[];
+  /**
+   * One outcome per rule, in policy order, with the rule's `limit`, `periodMs` and `burst`
+   * (the limiter passes these objects on in the `Decision`: build new ones per call).
+   */
+  readonly rules: readonly RuleDecision[];
   /** > 0 when a penalty block is in force for the key: the time left (ms). */
   readonly blockedForMs: number;
   /** For `concurrency`, the lease taken. */
@@ -42,12 +45,41 @@ export interface Store {
   peek(req: StoreRequest): Promise<StoreDecision>;
   /** Charge `delta` units unconditionally (negative refunds) to every rule of the key. */
   adjust(policy: Policy, key: string, delta: number): Promise<void>;
-  /** Release a concurrency lease. Releasing an unknown or expired lease is a no-op. */
-  release(policy: Policy, key: string, leaseId: string): Promise<void>;
+  /**
+   * Release a concurrency lease. Resolves `true` when the lease was held and is now freed,
+   * `false` when it was unknown, already released or expired (a no-op).
+   */
+  release(policy: Policy, key: string, leaseId: string): Promise<boolean>;
   /** Forget everything about the key (counters and penalty block). */
   reset(policy: Policy, key: string): Promise<void>;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */
   close?(): Promise<void>;
+}
+
+/**
+ * A store that decides synchronously, inside the calling process (the memory store). A limiter
+ * over such a store also offers `limitSync` / `peekSync` (see {@link SyncLimiter}), and its
+ * `limit` answers with a single already-resolved promise instead of a chain of them.
+ *
+ * The `*Sync` methods follow the same contract as their asynchronous namesakes; they throw
+ * instead of rejecting.
+ */
+export interface SyncStore extends Store {
+  /** {@link Store.decide}, synchronously. */
+  decideSync(policy: Policy, key: string, cost: number): StoreDecision;
+  /** {@link Store.peek}, synchronously. */
+  peekSync(policy: Policy, key: string, cost: number): StoreDecision;
+  /** {@link Store.adjust}, synchronously. */
+  adjustSync(policy: Policy, key: string, delta: number): void;
+  /** {@link Store.release}, synchronously. */
+  releaseSync(policy: Policy, key: string, leaseId: string): boolean;
+  /** {@link Store.reset}, synchronously. */
+  resetSync(policy: Policy, key: string): void;
+}
+
+/** True when `store` implements {@link SyncStore}. */
+export function isSyncStore(store: Store): store is SyncStore {
+  return typeof (store as Partial<SyncStore>).decideSync === "function";
 }

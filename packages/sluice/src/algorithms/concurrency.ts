@@ -13,7 +13,7 @@ export interface ConcurrencyAlgorithm extends Algorithm {
     state: readonly number[] | undefined,
     nowMs: number,
     leaseId: number,
-  ): { next: number[] | null; ttlMs: number };
+  ): { next: number[] | null; ttlMs: number; released: boolean };
 }
 
 /**
@@ -22,8 +22,20 @@ export interface ConcurrencyAlgorithm extends Algorithm {
  * State: [leaseId1, expiresAt1, cost1, …]. `decide` takes the new lease's id as a 5th argument.
  */
 export const concurrency: ConcurrencyAlgorithm = {
+  stateSize: 0,
   capacity: (rule) => rule.limit,
   decide(state, nowMs, rule, cost, leaseId: number = 0) {
+    if (cost > 0 && cost <= rule.limit && !hasLive(state, nowMs)) {
+      // Nothing in flight (the common case): the new lease alone.
+      return {
+        allowed: true,
+        remaining: rule.limit - cost,
+        resetAfterMs: rule.periodMs,
+        retryAfterMs: 0,
+        next: [leaseId, nowMs + rule.periodMs, cost],
+        ttlMs: rule.periodMs,
+      };
+    }
     const live = prune(state, nowMs);
     const inFlight = sum(live);
     if (inFlight + cost <= rule.limit) {
@@ -66,14 +78,25 @@ export const concurrency: ConcurrencyAlgorithm = {
     return { next: live.length > 0 ? live : null, ttlMs: Math.max(0, maxExpiry(live) - nowMs) };
   },
   release(state, nowMs, leaseId) {
+    if (state !== undefined && state.length === 3) {
+      // One lease recorded (the common case): released if it is this one and still live.
+      const released = state[0] === leaseId && (state[1] ?? 0) > nowMs;
+      if (released || (state[1] ?? 0) <= nowMs) return { next: null, ttlMs: 0, released };
+    }
     const live = prune(state, nowMs);
+    let released = false;
     for (let i = 0; i < live.length; i += 3) {
       if (live[i] === leaseId) {
         live.splice(i, 3);
+        released = true;
         break;
       }
     }
-    return { next: live.length > 0 ? live : null, ttlMs: Math.max(0, maxExpiry(live) - nowMs) };
+    return {
+      next: live.length > 0 ? live : null,
+      ttlMs: Math.max(0, maxExpiry(live) - nowMs),
+      released,
+    };
   },
 };
 
@@ -84,6 +107,12 @@ function prune(state: readonly number[] | undefined, nowMs: number): number[] {
     if ((state[i + 1] ?? 0) > nowMs) out.push(state[i] ?? 0, state[i + 1] ?? 0, state[i + 2] ?? 0);
   }
   return out;
+}
+
+function hasLive(state: readonly number[] | undefined, nowMs: number): boolean {
+  if (state === undefined) return false;
+  for (let i = 1; i < state.length; i += 3) if ((state[i] ?? 0) > nowMs) return true;
+  return false;
 }
 
 function sum(live: readonly number[]): number {

@@ -6,6 +6,7 @@ import { type Algorithm, ceilMs } from "./types.js";
  * window and `limit` again at the start of the next (2× burst across the edge).
  */
 export const fixedWindow: Algorithm = {
+  stateSize: 2,
   capacity: (rule) => rule.limit,
   decide(state, nowMs, rule, cost) {
     const start = nowMs - (nowMs % rule.periodMs);

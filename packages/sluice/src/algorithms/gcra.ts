@@ -11,6 +11,7 @@ import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
  * State: [tat].
  */
 export const gcra: Algorithm = {
+  stateSize: 1,
   capacity: (rule) => rule.burst,
   decide(state, nowMs, rule, cost) {
     const T = rule.periodMs / rule.limit;

@@ -6,7 +6,14 @@ import { slidingWindow } from "./sliding-window.js";
 import { tokenBucket } from "./token-bucket.js";
 import type { Algorithm } from "./types.js";
 
-export type { Algorithm, ResolvedRule, RuleOutcome, Step, Adjusted } from "./types.js";
+export type {
+  Algorithm,
+  InPlaceAlgorithm,
+  ResolvedRule,
+  RuleOutcome,
+  Step,
+  Adjusted,
+} from "./types.js";
 export { EPS, ceilMs, floorUnits } from "./types.js";
 export { concurrency, fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket };
 

@@ -7,6 +7,7 @@ import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
  * previous window's unevenness. State: [currentWindowStart, prev, curr].
  */
 export const slidingWindow: Algorithm = {
+  stateSize: 3,
   capacity: (rule) => rule.limit,
   decide(state, nowMs, rule, cost) {
     const P = rule.periodMs;

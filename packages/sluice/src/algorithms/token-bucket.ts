@@ -7,6 +7,7 @@ import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
  * State: [tokens, lastRefillMs]. Tokens may go negative after a forced charge (debt).
  */
 export const tokenBucket: Algorithm = {
+  stateSize: 2,
   capacity: (rule) => rule.burst,
   decide(state, nowMs, rule, cost) {
     const rate = rule.limit / rule.periodMs;

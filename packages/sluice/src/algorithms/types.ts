@@ -44,6 +44,12 @@ export interface Adjusted {
 
 /** One rate-limiting algorithm. Implementations are pure and never read a clock. */
 export interface Algorithm {
+  /**
+   * How many numbers the state of one key holds under one rule, always the same (gcra 1,
+   * token-bucket 2, fixed-window 2, sliding-window 3); 0 when it varies with traffic
+   * (sliding-log, concurrency). Stores use it to lay state out without per-key objects.
+   */
+  readonly stateSize: number;
   /** Largest cost a single request can ever have under `rule` (larger is a validation error). */
   capacity(rule: ResolvedRule): number;
   /** Decide a request of `cost` (≥ 0; 0 only peeks) at `nowMs` against `state`. */
@@ -80,4 +86,19 @@ export function ceilMs(ms: number): number {
 /** Round a count down (never promise more than is there), tolerating float error. */
 export function floorUnits(units: number): number {
   return units <= 0 ? 0 : Math.floor(units + EPS);
+}
+
+/**
+ * An algorithm whose state grows with traffic (sliding-log) can also decide on a state array
+ * the caller owns, changing it in place instead of copying it: a store that keeps one array per
+ * key then does O(1) amortised work per decision instead of O(state). The answer is exactly
+ * `decide`'s (which is defined as this on a copy).
+ */
+export interface InPlaceAlgorithm extends Algorithm {
+  /**
+   * `decide(state, nowMs, rule, cost)`, with `state` changed into the next state (pruned, and
+   * charged when allowed). The result's `next` is `state` itself, or null when nothing is left.
+   * Only for callers that commit the outcome: a peek or a multi-rule decision uses `decide`.
+   */
+  decideInPlace(state: number[], nowMs: number, rule: ResolvedRule, cost: number): Step;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { RuleOutcome } from "../algorithms/types.js";
+import type { RuleDecision } from "../decision.js";
 import { type Clock, systemClock } from "../clock.js";
 import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "../errors.js";
 import type { Policy } from "../policy.js";
@@ -112,7 +112,7 @@ interface DenyEntry {
   readonly cost: number;
   readonly at: number;
   readonly until: number;
-  readonly rules: readonly RuleOutcome[];
+  readonly rules: readonly RuleDecision[];
 }
 
 const CONNECTING_STATUS = new Set(["connect", "connecting", "wait"]);
@@ -193,9 +193,10 @@ export class RedisStore implements Store {
     await this.enqueue("a", policy, key, delta, "");
   }
 
-  async release(policy: Policy, key: string, leaseId: string): Promise<void> {
-    if (policy.algorithm !== "concurrency") return;
-    await this.enqueue("r", policy, key, 0, leaseId);
+  async release(policy: Policy, key: string, leaseId: string): Promise<boolean> {
+    if (policy.algorithm !== "concurrency") return false;
+    const r = (await this.enqueue("r", policy, key, 0, leaseId)) as number[];
+    return r[0] === 1;
   }
 
   async reset(policy: Policy, key: string): Promise<void> {
@@ -470,9 +471,12 @@ export class RedisStore implements Store {
     // Only the same cost: a larger one is denied too, but its wait would be longer.
     if (cost !== e.cost) return undefined;
     const elapsed = now - e.at;
-    const rules = e.rules.map((r): RuleOutcome => {
+    const rules = e.rules.map((r): RuleDecision => {
       const retry = Math.max(0, r.retryAfterMs - elapsed);
       return {
+        limit: r.limit,
+        periodMs: r.periodMs,
+        burst: r.burst,
         allowed: r.allowed || retry === 0,
         remaining: r.remaining,
         resetAfterMs: Math.max(0, r.resetAfterMs - elapsed),
@@ -486,7 +490,7 @@ export class RedisStore implements Store {
     policy: Policy,
     key: string,
     cost: number,
-    rules: readonly RuleOutcome[],
+    rules: readonly RuleDecision[],
     at: number,
   ): void {
     let retry = 0;
@@ -545,10 +549,14 @@ function settle(batch: Pending[], reply: unknown): void {
     }
     if (p.op === "d" || p.op === "p") {
       const n = p.policy.rules.length;
-      const rules: RuleOutcome[] = new Array<RuleOutcome>(n);
+      const rules: RuleDecision[] = new Array<RuleDecision>(n);
       for (let r = 0; r < n; r++) {
         const b = i + 2 + r * 4;
+        const rule = p.policy.rules[r]!;
         rules[r] = {
+          limit: rule.limit,
+          periodMs: rule.periodMs,
+          burst: rule.burst,
           allowed: reply[b] === 1,
           remaining: Number(reply[b + 1]),
           resetAfterMs: Number(reply[b + 2]),
@@ -558,7 +566,7 @@ function settle(batch: Pending[], reply: unknown): void {
       p.resolve({ allowed: status === 1, rules, blockedForMs: Number(reply[i + 1]) });
       i += 2 + n * 4;
     } else {
-      p.resolve([]);
+      p.resolve([Number(status)]);
       i += 1;
     }
   }

@@ -8,6 +8,7 @@ import {
   type Decision,
   type Limiter,
   type Store,
+  type SyncLimiter,
   createLimiter,
   isSluiceError,
 } from "../../src/index.js";
@@ -22,6 +23,8 @@ export interface ConformanceOptions {
   skip?: Array<{ reason: string; scenarios: string[] }>;
   /** Called after all scenarios (close clients, stop servers). */
   teardown?: () => Promise<void>;
+  /** Decide through `limitSync` / `peekSync` (stores that decide in-process). */
+  sync?: boolean;
 }
 
 /** Declares one vitest test per scenario against stores made by `makeStore`. */
@@ -40,7 +43,7 @@ export function runConformance(
         return;
       }
       it(scenario.name, async () => {
-        await play(scenario, `c${run}-${index}`, makeStore);
+        await play(scenario, `c${run}-${index}`, makeStore, options.sync === true);
       });
     });
   });
@@ -51,6 +54,7 @@ export async function play(
   scenario: Scenario,
   policyName: string,
   makeStore: (now: () => number) => Store | Promise<Store>,
+  sync = false,
 ): Promise<void> {
   let t = T0;
   const store = await makeStore(() => t);
@@ -67,14 +71,16 @@ export async function play(
     try {
       switch (step.op ?? "limit") {
         case "limit":
-          decision = await limiter.limit(
-            key,
-            step.cost !== undefined ? { cost: step.cost } : undefined,
-          );
+          decision = sync
+            ? syncLimiter(limiter).limitSync(
+                key,
+                step.cost !== undefined ? { cost: step.cost } : undefined,
+              )
+            : await limiter.limit(key, step.cost !== undefined ? { cost: step.cost } : undefined);
           if (step.lease && decision.leaseId) leases.set(step.lease, decision.leaseId);
           break;
         case "peek":
-          decision = await limiter.peek(key);
+          decision = sync ? syncLimiter(limiter).peekSync(key) : await limiter.peek(key);
           break;
         case "reset":
           await limiter.reset(key);
@@ -97,6 +103,13 @@ export async function play(
       throw new Error(`${scenario.name}: ${where} should have thrown ${step.throws}`);
     if (step.expect && decision) check(decision, step.expect, `${scenario.name}: ${where}`);
   }
+}
+
+/** The limiter as a {@link SyncLimiter} (it is one over a store that decides in-process). */
+function syncLimiter(limiter: Limiter): SyncLimiter {
+  const l = limiter as Partial<SyncLimiter>;
+  if (typeof l.limitSync !== "function") throw new Error("the limiter has no limitSync");
+  return l as SyncLimiter;
 }
 
 function check(d: Decision, e: Expect, where: string): void {

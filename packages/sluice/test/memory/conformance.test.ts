@@ -3,3 +3,4 @@ import { runConformance } from "../conformance/run.js";
 
 runConformance("memory", (now) => memoryStore({ now }));
 runConformance("memory (tiny maxKeys)", (now) => memoryStore({ now, maxKeys: 4 }));
+runConformance("memory (limitSync)", (now) => memoryStore({ now }), { sync: true });

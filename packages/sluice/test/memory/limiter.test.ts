@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { type Store, StoreError, createLimiter, memoryStore } from "../../src/index.js";
+import {
+  type Store,
+  StoreError,
+  type SyncLimiter,
+  createLimiter,
+  definePolicy,
+  memoryStore,
+} from "../../src/index.js";
 
 const T0 = 1_700_006_400_000;
 
@@ -132,6 +139,91 @@ describe("limiter", () => {
     expect(fs.filter((d) => d.allowed).length).toBe(2);
   });
 
+  it("insurance: a cost above this instance's share is denied and charges nothing", async () => {
+    const limiter = createLimiter({
+      store: brokenStore(4),
+      policy: { name: "share", rules: [{ limit: 20, period: "1m" }], onStoreError: "insurance" },
+    });
+    // The share is 20 / 4 = 5: a cost of 8 can never fit it.
+    const big = await limiter.limit("k", { cost: 8 });
+    expect(big).toMatchObject({
+      allowed: false,
+      reason: "insurance",
+      cost: 8,
+      limit: 5,
+      remaining: 5,
+      retryAfterMs: 60_000,
+    });
+    expect(big.rules[0]).toMatchObject({ allowed: false, remaining: 5 });
+    // Nothing was charged: the whole share is still there.
+    expect(await limiter.limit("k", { cost: 5 })).toMatchObject({
+      allowed: true,
+      remaining: 0,
+      reason: "insurance",
+    });
+  });
+
+  it("recognises definePolicy's results exactly: a look-alike is validated", () => {
+    const lookAlike = Object.freeze({
+      name: "fake",
+      algorithm: "gcra",
+      rules: Object.freeze([Object.freeze({ limit: 0, periodMs: 1000, burst: 0 })]),
+      blockMs: 0,
+      onStoreError: "allow",
+      insuranceInstances: 0,
+      shadow: false,
+      description: "",
+    });
+    expect(() => createLimiter({ policy: lookAlike as never })).toThrow(
+      expect.objectContaining({ code: "SLUICE_ERR_POLICY" }),
+    );
+    const real = definePolicy({ name: "real", rules: [{ limit: 1, period: "1s" }] });
+    expect(createLimiter({ policy: real }).policy).toBe(real);
+  });
+
+  it("limitSync and peekSync decide synchronously over the memory store", async () => {
+    let t = T0;
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => t }),
+      policy: { name: "sync", rules: [{ limit: 2, period: "1s" }] },
+    });
+    expect(limiter.limitSync("k")).toMatchObject({ allowed: true, remaining: 1 });
+    expect(limiter.peekSync("k")).toMatchObject({ allowed: true, remaining: 1 });
+    expect((await limiter.limit("k")).remaining).toBe(0);
+    expect(limiter.limitSync("k")).toMatchObject({ allowed: false, retryAfterMs: 500 });
+    t += 500;
+    expect(limiter.limitSync("k").allowed).toBe(true);
+    expect(() => limiter.limitSync("")).toThrow(
+      expect.objectContaining({ code: "SLUICE_ERR_KEY" }),
+    );
+    expect(() => limiter.limitSync("k", { cost: 3 })).toThrow(
+      expect.objectContaining({ code: "SLUICE_ERR_COST" }),
+    );
+    // The default store is the memory store, so the default limiter is synchronous too.
+    const dflt = createLimiter({ policy: { name: "d", rules: [{ limit: 1, period: "1s" }] } });
+    expect(dflt.limitSync("k").allowed).toBe(true);
+    // Over a store that decides elsewhere, limitSync says what to use instead.
+    const remote = createLimiter({
+      store: brokenStore(),
+      policy: { name: "r", rules: [{ limit: 1, period: "1s" }] },
+    }) as unknown as SyncLimiter;
+    expect(() => remote.limitSync("k")).toThrow(
+      /limitSync\(\) needs a store that decides in-process.*use limit\(\)/,
+    );
+  });
+
+  it("release says whether it freed a lease", async () => {
+    const limiter = createLimiter({
+      policy: { name: "rel", algorithm: "concurrency", rules: [{ limit: 1, period: "1m" }] },
+    });
+    const lease = await limiter.acquire("k");
+    expect(lease.decision.allowed).toBe(true);
+    expect(await limiter.release("k", "no-such-lease")).toBe(false);
+    expect(await lease.release()).toBe(true);
+    expect(await lease.release()).toBe(false);
+    expect(await limiter.release("k", lease.decision.leaseId!)).toBe(false);
+  });
+
   it("validation errors are thrown, never turned into decisions", async () => {
     const limiter = createLimiter({
       store: brokenStore(),
@@ -193,6 +285,46 @@ describe("memory store", () => {
     expect(store.keyCount).toBe(3);
     expect((await long.peek("a")).allowed).toBe(true);
     expect((await long.peek("b")).allowed).toBe(false);
+  });
+
+  it("a flood of new keys on one policy never evicts another policy's keys", async () => {
+    const t = T0;
+    const store = memoryStore({ now: () => t, maxKeys: 100 });
+    const web = createLimiter({
+      store,
+      policy: { name: "web", rules: [{ limit: 10, period: "1h" }] },
+    });
+    const mobile = createLimiter({
+      store,
+      policy: { name: "mobile", rules: [{ limit: 10, period: "1h" }] },
+    });
+    // web's client is exhausted.
+    for (let i = 0; i < 10; i++) await web.limit("victim");
+    expect((await web.limit("victim")).allowed).toBe(false);
+    // mobile floods with 1,000 distinct keys (10× the store).
+    for (let i = 0; i < 1000; i++) await mobile.limit(`flood-${i}`);
+    expect(store.keyCount).toBe(100);
+    // web sends 20 new keys of its own: room is taken from mobile, which holds the most.
+    for (let i = 0; i < 20; i++) await web.limit(`web-${i}`);
+    expect(store.keyCount).toBe(100);
+    expect(await web.peek("victim")).toMatchObject({ allowed: false, remaining: 0 });
+    expect((await web.peek("web-0")).remaining).toBe(9);
+  });
+
+  it("evicts, among the oldest keys, the one whose state expires soonest", async () => {
+    let t = T0;
+    const store = memoryStore({ now: () => t, maxKeys: 3 });
+    const p = createLimiter({ store, policy: { name: "p", rules: [{ limit: 2, period: "1h" }] } });
+    await p.limit("a"); // TAT +30 min
+    await p.limit("b");
+    await p.limit("b"); // TAT +60 min
+    await p.limit("c");
+    await p.limit("c"); // TAT +60 min
+    t += 1000;
+    await p.limit("d"); // full: a holds the least
+    expect((await p.peek("a")).remaining).toBe(2);
+    expect((await p.peek("b")).remaining).toBe(0);
+    expect((await p.peek("c")).remaining).toBe(0);
   });
 
   it("keeps policies apart, and a changed algorithm never reads another's state", async () => {

@@ -18,7 +18,7 @@
 --            blockMs > 0 or the op is a reset.
 -- Output: a flat array, per operation in order:
 --   d, p:    allowed (1/0), blockedForMs, then per rule allowed, remaining, resetAfterMs, retryAfterMs
---   a, r, x: 1
+--   a, x: 1; r: 1 when the lease was held and is now released, else 0
 --   any op that met unreadable state: -1, message (nothing was written for that operation)
 -- Each operation is atomic (the whole script is); operations run one after another.
 
@@ -570,8 +570,10 @@ while a <= #ARGV do
           redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now))
           redis.call('PEXPIRE', key, max(1, cc_maxExpiry(live) - now) + pad)
         end
+        on = on + 1; out[on] = 1
+      else
+        on = on + 1; out[on] = 0
       end
-      on = on + 1; out[on] = 1
     end
   end
 end
