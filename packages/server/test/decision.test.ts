@@ -292,6 +292,18 @@ forEachDatabase((database) => {
         body: { policy: "jobs", key: "w", leaseId: first.body.leaseId },
       });
       expect(rel.status).toBe(200);
+      expect(rel.body).toEqual({ released: true });
+      // Releasing it again, or a lease never taken, frees nothing and says so.
+      const again = await call(s.url, "POST", "/v1/release", {
+        token: webKey,
+        body: { policy: "jobs", key: "w", leaseId: first.body.leaseId },
+      });
+      expect(again.body).toEqual({ released: false });
+      const unknown = await call(s.url, "POST", "/v1/release", {
+        token: webKey,
+        body: { policy: "jobs", key: "w", leaseId: "no-such-lease" },
+      });
+      expect(unknown.body).toEqual({ released: false });
       expect((await limit({ policy: "jobs", key: "w" })).body.allowed).toBe(true);
       const wrong = await call(s.url, "POST", "/v1/release", {
         token: webKey,

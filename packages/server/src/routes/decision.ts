@@ -220,7 +220,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
         },
       ]);
     }
-    await live.limiter.release(body.key, body.leaseId);
-    return { released: true };
+    // `released: false`: the lease was unknown, already released or expired (nothing freed).
+    return { released: await live.limiter.release(body.key, body.leaseId) };
   });
 }
