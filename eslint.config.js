@@ -6,14 +6,17 @@ export default tseslint.config(
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
-    files: ["packages/*/src/**/*.ts"],
-    ignores: ["**/*.test.ts"],
+    // Every TypeScript file, tests included, is linted with type information: each belongs to
+    // a tsconfig.json (packages/*/tsconfig.json, packages/*/test/tsconfig.json, the root one for
+    // test/support and the build configs), which `npm run typecheck` also checks.
+    files: ["**/*.{ts,mts,cts}"],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
     },
     rules: {
       "@typescript-eslint/no-floating-promises": "error",
       "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: false }],
+      "@typescript-eslint/await-thenable": "error",
       "@typescript-eslint/no-explicit-any": "error",
     },
   },
