@@ -21,6 +21,25 @@ export default tseslint.config(
     },
   },
   {
+    // The admin page runs in a browser: it takes the API's types from the server's schemas, but
+    // no server code may reach its bundle.
+    files: ["packages/admin/src/**/*.ts"],
+    rules: {
+      "@typescript-eslint/no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              group: ["**/server/**", "@sluice/server", "@sluice/server/*"],
+              allowTypeImports: true,
+              message: "only `import type` from the server: its code must not reach the browser",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ["**/*.{js,mjs,cjs}"],
     languageOptions: {
       globals: {
