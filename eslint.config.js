@@ -21,6 +21,19 @@ export default tseslint.config(
     },
   },
   {
+    // The benchmarks and examples are JavaScript (run as they are): linted as JS, plus the
+    // promise rules with type information (bench/ and examples/ have a tsconfig.json with
+    // allowJs for this; their types are inferred, not checked).
+    files: ["bench/**/*.mjs", "examples/**/*.mjs"],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: false }],
+    },
+  },
+  {
     // The admin page runs in a browser: it takes the API's types from the server's schemas, but
     // no server code may reach its bundle.
     files: ["packages/admin/src/**/*.ts"],
