@@ -154,7 +154,9 @@ describe("the documentation's TypeScript", () => {
   it("runs, for every program that needs only the library", () => {
     const run = all.filter((p) => runnable(source(p)));
     // The README's quick start, reservation and concurrency snippets among them.
-    expect(run.map((p) => p.name)).toContain("README.md:28");
+    const readme = run.flatMap((p) => p.blocks).filter((b) => b.where.startsWith("README.md"));
+    for (const call of ["limiter.limit(", ".reserve(", ".acquire("])
+      expect(readme.some((b) => b.code.includes(call))).toBe(true);
     for (const p of run) {
       const r = spawnSync(
         process.execPath,
