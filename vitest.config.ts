@@ -7,6 +7,10 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^sluice$/, replacement: src("./packages/sluice/src/index.ts") },
+      {
+        find: /^sluice\/algorithms$/,
+        replacement: src("./packages/sluice/src/algorithms/entry.ts"),
+      },
       { find: /^sluice\/(.*)$/, replacement: src("./packages/sluice/src/http/adapters/$1.ts") },
     ],
   },

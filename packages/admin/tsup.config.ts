@@ -24,8 +24,8 @@ const zodEnglishOnly: Plugin = {
 
 /**
  * One browser bundle (dist/app.js) plus the static files in public/ (index.html, app.css).
- * sluice's algorithms, evaluate() and policy validation are bundled from source so the
- * simulator runs exactly the code the service runs.
+ * The simulator's algorithms, evaluate() and policy validation come from `sluice/algorithms`
+ * (the built package, which has no Node APIs), so it runs exactly the code the service runs.
  */
 export default defineConfig({
   entry: { app: "src/main.ts" },

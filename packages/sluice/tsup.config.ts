@@ -3,6 +3,9 @@ import { defineConfig } from "tsup";
 export default defineConfig({
   entry: {
     index: "src/index.ts",
+    // The pure algorithms, evaluate() and definePolicy: no stores, timers or Node APIs
+    // (browsers, simulators). The admin page's simulator imports it.
+    algorithms: "src/algorithms/entry.ts",
     // HTTP middleware: one subpath export per framework (`sluice/express`, …) and the
     // framework-free core (`sluice/http`).
     http: "src/http/adapters/http.ts",

@@ -2,12 +2,11 @@
  * The admin API client: JSON over fetch with the session's bearer token. Errors become
  * {@link ApiError}s carrying the service's `code` and, for 400s, the `issues` that name fields.
  */
+import type * as schemas from "../../server/src/api-schemas.js";
+import type { z } from "zod";
 
 /** One validation problem: a dotted field path (`rules.0.limit`) and a message. */
-export interface Issue {
-  readonly path: string;
-  readonly message: string;
-}
+export type Issue = NonNullable<z.infer<typeof schemas.errorSchema>["error"]["issues"]>[number];
 
 /** An error answer of the service (`{ error: { code, message, issues? } }`), or a network failure. */
 export class ApiError extends Error {
@@ -26,109 +25,52 @@ export class ApiError extends Error {
   }
 }
 
+// The API's types come from the service's own schemas (packages/server/src/api-schemas.ts),
+// which it validates requests with and which a server test checks every answer against, so
+// they cannot drift. The imports are type-only: no server code reaches the browser bundle
+// (eslint refuses a value import from the server here).
+
 /** Admin roles, as the service names them. */
-export type Role = "viewer" | "owner" | "admin";
+export type Role = z.infer<typeof schemas.sessionUserSchema>["role"];
 
 /** The signed-in user. */
-export interface User {
-  readonly username: string;
-  readonly role: Role;
-  /** For owners: the apps they own. */
-  readonly apps: readonly string[];
-  readonly createdAt?: string;
-  readonly updatedAt?: string;
-}
+export type SessionUser = z.infer<typeof schemas.sessionUserSchema>;
+
+/** A user, as the user routes answer. */
+export type User = z.infer<typeof schemas.userSchema>;
 
 /** A rule as written: `limit` per `period` (ms or "1m"), with `burst` for gcra/token-bucket. */
-export interface Rule {
-  limit: number;
-  period: number | string;
-  burst?: number;
-}
+export type Rule = z.input<typeof schemas.namedSchemas.Rule>;
 
-/** A policy document, as the API exchanges it. */
-export interface PolicyDoc {
-  name: string;
-  description?: string;
-  algorithm?: string;
-  rules: Rule[];
-  blockDuration?: number | string;
-  onStoreError?: "allow" | "deny" | "insurance";
-  insuranceInstances?: number;
-  shadow?: boolean;
-  apps?: string[];
-  enabled?: boolean;
-}
+/** A policy document, as the page writes it (fields left out take the service's defaults). */
+export type PolicyDoc = z.input<typeof schemas.namedSchemas.PolicyDocument>;
 
 /** A stored policy: its document flattened with its bookkeeping. */
-export interface PolicyRecord extends PolicyDoc {
-  readonly version: number;
-  readonly createdBy: string;
-  readonly updatedBy: string;
-  readonly createdAt: string;
-  readonly updatedAt: string;
-  /** In lists: whether a draft is being evaluated in shadow. */
-  readonly hasDraft?: boolean;
-}
+export type PolicyRecord = z.infer<typeof schemas.policyRecordSchema>;
 
 /** One kept version of a policy. */
-export interface VersionRecord {
-  readonly name?: string;
-  readonly version: number;
-  readonly doc: PolicyDoc;
-  readonly action: string;
-  readonly createdBy: string;
-  readonly createdAt: string;
-}
+export type VersionRecord = z.infer<typeof schemas.policyVersionSchema>;
 
 /** A draft: evaluated in shadow beside the enforced version until promoted or discarded. */
-export interface DraftRecord {
-  readonly doc: PolicyDoc;
-  readonly baseVersion: number;
-  readonly createdBy: string;
-  readonly createdAt: string;
-  /** What the draft would have done on this node since it was loaded. */
-  readonly stats?: {
-    readonly evaluated: number;
-    readonly wouldDeny: number;
-    readonly wouldDenyNewly: number;
-    readonly wouldAllowNewly: number;
-  };
-}
+export type DraftRecord = z.infer<typeof schemas.draftSchema>;
 
 /** An app that calls the decision API. */
-export interface AppRecord {
-  readonly name: string;
-  readonly description: string;
-  readonly keyId: string;
-  readonly createdBy: string;
-  readonly createdAt: string;
-  /** Policies granted to this app. */
-  readonly policies?: readonly string[];
-}
+export type AppRecord = z.infer<typeof schemas.appSchema>;
 
 /** An app just created or re-keyed, with its API key (shown once). */
-export interface AppWithKey extends AppRecord {
-  readonly apiKey: string;
-}
+export type AppWithKey = z.infer<typeof schemas.appWithKeySchema>;
 
 /** One audit log entry. */
-export interface AuditRecord {
-  readonly id: number;
-  readonly at: string;
-  readonly actor: string;
-  readonly action: string;
-  readonly targetType: string;
-  readonly target: string;
-  readonly detail: unknown;
-}
+export type AuditRecord = z.infer<typeof schemas.auditEntrySchema>;
 
 /** The session: a bearer token and who it belongs to. Kept in sessionStorage. */
-export interface Session {
-  readonly token: string;
-  readonly expiresAt: string;
-  readonly user: User;
-}
+export type Session = z.infer<typeof schemas.loginResponseSchema>;
+
+/** The body of `POST /v1/admin/users`. */
+export type UserCreate = z.input<typeof schemas.userCreateSchema>;
+
+/** The body of `PATCH /v1/admin/users/:username`. */
+export type UserUpdate = z.input<typeof schemas.userUpdateSchema>;
 
 const SESSION_KEY = "sluice.admin.session";
 
@@ -283,13 +225,10 @@ export class Api {
   async users(): Promise<User[]> {
     return list<User>(await this.request("GET", "/users"), "users");
   }
-  createUser(u: { username: string; password: string; role: Role; apps: string[] }): Promise<User> {
+  createUser(u: UserCreate): Promise<User> {
     return this.request("POST", "/users", u);
   }
-  updateUser(
-    username: string,
-    change: { role?: Role; apps?: string[]; password?: string },
-  ): Promise<User> {
+  updateUser(username: string, change: UserUpdate): Promise<User> {
     return this.request("PATCH", `/users/${enc(username)}`, change);
   }
   deleteUser(username: string): Promise<void> {

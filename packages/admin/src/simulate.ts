@@ -4,11 +4,17 @@
  * memory store calls, and the Redis script ports) — with an injected clock, so a run is
  * instant and exact: the numbers are the ones the service would produce for one key.
  */
-import { ALGORITHMS, type AlgorithmName } from "../../sluice/src/algorithms/index.js";
-import { type KeyState, evaluate } from "../../sluice/src/evaluate.js";
-import { type Policy, type RuleInput, definePolicy } from "../../sluice/src/policy.js";
-import { ValidationError } from "../../sluice/src/errors.js";
-import type { Duration } from "../../sluice/src/duration.js";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type Duration,
+  type KeyState,
+  type Policy,
+  type RuleInput,
+  ValidationError,
+  definePolicy,
+  evaluate,
+} from "sluice/algorithms";
 
 /** Every algorithm, in the order the simulator shows them. */
 export const SIM_ALGORITHMS: readonly AlgorithmName[] = ALGORITHMS;

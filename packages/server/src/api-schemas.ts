@@ -2,6 +2,7 @@
  * Request and response schemas of the HTTP API, in zod: requests are validated with them and
  * the OpenAPI document is generated from them.
  */
+import { ALGORITHMS } from "sluice";
 import { z } from "zod";
 import { APP_NAME, ROLES, USERNAME, policyDocumentSchema, ruleSchema } from "./model.js";
 
@@ -201,6 +202,124 @@ export const versionParamSchema = z.coerce
   .int({ error: "must be a version number" })
   .positive({ error: "must be a version number" });
 
+// ------------------------------------------------------------ admin API answers
+// What the admin routes send. The admin page takes its types from these (`z.infer`), and
+// test/api-answers.test.ts parses a real answer of every route with them, so neither side can
+// drift from what the service really sends.
+
+const timestamp = z.string().meta({ description: "ISO 8601 time (UTC)." });
+const names = z.array(z.string());
+
+/** The signed-in user (`GET /v1/admin/me`; `user` of the login answer). */
+export const sessionUserSchema = z.strictObject({
+  username: z.string(),
+  role: z.enum(ROLES),
+  apps: names.meta({ description: "owner: the apps this user owns." }),
+});
+
+/** A user, as the user routes answer (never with a password hash). */
+export const userSchema = sessionUserSchema.extend({ createdAt: timestamp, updatedAt: timestamp });
+
+/** `GET /v1/admin/users`. */
+export const userListSchema = z.strictObject({ users: z.array(userSchema) });
+
+/** A policy document as stored: every default filled in. */
+export const storedPolicySchema = policyDocumentSchema.extend({
+  description: z.string(),
+  algorithm: z.enum(ALGORITHMS),
+  shadow: z.boolean(),
+  apps: names,
+  enabled: z.boolean(),
+});
+
+/** A policy with its bookkeeping: the document's fields flattened beside them. */
+export const policyRecordSchema = storedPolicySchema.extend({
+  version: z.number().int(),
+  createdBy: z.string(),
+  updatedBy: z.string(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+  hasDraft: z
+    .boolean()
+    .optional()
+    .meta({ description: "In lists: whether a draft is evaluated in shadow." }),
+});
+
+/** `GET /v1/admin/policies`. */
+export const policyListSchema = z.strictObject({
+  revision: z.number().int().meta({ description: "The revision this node runs." }),
+  policies: z.array(policyRecordSchema),
+});
+
+/** One kept version of a policy. */
+export const policyVersionSchema = z.strictObject({
+  name: z.string(),
+  version: z.number().int(),
+  doc: storedPolicySchema,
+  action: z.string().meta({ description: "What made this version (create, update, restore…)." }),
+  createdBy: z.string(),
+  createdAt: timestamp,
+});
+
+/** `GET /v1/admin/policies/:name/versions`. */
+export const versionListSchema = z.strictObject({ versions: z.array(policyVersionSchema) });
+
+/** What a draft would have done on live traffic, over every node. */
+export const draftStatsSchema = z.strictObject({
+  evaluated: z.number().int(),
+  wouldDeny: z.number().int(),
+  wouldDenyNewly: z.number().int(),
+  wouldAllowNewly: z.number().int(),
+});
+
+/** A draft, evaluated in shadow beside the enforced version. */
+export const draftSchema = z.strictObject({
+  id: z.number().int(),
+  name: z.string(),
+  doc: storedPolicySchema,
+  baseVersion: z.number().int(),
+  createdBy: z.string(),
+  createdAt: timestamp,
+  stats: draftStatsSchema.optional().meta({ description: "In GET: what it would have done." }),
+});
+
+/** An app (never its key, only the key's public id). */
+export const appSchema = z.strictObject({
+  name: z.string(),
+  description: z.string(),
+  keyId: z.string(),
+  createdBy: z.string(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+  policies: names.optional().meta({ description: "In lists: the policies granted to the app." }),
+});
+
+/** `GET /v1/admin/apps`. */
+export const appListSchema = z.strictObject({ apps: z.array(appSchema) });
+
+/** An app just created or re-keyed, with its API key: shown this once. */
+export const appWithKeySchema = appSchema.extend({ apiKey: z.string(), note: z.string() });
+
+/** One audit log entry. */
+export const auditEntrySchema = z.strictObject({
+  id: z.number().int(),
+  at: timestamp,
+  actor: z.string(),
+  action: z.string(),
+  targetType: z.string(),
+  target: z.string(),
+  detail: z.unknown(),
+});
+
+/** `GET /v1/admin/audit`. */
+export const auditListSchema = z.strictObject({ entries: z.array(auditEntrySchema) });
+
+/** `POST /v1/admin/policies/import` answer: what changed (or, with `dryRun`, would change). */
+export const importResultSchema = z.strictObject({
+  dryRun: z.boolean(),
+  plan: z.strictObject({ create: names, update: names, unchanged: names, delete: names }),
+});
+
 /** Schemas named in the OpenAPI document's components. */
 export const namedSchemas = {
   Rule: ruleSchema,
@@ -219,4 +338,17 @@ export const namedSchemas = {
   AppCreate: appCreateSchema,
   UserCreate: userCreateSchema,
   UserUpdate: userUpdateSchema,
+  SessionUser: sessionUserSchema,
+  User: userSchema,
+  UserList: userListSchema,
+  PolicyRecord: policyRecordSchema,
+  PolicyList: policyListSchema,
+  PolicyVersion: policyVersionSchema,
+  VersionList: versionListSchema,
+  Draft: draftSchema,
+  App: appSchema,
+  AppList: appListSchema,
+  AppWithKey: appWithKeySchema,
+  AuditList: auditListSchema,
+  ImportResult: importResultSchema,
 } as const;

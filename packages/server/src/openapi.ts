@@ -134,11 +134,12 @@ export function buildOpenApi(): Json {
       "/v1/admin/logout": {
         post: admin("End the session", { ok: "none", okStatus: 204, errs: [401] }),
       },
-      "/v1/admin/me": { get: admin("The signed-in user", { errs: [401] }) },
+      "/v1/admin/me": { get: admin("The signed-in user", { ok: "SessionUser", errs: [401] }) },
       "/v1/admin/policies": {
-        get: admin("List policies"),
+        get: admin("List policies", { ok: "PolicyList" }),
         post: admin("Create a policy (admin, or owner of a granted app)", {
           body: "PolicyDocument",
+          ok: "PolicyRecord",
           okStatus: 201,
           errs: [400, 401, 403, 409],
         }),
@@ -149,52 +150,61 @@ export function buildOpenApi(): Json {
       "/v1/admin/policies/import": {
         post: admin(
           "Import a policy file (JSON body, or YAML with Content-Type application/yaml); all or nothing",
-          { body: "ImportRequest", errs: [400, 401, 403] },
+          { body: "ImportRequest", ok: "ImportResult", errs: [400, 401, 403] },
         ),
       },
       "/v1/admin/policies/{name}": withName({
-        get: admin("One policy"),
+        get: admin("One policy", { ok: "PolicyRecord" }),
         put: admin("Create or replace a policy (a new version)", {
           body: "PolicyWrite",
+          ok: "PolicyRecord",
           errs: [400, 401, 403, 409],
         }),
         delete: admin("Delete a policy (its versions are kept)", { ok: "none", okStatus: 204 }),
       }),
-      "/v1/admin/policies/{name}/versions": withName({ get: admin("Every version, newest first") }),
+      "/v1/admin/policies/{name}/versions": withName({
+        get: admin("Every version, newest first", { ok: "VersionList" }),
+      }),
       "/v1/admin/policies/{name}/versions/{version}": {
         parameters: [
           nameParam,
           { name: "version", in: "path", required: true, schema: { type: "integer" } },
         ],
-        get: admin("One version"),
+        get: admin("One version", { ok: "PolicyVersion" }),
       },
       "/v1/admin/policies/{name}/versions/{version}/restore": {
         parameters: [
           nameParam,
           { name: "version", in: "path", required: true, schema: { type: "integer" } },
         ],
-        post: admin("Make an earlier version the enforced one (as a new version)"),
+        post: admin("Make an earlier version the enforced one (as a new version)", {
+          ok: "PolicyRecord",
+        }),
       },
       "/v1/admin/policies/{name}/draft": withName({
-        get: admin("The draft and what it would have denied (this node's shadow counts)"),
+        get: admin("The draft and what it would have denied (this node's shadow counts)", {
+          ok: "Draft",
+        }),
         put: admin("Write the draft, evaluated in shadow beside the enforced version", {
           body: "PolicyWrite",
+          ok: "Draft",
         }),
         delete: admin("Discard the draft", { ok: "none", okStatus: 204 }),
       }),
       "/v1/admin/policies/{name}/draft/promote": withName({
-        post: admin("Make the draft the enforced version"),
+        post: admin("Make the draft the enforced version", { ok: "PolicyRecord" }),
       }),
       "/v1/admin/apps": {
-        get: admin("List apps (never their keys)"),
+        get: admin("List apps (never their keys)", { ok: "AppList" }),
         post: admin("Create an app; the API key is returned once (admin)", {
           body: "AppCreate",
+          ok: "AppWithKey",
           okStatus: 201,
           errs: [400, 401, 403, 409],
         }),
       },
       "/v1/admin/apps/{name}/rotate-key": withName({
-        post: admin("Replace an app's API key (admin, or its owner)"),
+        post: admin("Replace an app's API key (admin, or its owner)", { ok: "AppWithKey" }),
       }),
       "/v1/admin/apps/{name}": withName({
         delete: admin("Delete an app (refused while policies are granted to it)", {
@@ -204,23 +214,29 @@ export function buildOpenApi(): Json {
         }),
       }),
       "/v1/admin/users": {
-        get: admin("List users"),
+        get: admin("List users", { ok: "UserList" }),
         post: admin("Create a user (admin)", {
           body: "UserCreate",
+          ok: "User",
           okStatus: 201,
           errs: [400, 401, 403, 409],
         }),
       },
       "/v1/admin/users/{username}": {
         parameters: [{ name: "username", in: "path", required: true, schema: { type: "string" } }],
-        patch: admin("Change a user's role, apps or password (admin)", { body: "UserUpdate" }),
+        patch: admin("Change a user's role, apps or password (admin)", {
+          body: "UserUpdate",
+          ok: "User",
+        }),
         delete: admin("Delete a user (admin; not the last admin)", {
           ok: "none",
           okStatus: 204,
           errs: [401, 403, 404, 409],
         }),
       },
-      "/v1/admin/audit": { get: admin("The audit log, newest first (?limit, ?before, ?target)") },
+      "/v1/admin/audit": {
+        get: admin("The audit log, newest first (?limit, ?before, ?target)", { ok: "AuditList" }),
+      },
       "/healthz": { get: op("Liveness", { security: "none", errs: [], tags: ["operations"] }) },
       "/readyz": {
         get: op("Readiness: database and counter store reachable", {

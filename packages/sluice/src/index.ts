@@ -32,6 +32,6 @@ export { parseDuration, formatDuration } from "./duration.js";
 export type { Duration } from "./duration.js";
 export { ERROR_CODES, SluiceError, ValidationError, StoreError, isSluiceError } from "./errors.js";
 export type { ErrorCode, ValidationIssue } from "./errors.js";
-export type { Clock } from "./clock.js";
+export type { Clock, Timers } from "./clock.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
 export type { RedisStoreOptions, RedisClientLike } from "./stores/redis.js";

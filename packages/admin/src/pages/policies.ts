@@ -2,7 +2,7 @@
  * Policies: the list, one policy (its rules, draft and versions with restore), and the form
  * that creates or edits one (or saves the edit as a draft evaluated in shadow).
  */
-import { ALGORITHMS } from "../../../sluice/src/algorithms/index.js";
+import { ALGORITHMS } from "sluice/algorithms";
 import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord, VersionRecord } from "../api.js";
 import { h, mount, when } from "../dom.js";
 import {

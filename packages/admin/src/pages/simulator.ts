@@ -3,7 +3,7 @@
  * every algorithm, in the browser, with sluice's own code and a simulated clock — instant and
  * exact — and plots what each algorithm admits over time.
  */
-import type { AlgorithmName } from "../../../sluice/src/algorithms/index.js";
+import type { AlgorithmName } from "sluice/algorithms";
 import type { PolicyDoc, PolicyRecord } from "../api.js";
 import { chart, shortDuration } from "../chart.js";
 import { h, mount } from "../dom.js";

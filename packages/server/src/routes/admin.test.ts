@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { ApiError } from "../errors.js";
 import type { PolicyDocument } from "../model.js";
 import { assertCanEditPolicy } from "./admin.js";
 
@@ -16,8 +17,10 @@ const allowed = (
   try {
     assertCanEditPolicy(user, before && doc(before), after && doc(after));
     return true;
-  } catch {
-    return false;
+  } catch (err) {
+    // Only a refusal counts as "not allowed"; any other error fails the test.
+    if (err instanceof ApiError && err.code === "forbidden") return false;
+    throw err;
   }
 };
 

@@ -62,4 +62,6 @@ export type {
   ShadowStrategy,
   Strategy,
   RateLimitOptions,
+  AbortSignalLike,
 } from "./types.js";
+export type { Clock, Timers } from "../clock.js";

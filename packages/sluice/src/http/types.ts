@@ -2,6 +2,7 @@
  * The framework-free types of the HTTP middleware. Every adapter turns its request into an
  * {@link HttpRequest} and shares one core ({@link RateLimitCore}).
  */
+import type { Clock, Timers } from "../clock.js";
 import type { Decision } from "../decision.js";
 import type { Limiter } from "../limiter.js";
 import type { HeaderFormat } from "./headers.js";
@@ -72,7 +73,10 @@ export interface DecisionEvent<Raw = unknown> {
   readonly decision: Decision;
   /** The key the request was counted against. */
   readonly key: string;
-  /** Time spent waiting in the queue, ms (0 unless `wait`). */
+  /**
+   * Time spent in the `wait` strategy's line, ms, by the middleware's `clock`: until the request
+   * passed, was refused or its client left. 0 for a request that never joined a line.
+   */
   readonly waitedMs: number;
   /** The request. */
   readonly request: HttpRequest<Raw>;
@@ -145,6 +149,27 @@ export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGro
   onDecision?: (event: DecisionEvent<Raw>) => void;
   /** Units a request costs (a positive integer). Default 1. */
   cost?: (req: HttpRequest<Raw>) => number | Promise<number>;
-  /** Epoch-ms clock for `X-RateLimit-Reset` and wait deadlines; inject the store's clock in tests. */
-  clock?: () => number;
+  /**
+   * Epoch-ms clock for `X-RateLimit-Reset`, `waitedMs` and the `wait` strategy's deadlines and
+   * retry times. Default `Date.now`. Inject the store's clock in tests.
+   */
+  clock?: Clock;
+  /**
+   * The timers the `wait` strategy sleeps on. Default the runtime's `setTimeout`/`clearTimeout`.
+   * Inject them with `clock` in tests, and a wait runs without real time passing.
+   */
+  timers?: Timers;
+}
+
+/**
+ * What the middleware needs of an `AbortSignal` (the web standard one and Node's both fit):
+ * the client went away.
+ */
+export interface AbortSignalLike {
+  /** True once aborted. */
+  readonly aborted: boolean;
+  /** Registers a listener for the `abort` event. */
+  addEventListener(type: "abort", listener: () => void, options?: { once?: boolean }): void;
+  /** Removes a listener registered with {@link AbortSignalLike.addEventListener}. */
+  removeEventListener(type: "abort", listener: () => void): void;
 }

@@ -29,6 +29,13 @@ describe("slotOfTag", () => {
     // Values from the Redis Cluster spec / cluster-key-slot.
     expect(slotOfTag("123456789")).toBe(12739);
     expect(slotOfTag("user1000")).toBe(3443);
-    expect(slotOfTag("é")).toBe(slotOfTag("\u00e9"));
+  });
+  it("hashes the UTF-8 bytes, as Redis does (values from CLUSTER KEYSLOT of redis-server 7)", () => {
+    // The same text in NFC (one code point) and NFD (e + combining acute) is two different
+    // byte strings, hence two Redis keys in two slots; no normalisation happens on the way.
+    expect(slotOfTag("\u00e9")).toBe(10180);
+    expect(slotOfTag("e\u0301")).toBe(8715);
+    expect(slotOfTag("\u65e5\u672c")).toBe(10949);
+    expect(slotOfTag("\uD83D\uDE00")).toBe(2959);
   });
 });

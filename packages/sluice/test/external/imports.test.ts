@@ -2,10 +2,10 @@
  * Consumers are tested the way they import: the built package, through its package.json
  * exports, from CommonJS, ESM and TypeScript.
  */
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
@@ -98,5 +98,97 @@ void d;
     } finally {
       rmSync(ts, { force: true });
     }
+  });
+
+  // Which entry points need @types/node: sluice, sluice/algorithms and sluice/http are
+  // Node-free in their types (a browser, Deno or edge project compiles them with `types: []`),
+  // sluice/hono needs only the DOM lib Hono itself needs; sluice/node, sluice/express,
+  // sluice/koa and sluice/fastify describe Node servers and need @types/node.
+  const nodeFree: Array<[entry: string, lib: string[], program: string]> = [
+    [
+      "sluice",
+      ["es2023"],
+      `import { createLimiter, memoryStore, redisStore, type Decision, type RedisClientLike } from "sluice";
+const limiter = createLimiter({ store: memoryStore(), policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
+export const d: Promise<Decision> = limiter.limit("k");
+export const r = (client: RedisClientLike) => redisStore({ client });`,
+    ],
+    [
+      "sluice/algorithms",
+      ["es2023"],
+      `import { definePolicy, evaluate, type KeyState } from "sluice/algorithms";
+const state: KeyState | undefined = undefined;
+export const ev = evaluate(definePolicy({ name: "a", rules: [{ limit: 1, period: 1000 }] }), state, 0, 1, true);`,
+    ],
+    [
+      "sluice/http",
+      ["es2023"],
+      `import { RateLimitCore, githubHeaders, type RateLimitOptions } from "sluice/http";
+export const core = (o: RateLimitOptions) => new RateLimitCore(o);
+export const h = githubHeaders;`,
+    ],
+    [
+      "sluice/hono",
+      ["es2023", "dom"],
+      `import { rateLimit } from "sluice/hono";
+export const m = rateLimit;`,
+    ],
+  ];
+
+  it.each(nodeFree)(
+    "%s: its declarations compile without @types/node, strictly and unskipped (ESM and CJS)",
+    (entry, lib, program) => {
+      const d = mkdtempSync(join(root, "node_modules", ".sluice-types-"));
+      try {
+        writeFileSync(join(d, "esm.mts"), program);
+        writeFileSync(
+          join(d, "cjs.cts"),
+          `import m = require(${JSON.stringify(entry)});\nexport = m;\n`,
+        );
+        writeFileSync(
+          join(d, "tsconfig.json"),
+          JSON.stringify({
+            compilerOptions: {
+              strict: true,
+              noEmit: true,
+              target: "es2022",
+              lib,
+              module: "nodenext",
+              moduleResolution: "nodenext",
+              types: [],
+              skipLibCheck: false,
+            },
+            files: ["esm.mts", "cjs.cts"],
+          }),
+        );
+        const r = spawnSync(
+          process.execPath,
+          [join(root, "node_modules/typescript/bin/tsc"), "-p", join(d, "tsconfig.json")],
+          { cwd: root, encoding: "utf8" },
+        );
+        expect(r.stdout + r.stderr).toBe("");
+        expect(r.status).toBe(0);
+      } finally {
+        rmSync(d, { recursive: true, force: true });
+      }
+    },
+  );
+
+  it("sluice/algorithms loads no Node module (it is bundled for browsers)", () => {
+    const seen = new Set<string>();
+    const external = new Set<string>();
+    const visit = (file: string) => {
+      if (seen.has(file)) return;
+      seen.add(file);
+      const code = readFileSync(file, "utf8");
+      for (const m of code.matchAll(/(?:from|import)\s*"([^"]+)"/g)) {
+        const spec = m[1]!;
+        if (spec.startsWith(".")) visit(join(dirname(file), spec));
+        else external.add(spec);
+      }
+    };
+    visit(join(root, "packages/sluice/dist/algorithms.js"));
+    expect(seen.size).toBeGreaterThan(1);
+    expect([...external]).toEqual(["zod"]);
   });
 });

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createLimiter, memoryStore, type Store } from "sluice";
 import type { DecisionEvent } from "../../src/http/index.js";
 import { QUOTA_EXCEEDED_TYPE } from "../../src/http/index.js";
+import { ManualTime } from "../../../../test/support/manual-time.js";
 import { type HarnessOptions, type Running, harnesses, releaseHold } from "./harness.js";
 
 const T0 = 1_700_000_000_000;
@@ -241,98 +242,202 @@ describe.each(harnesses)("$name adapter", (h) => {
     ]);
   });
 
-  it("wait: holds requests in arrival order until they may pass", async () => {
-    // 1 request per 100 ms, no burst: the 2nd waits ~100 ms, the 3rd ~200 ms.
+  it("wait: holds requests in arrival order, each exactly until it may pass", async () => {
+    // 1 request per 100 ms, no burst: on the injected clock the 2nd waits 100 ms, the 3rd 200 ms.
+    const time = new ManualTime();
     const limiter = createLimiter({
+      store: memoryStore({ now: time.now }),
       policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
     });
     const events: DecisionEvent[] = [];
-    const arrivals: string[] = [];
     const { url } = await start({
       limiter,
+      clock: time.now,
+      timers: time.timers,
       strategy: { type: "wait", maxWaitMs: 2000 },
-      skip: arrivalProbe(arrivals),
       onDecision: (e) => events.push(e as DecisionEvent),
     });
-    const t0 = performance.now();
     const done: number[] = [];
-    const results = await inArrivalOrder(url, 3, arrivals, (i) => done.push(i));
-    expect(results.map((r) => r.status)).toEqual([200, 200, 200]);
+    const send = (i: number) => get(url).then((r) => (done.push(i), r));
+    const first = await send(0);
+    expect(first.status).toBe(200);
+    // The 2nd asks, is told 100 ms, and sleeps (its deadline timer and its retry timer).
+    const second = send(1);
+    await time.until(() => time.pending === 2);
+    expect(time.dueIn()).toEqual([100, 2001]);
+    // The 3rd finds the line busy and joins it without asking (one more deadline timer).
+    const third = send(2);
+    await time.until(() => time.pending === 3);
+    await time.advance(99);
+    expect(events.map((e) => e.action)).toEqual(["allowed"]);
+    await time.advance(1);
+    expect((await second).status).toBe(200);
+    await time.advance(99);
+    expect(events.map((e) => e.action)).toEqual(["allowed", "waited"]);
+    await time.advance(1);
+    expect((await third).status).toBe(200);
     expect(done).toEqual([0, 1, 2]);
-    expect(performance.now() - t0).toBeGreaterThanOrEqual(190);
-    expect(events.map((e) => e.action)).toEqual(["allowed", "waited", "waited"]);
+    expect(events.map((e) => [e.action, e.waitedMs])).toEqual([
+      ["allowed", 0],
+      ["waited", 100],
+      ["waited", 200],
+    ]);
+    expect(time.pending).toBe(0);
   });
 
   it("wait: rejects with 429 when the wait would exceed maxWaitMs", async () => {
-    // 1 request per 250 ms: the 2nd waits < 250 ms (within 300), the 3rd would need ~500 ms.
+    // 1 request per 250 ms: the 2nd waits 250 ms (within 300); the 3rd would wait until 500 ms.
+    const time = new ManualTime();
     const limiter = createLimiter({
+      store: memoryStore({ now: time.now }),
       policy: { name: "wait", rules: [{ limit: 4, period: "1s", burst: 1 }] },
-    });
-    const arrivals: string[] = [];
-    const { url } = await start({
-      limiter,
-      strategy: { type: "wait", maxWaitMs: 300 },
-      skip: arrivalProbe(arrivals),
-    });
-    const results = await inArrivalOrder(url, 3, arrivals);
-    expect(results.map((r) => r.status)).toEqual([200, 200, 429]);
-    expect(results[2]!.headers.get("retry-after")).toBe("1");
-    // a wait known to be too long is refused at once
-    const slow = createLimiter({ policy: { name: "slow", rules: [{ limit: 1, period: "1m" }] } });
-    await running?.close();
-    const again = await start({ limiter: slow, strategy: { type: "wait", maxWaitMs: 150 } });
-    await get(again.url);
-    const t = performance.now();
-    const r = await get(again.url);
-    expect(r.status).toBe(429);
-    expect(r.headers.get("retry-after")).toBe("60");
-    expect(performance.now() - t).toBeLessThan(100);
-  });
-
-  it("wait: gives up when the client disconnects", async () => {
-    const limiter = createLimiter({
-      policy: { name: "wait", rules: [{ limit: 1, period: "2s" }] },
     });
     const events: DecisionEvent[] = [];
     const { url } = await start({
       limiter,
-      strategy: { type: "wait", maxWaitMs: 5000 },
+      clock: time.now,
+      timers: time.timers,
+      strategy: { type: "wait", maxWaitMs: 300 },
       onDecision: (e) => events.push(e as DecisionEvent),
     });
-    await get(url);
-    const ac = new AbortController();
-    const pending = get(url, {}, ac.signal).catch((e: unknown) => e);
-    await new Promise((r) => setTimeout(r, 50));
-    ac.abort();
-    await pending;
-    const t = performance.now();
-    while (!events.some((e) => e.action === "aborted") && performance.now() - t < 1000)
-      await new Promise((r) => setTimeout(r, 10));
-    expect(events.map((e) => e.action)).toEqual(["allowed", "aborted"]);
+    expect((await get(url)).status).toBe(200);
+    const second = get(url);
+    await time.until(() => time.pending === 2);
+    const third = get(url);
+    await time.until(() => time.pending === 3);
+    await time.advance(250);
+    // The 2nd passes at 250 ms; the 3rd, now at the head, asks, is told 250 ms more: past its
+    // deadline (300 ms), so it is refused at once rather than at the deadline.
+    expect((await second).status).toBe(200);
+    const refused = await third;
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(events.map((e) => [e.action, e.waitedMs])).toEqual([
+      ["allowed", 0],
+      ["waited", 250],
+      ["rejected", 250],
+    ]);
+    expect(time.pending).toBe(0);
+
+    // A wait known to be too long is refused at once: no timer is even set.
+    const slow = createLimiter({
+      store: memoryStore({ now: time.now }),
+      policy: { name: "slow", rules: [{ limit: 1, period: "1m" }] },
+    });
+    await running?.close();
+    const again = await start({
+      limiter: slow,
+      clock: time.now,
+      timers: time.timers,
+      strategy: { type: "wait", maxWaitMs: 150 },
+    });
+    expect((await get(again.url)).status).toBe(200);
+    const r = await get(again.url);
+    expect(r.status).toBe(429);
+    expect(r.headers.get("retry-after")).toBe("60");
+    expect(time.pending).toBe(0);
   });
 
-  it("wait: a concurrency slot released by a finished response lets the next waiter in", async () => {
+  it("wait: a request still queued at its deadline is refused then; a full line refuses at once", async () => {
+    const time = new ManualTime();
     const limiter = createLimiter({
+      store: memoryStore({ now: time.now }),
       policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
     });
-    const actions: string[] = [];
+    const events: DecisionEvent[] = [];
     const { url } = await start({
       limiter,
-      strategy: { type: "wait", maxWaitMs: 5000 },
-      onDecision: (e) => actions.push(e.action),
+      clock: time.now,
+      timers: time.timers,
+      strategy: { type: "wait", maxWaitMs: 1000, maxQueue: 1 },
+      onDecision: (e) => events.push(e as DecisionEvent),
     });
     const held = get(`${url}/hold`);
     await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
     const queued = get(url);
-    await new Promise((r) => setTimeout(r, 30));
-    expect(actions).toEqual(["allowed"]);
+    await time.until(() => time.pending === 2);
+    // The line holds one (maxQueue 1): another request is refused at once.
+    const full = await get(url);
+    expect(full.status).toBe(429);
+    // The slot stays taken; the head polls every 100 ms and is refused at its deadline.
+    await time.advance(999);
+    expect(events.map((e) => [e.action, e.waitedMs])).toEqual([
+      ["allowed", 0],
+      ["rejected", 0],
+    ]);
+    await time.advance(1);
+    expect((await queued).status).toBe(429);
+    expect(events.map((e) => [e.action, e.waitedMs])).toEqual([
+      ["allowed", 0],
+      ["rejected", 0],
+      ["rejected", 1000],
+    ]);
+    expect(time.pending).toBe(0);
     releaseHold();
     expect((await held).status).toBe(200);
-    const t = performance.now();
-    const next = await queued;
-    expect(next.status).toBe(200);
-    expect(performance.now() - t).toBeLessThan(1000);
-    expect(actions).toEqual(["allowed", "waited"]);
+  });
+
+  it("wait: gives up when the client disconnects, and nothing is charged for it", async () => {
+    const time = new ManualTime();
+    const limiter = createLimiter({
+      store: memoryStore({ now: time.now }),
+      policy: { name: "wait", rules: [{ limit: 1, period: "2s" }] },
+    });
+    let aborted!: () => void;
+    const gone = new Promise<void>((r) => (aborted = r));
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      clock: time.now,
+      timers: time.timers,
+      strategy: { type: "wait", maxWaitMs: 5000 },
+      onDecision: (e) => {
+        events.push(e as DecisionEvent);
+        if (e.action === "aborted") aborted();
+      },
+    });
+    expect((await get(url)).status).toBe(200);
+    const ac = new AbortController();
+    const pending = get(url, {}, ac.signal).catch((e: unknown) => e);
+    await time.until(() => time.pending === 2);
+    ac.abort();
+    await pending;
+    await gone;
+    expect(events.map((e) => e.action)).toEqual(["allowed", "aborted"]);
+    expect(time.pending).toBe(0);
+    // After the first request's 2 s, exactly one more passes: the aborted one took nothing.
+    await time.advance(2000);
+    expect((await limiter.peek("ip:127.0.0.1")).remaining).toBe(1);
+  });
+
+  it("wait: a concurrency slot released by a finished response lets the next waiter in at once", async () => {
+    const time = new ManualTime();
+    const limiter = createLimiter({
+      store: memoryStore({ now: time.now }),
+      policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
+    });
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      clock: time.now,
+      timers: time.timers,
+      strategy: { type: "wait", maxWaitMs: 5000 },
+      onDecision: (e) => events.push(e as DecisionEvent),
+    });
+    const held = get(`${url}/hold`);
+    await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
+    const queued = get(url);
+    // Waiting: a deadline timer and a poll (another process could free the slot) in 100 ms.
+    await time.until(() => time.pending === 2);
+    expect(time.dueIn()).toEqual([100, 5001]);
+    releaseHold();
+    expect((await held).status).toBe(200);
+    // Woken by the release, not by the poll: no time has passed.
+    expect((await queued).status).toBe(200);
+    expect(events.map((e) => [e.action, e.waitedMs])).toEqual([
+      ["allowed", 0],
+      ["waited", 0],
+    ]);
   });
 
   it("degrade: calls the fallback with the headers set", async () => {
@@ -561,31 +666,6 @@ describe.each(harnesses)("$name adapter", (h) => {
     }
   });
 });
-
-/** A `skip` hook that records the order in which the server sees requests (by their `x-n` header). */
-function arrivalProbe(
-  arrivals: string[],
-): (req: { header(name: string): string | undefined }) => boolean {
-  return (req) => {
-    arrivals.push(req.header("x-n") ?? "?");
-    return false;
-  };
-}
-
-/** Sends `n` requests concurrently, each only once the server has seen the one before. */
-async function inArrivalOrder(
-  url: string,
-  n: number,
-  arrivals: string[],
-  onDone?: (i: number) => void,
-): Promise<Array<Response & { text_: string }>> {
-  const pending: Array<Promise<Response & { text_: string }>> = [];
-  for (let i = 0; i < n; i++) {
-    pending.push(get(url, { "x-n": String(i) }).then((r) => (onDone?.(i), r)));
-    await settle(async () => arrivals.length > i);
-  }
-  return Promise.all(pending);
-}
 
 /** Polls until the response-finished side effects (refund, release) have landed. */
 async function settle(probe: () => Promise<boolean>): Promise<void> {

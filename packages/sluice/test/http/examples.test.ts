@@ -112,7 +112,8 @@ describe("examples", () => {
     expect(first.headers.get("ratelimit-policy")).toBe('"search-0";q=1;w=1, "search-1";q=5;w=60');
     const second = await fetch(`${base}/search?q=b`);
     expect(second.status).toBe(429);
-    expect((await second.json())["violated-policies"]).toEqual(["search-0"]);
+    const problem = (await second.json()) as { "violated-policies": string[] };
+    expect(problem["violated-policies"]).toEqual(["search-0"]);
     const root = await fetch(base);
     expect(root.headers.get("ratelimit-policy")).toBe('"api";q=100;w=60');
     const health = await fetch(`${base}/health`);

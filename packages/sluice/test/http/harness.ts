@@ -84,17 +84,12 @@ function listen(server: Server, host: string): Promise<Running> {
   });
 }
 
-type Split<F> = { opts: RateLimitOptions<never, F> };
-
 /** Builds adapter options: turns `"degrade"` into a degrade strategy with the framework's fallback. */
-function split<F>(o: HarnessOptions, fallback: F): Split<F> {
+function split<F>(o: HarnessOptions, fallback: F): { opts: RateLimitOptions<unknown, F> } {
   const { host: _host, strategy, ...rest } = o;
-  const s = strategy === "degrade" ? { type: "degrade" as const, fallback } : strategy;
+  if (strategy === undefined) return { opts: rest };
   return {
-    opts: {
-      ...(rest as RateLimitOptions<never, F>),
-      ...(s === undefined ? {} : { strategy: s as RateLimitOptions<never, F>["strategy"] }),
-    },
+    opts: { ...rest, strategy: strategy === "degrade" ? { type: "degrade", fallback } : strategy },
   };
 }
 
@@ -106,7 +101,7 @@ export const harnesses: Harness[] = [
         res.setHeader("x-degraded", "1");
         res.end("degraded");
       });
-      const limit = nodeLimit(opts as Parameters<typeof nodeLimit>[0]);
+      const limit = nodeLimit(opts);
       const server = createServer(
         limit(async (req, res) => {
           const path = (req.url ?? "/").split("?")[0];
@@ -130,7 +125,7 @@ export const harnesses: Harness[] = [
         res.set("x-degraded", "1").send("degraded");
       });
       const app = express();
-      app.use(expressLimit(opts as Parameters<typeof expressLimit>[0]));
+      app.use(expressLimit(opts));
       app.get("/", (_req, res) => void res.send("ok"));
       app.get("/fail", (_req, res) => void res.status(500).send("fail"));
       app.get("/hold", async (_req, res) => {
@@ -149,7 +144,7 @@ export const harnesses: Harness[] = [
       );
       // Close even connections a client left open mid-request, as the other harnesses do.
       const app = Fastify({ forceCloseConnections: true });
-      await app.register(fastifyLimit(opts as Parameters<typeof fastifyLimit>[0]));
+      await app.register(fastifyLimit(opts));
       app.get("/", async () => "ok");
       app.get("/fail", async (_req, reply) => reply.code(500).send("fail"));
       app.get("/hold", async () => {
@@ -169,7 +164,7 @@ export const harnesses: Harness[] = [
         ctx.body = "degraded";
       });
       const app = new Koa();
-      app.use(koaLimit(opts as Parameters<typeof koaLimit>[0]));
+      app.use(koaLimit(opts));
       app.use(async (ctx) => {
         if (ctx.path === "/fail") {
           ctx.status = 500;
@@ -190,7 +185,7 @@ export const harnesses: Harness[] = [
         c.text("degraded", 200, { "x-degraded": "1" }),
       );
       const app = new Hono();
-      app.use(honoLimit(opts as Parameters<typeof honoLimit>[0]));
+      app.use(honoLimit(opts));
       app.get("/", (c) => c.text("ok"));
       app.get("/fail", (c) => c.text("fail", 500));
       app.get("/hold", async (c) => {

@@ -142,7 +142,8 @@ function portOfSlot(slot: number): number | undefined {
 }
 beforeAll(async () => {
   const probe = new Redis(cluster.startupNodes[0]!.port, "127.0.0.1");
-  const slots = (await probe.cluster("SLOTS")) as Array<[number, number, [string, number]]>;
-  slotMap = slots.map(([a, b, master]) => [a, b, master[1]]);
+  const slots = await probe.cluster("SLOTS");
+  // Each entry: first slot, last slot, then the nodes serving it (the master first).
+  slotMap = slots.map(([a, b, master]) => [a, b, master![1]]);
   probe.disconnect();
 });

@@ -13,6 +13,7 @@ import {
   type Policy,
   type RedisStore,
   type StoreDecision,
+  ValidationError,
   definePolicy,
   memoryStore,
   policyCapacity,
@@ -125,8 +126,9 @@ describe("differential: memory store vs Redis store", () => {
             rules,
             ...(c.block > 0 ? { blockDuration: c.block } : {}),
           });
-        } catch {
-          return; // not a valid policy
+        } catch (err) {
+          if (err instanceof ValidationError) return; // not a valid policy
+          throw err;
         }
         const cap = policyCapacity(policy);
         const mem = memoryStore({ now: () => t });

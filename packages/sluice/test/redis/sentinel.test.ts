@@ -1,6 +1,7 @@
 /**
- * Sentinel: 1 master, 1 replica, 3 sentinels. Traffic keeps flowing through a SENTINEL FAILOVER
- * (answered per onStoreError while the client switches), and decisions are exact afterwards.
+ * Sentinel: 1 master, 1 replica, 3 sentinels. The conformance table through a Sentinel client;
+ * traffic keeps flowing through a SENTINEL FAILOVER (answered per onStoreError while the client
+ * switches), and decisions are exact afterwards.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -13,6 +14,7 @@ import {
 } from "../../src/index.js";
 import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
+import { runConformance } from "../conformance/run.js";
 
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
@@ -60,6 +62,15 @@ afterAll(async () => {
   await Promise.all(stores.map((s) => s.close()));
   for (const c of clients) c.disconnect();
   await sentinel?.stop();
+});
+
+// The table, through one Sentinel client (each scenario its own store and policy name).
+let conformanceClient: Redis | undefined;
+runConformance("redis sentinel", (now) => {
+  conformanceClient ??= sentinelClient();
+  const s = redisStore({ client: conformanceClient, now, heartbeatMs: 0, denyCache: false });
+  stores.push(s);
+  return s;
 });
 
 describe("sentinel", () => {

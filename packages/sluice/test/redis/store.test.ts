@@ -262,7 +262,6 @@ describe("keys and TTLs", () => {
       }
     }
     const perLimiter = Math.ceil(10_000 / limiters.length);
-    expect(perLimiter * limiters.length).toBeGreaterThanOrEqual(10_000);
     for (const [i, l] of limiters.entries()) {
       await Promise.all(
         Array.from({ length: perLimiter }, (_, j) =>
@@ -371,7 +370,7 @@ describe("instances", () => {
   });
 });
 
-describe("size and speed", () => {
+describe("size", () => {
   it("bytes per key (MEMORY USAGE), per algorithm", async () => {
     // What one client costs: prefix "sl:"-like (3 characters), policy "api", an IPv4 identifier,
     // a few requests under 100 per minute. Each algorithm gets its own 3-character prefix.
@@ -394,49 +393,5 @@ describe("size and speed", () => {
     expect(sizes.gcra).toBeLessThanOrEqual(101);
     expect(sizes["fixed-window"]).toBeLessThanOrEqual(101);
     expect(sizes["sliding-window"]).toBeLessThanOrEqual(151);
-  });
-
-  it("at 1 request in flight, a decision costs about one EVALSHA round trip", async () => {
-    const l = limiter({ algorithm: "gcra", rules: [{ limit: 1_000_000, period: "1s" }] });
-    const policy = l.policy;
-    const args = [
-      SLUICE_LUA.sha,
-      1,
-      `sl:${policy.name}:{raw}:g0`,
-      "",
-      0,
-      1,
-      "g",
-      1,
-      0,
-      1_000_000,
-      1000,
-      1_000_000,
-      "d",
-      1,
-      1,
-      "",
-    ];
-    const rounds = 1500;
-    const median = (xs: number[]) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    const lap = async (f: () => Promise<unknown>) => {
-      const t0 = performance.now();
-      await f();
-      return performance.now() - t0;
-    };
-    for (let i = 0; i < 300; i++) await l.limit("warm");
-    // Interleaved, so that load from elsewhere on the machine hits both alike.
-    const rawLaps: number[] = [];
-    const ourLaps: number[] = [];
-    for (let i = 0; i < rounds; i++) {
-      rawLaps.push(await lap(() => client.call("EVALSHA", args)));
-      ourLaps.push(await lap(() => l.limit("k")));
-    }
-    const raw = median(rawLaps);
-    const ours = median(ourLaps);
-    console.log(
-      `median latency at 1 in flight: raw EVALSHA ${raw.toFixed(3)} ms, limiter.limit ${ours.toFixed(3)} ms`,
-    );
-    expect(ours).toBeLessThan(raw * 2 + 0.2);
   });
 });

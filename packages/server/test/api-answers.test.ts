@@ -1,0 +1,145 @@
+/**
+ * Every answer of the admin API, parsed with the strict schema the admin page takes its types
+ * from (src/api-schemas.ts): a field the service adds, drops or retypes fails here, so the
+ * page's types cannot drift from what the service sends.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { z } from "zod";
+import {
+  appListSchema,
+  appWithKeySchema,
+  auditListSchema,
+  draftSchema,
+  importResultSchema,
+  loginResponseSchema,
+  policyListSchema,
+  policyRecordSchema,
+  policyVersionSchema,
+  sessionUserSchema,
+  userListSchema,
+  userSchema,
+  versionListSchema,
+} from "../src/api-schemas.js";
+import { buildOpenApi } from "../src/openapi.js";
+import { type TestService, startService } from "./helpers.js";
+
+let s: TestService;
+beforeAll(async () => {
+  s = await startService();
+});
+afterAll(async () => {
+  await s?.close();
+});
+
+/** Calls the API as the admin and parses the answer with `schema` (unknown fields fail). */
+async function answer<S extends z.ZodType>(
+  schema: S,
+  method: string,
+  path: string,
+  body?: unknown,
+  status = 200,
+): Promise<z.infer<S>> {
+  const r = await s.call(method, path, { token: s.adminToken, body });
+  expect({ path, status: r.status }).toEqual({ path, status });
+  const parsed = schema.safeParse(r.body);
+  if (!parsed.success)
+    throw new Error(`${method} ${path}: ${parsed.error.message}\n${JSON.stringify(r.body)}`);
+  return parsed.data;
+}
+
+describe("admin API answers match their schemas", () => {
+  it("sign-in and the session user", async () => {
+    const login = await s.call("POST", "/v1/admin/login", {
+      body: { username: "root", password: "root-password" },
+    });
+    const parsed = loginResponseSchema.parse(login.body);
+    expect(sessionUserSchema.parse(parsed.user)).toEqual({
+      username: "root",
+      role: "admin",
+      apps: [],
+    });
+    expect(await answer(sessionUserSchema, "GET", "/v1/admin/me")).toMatchObject({
+      username: "root",
+    });
+  });
+
+  it("apps, users, policies, versions, drafts, import and audit", async () => {
+    const app = await answer(appWithKeySchema, "POST", "/v1/admin/apps", { name: "web" }, 201);
+    expect(app.apiKey).not.toBe("");
+    await answer(appWithKeySchema, "POST", "/v1/admin/apps/web/rotate-key");
+
+    await answer(
+      userSchema,
+      "POST",
+      "/v1/admin/users",
+      { username: "olivia", password: "olivia-password", role: "owner", apps: ["web"] },
+      201,
+    );
+    await answer(userSchema, "PATCH", "/v1/admin/users/olivia", { apps: [] });
+    expect((await answer(userListSchema, "GET", "/v1/admin/users")).users).toHaveLength(2);
+
+    const doc = { name: "api", rules: [{ limit: 5, period: "1m" }], apps: ["web"] };
+    const created = await answer(policyRecordSchema, "POST", "/v1/admin/policies", doc, 201);
+    expect(created).toMatchObject({ name: "api", version: 1, algorithm: "gcra", enabled: true });
+    await answer(policyRecordSchema, "PUT", "/v1/admin/policies/api", {
+      ...doc,
+      description: "v2",
+    });
+    await answer(policyRecordSchema, "GET", "/v1/admin/policies/api");
+    const versions = await answer(versionListSchema, "GET", "/v1/admin/policies/api/versions");
+    expect(versions.versions.map((v) => v.version)).toEqual([2, 1]);
+    await answer(policyVersionSchema, "GET", "/v1/admin/policies/api/versions/1");
+    await answer(policyRecordSchema, "POST", "/v1/admin/policies/api/versions/1/restore");
+
+    await answer(draftSchema, "PUT", "/v1/admin/policies/api/draft", {
+      ...doc,
+      rules: [{ limit: 1, period: "1m" }],
+    });
+    const draft = await answer(draftSchema, "GET", "/v1/admin/policies/api/draft");
+    expect(draft.stats).toEqual({
+      evaluated: 0,
+      wouldDeny: 0,
+      wouldDenyNewly: 0,
+      wouldAllowNewly: 0,
+    });
+    await s.sync(); // `hasDraft` is what this node runs
+    const list = await answer(policyListSchema, "GET", "/v1/admin/policies");
+    expect(list.policies.map((p) => [p.name, p.hasDraft])).toEqual([["api", true]]);
+    await answer(policyRecordSchema, "POST", "/v1/admin/policies/api/draft/promote");
+
+    const apps = await answer(appListSchema, "GET", "/v1/admin/apps");
+    expect(apps.apps.map((a) => [a.name, a.policies])).toEqual([["web", ["api"]]]);
+
+    const more = { policies: [doc, { name: "other", rules: [{ limit: 1, period: "1s" }] }] };
+    const plan = await answer(importResultSchema, "POST", "/v1/admin/policies/import", {
+      ...more,
+      dryRun: true,
+    });
+    expect(plan).toEqual({
+      dryRun: true,
+      plan: { create: ["other"], update: ["api"], unchanged: [], delete: [] }, // api: the promoted draft differs
+    });
+    await answer(importResultSchema, "POST", "/v1/admin/policies/import", more);
+
+    const audit = await answer(auditListSchema, "GET", "/v1/admin/audit?limit=500");
+    expect(audit.entries.length).toBeGreaterThanOrEqual(10);
+  });
+
+  it("are named in the OpenAPI document for every admin route that answers JSON", () => {
+    type Op = { responses: Record<string, { content?: Record<string, { schema: unknown }> }> };
+    const doc = buildOpenApi() as { paths: Record<string, Record<string, Op>> };
+    const untyped: string[] = [];
+    for (const [path, item] of Object.entries(doc.paths)) {
+      if (!path.startsWith("/v1/admin/")) continue;
+      for (const [method, op] of Object.entries(item)) {
+        if (method === "parameters") continue;
+        for (const r of Object.values(op.responses)) {
+          const schema = r.content?.["application/json"]?.schema as { $ref?: string } | undefined;
+          if (schema && schema.$ref === undefined) untyped.push(`${method} ${path}`);
+        }
+      }
+    }
+    // The export answers a policy file (YAML, or the same as JSON): the policy-file format.
+    expect(untyped).toEqual(["get /v1/admin/policies/export"]);
+  });
+});
