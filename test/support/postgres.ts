@@ -14,8 +14,31 @@ export interface PostgresServer {
   readonly process: ChildProcess;
   /** Creates a fresh database and returns its URL (one per test file keeps them apart). */
   createDatabase(name: string): Promise<string>;
+  /**
+   * Hangs the server (SIGSTOP to the postmaster and every backend): connections stay open and
+   * nothing answers, as with a hung host. Always {@link PostgresServer.resume} it (in `finally`).
+   */
+  pause(): void;
+  /** Undoes {@link PostgresServer.pause} (SIGCONT). */
+  resume(): void;
   /** Stop it (fast shutdown; SIGKILL after 5 s) and delete its directory. */
   stop(): Promise<void>;
+}
+
+/** The postmaster and its children (the backends, one per connection, and the helpers). */
+function clusterPids(postmaster: number): number[] {
+  let children: number[] = [];
+  try {
+    children = execFileSync("ps", ["-o", "pid=", "--ppid", String(postmaster)], {
+      encoding: "utf8",
+    })
+      .split("\n")
+      .map((l) => Number(l.trim()))
+      .filter((n) => Number.isInteger(n) && n > 0);
+  } catch {
+    // ps exits 1 when there are none
+  }
+  return [postmaster, ...children];
 }
 
 /** The directory of PostgreSQL's server binaries (initdb, postgres): `PG_BIN`, else the newest under /usr/lib/postgresql. */
@@ -128,12 +151,23 @@ export async function startPostgres(): Promise<PostgresServer> {
     url,
     dir,
     process: child,
+    pause() {
+      if (exited || child.pid === undefined) return;
+      // The postmaster first, so it forks no new backend meanwhile.
+      for (const pid of clusterPids(child.pid)) process.kill(pid, "SIGSTOP");
+    },
+    resume() {
+      if (exited || child.pid === undefined) return;
+      for (const pid of clusterPids(child.pid).reverse()) process.kill(pid, "SIGCONT");
+    },
     async createDatabase(name: string) {
       await query(`create database "${name.replace(/"/g, "")}"`);
       return `postgres://postgres@127.0.0.1:${port}/${encodeURIComponent(name)}`;
     },
     async stop() {
       if (!exited) {
+        if (child.pid !== undefined)
+          for (const pid of clusterPids(child.pid)) process.kill(pid, "SIGCONT");
         // SIGINT is PostgreSQL's fast shutdown.
         child.kill("SIGINT");
         await Promise.race([

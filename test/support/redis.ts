@@ -15,6 +15,10 @@ export interface RedisServer {
   stop(): Promise<void>;
   /** Kill it abruptly (simulates a crash); `stop` still cleans up. */
   kill(): void;
+  /** Hang it (SIGSTOP): connections stay open, nothing answers. Always `resume` it (in `finally`). */
+  pause(): void;
+  /** Undoes {@link RedisServer.pause} (SIGCONT). */
+  resume(): void;
 }
 
 /** Path of redis-server; the test command installs Debian's package when missing. */
@@ -77,8 +81,15 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
     kill() {
       if (!exited) child.kill("SIGKILL");
     },
+    pause() {
+      if (!exited) child.kill("SIGSTOP");
+    },
+    resume() {
+      if (!exited) child.kill("SIGCONT");
+    },
     async stop() {
       if (!exited) {
+        child.kill("SIGCONT");
         child.kill("SIGTERM");
         await Promise.race([
           new Promise((r) => child.once("exit", r)),

@@ -198,14 +198,32 @@ export class Api {
       throw err;
     }
   }
-  putDraft(doc: PolicyDoc): Promise<DraftRecord> {
-    return this.request("PUT", `/policies/${enc(doc.name)}/draft`, doc);
+  /**
+   * Writes the draft, based on `expectVersion` (the enforced version edited); replacing a draft
+   * takes its `draftId`. The service answers 409 when either moved meanwhile.
+   */
+  putDraft(
+    doc: PolicyDoc,
+    seen: { expectVersion?: number; draftId?: number | undefined } = {},
+  ): Promise<DraftRecord> {
+    return this.request("PUT", `/policies/${enc(doc.name)}/draft`, {
+      ...doc,
+      ...(seen.expectVersion !== undefined ? { expectVersion: seen.expectVersion } : {}),
+      ...(seen.draftId !== undefined ? { draftId: seen.draftId } : {}),
+    });
   }
   deleteDraft(name: string): Promise<void> {
     return this.request("DELETE", `/policies/${enc(name)}/draft`);
   }
-  promoteDraft(name: string): Promise<PolicyRecord> {
-    return this.request("POST", `/policies/${enc(name)}/draft/promote`);
+  /**
+   * Promotes the draft that was reviewed (`draftId`) over the version it was shown beside
+   * (`expectVersion`); 409 when the draft was made from an older version, or either moved.
+   */
+  promoteDraft(
+    name: string,
+    seen: { expectVersion?: number; draftId?: number } = {},
+  ): Promise<PolicyRecord> {
+    return this.request("POST", `/policies/${enc(name)}/draft/promote`, seen);
   }
 
   async apps(): Promise<AppRecord[]> {

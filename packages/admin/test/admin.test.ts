@@ -296,11 +296,17 @@ describe("admin page in Chromium", () => {
   it("saves a draft (shadow) and promotes it", async () => {
     await page.click("#edit-policy");
     await page.waitForSelector("#policy-form");
-    await page.fill('[data-field="rules.0.limit"] input', "4");
+    await page.fill('[data-field="rules.0.limit"] input', "3");
     await page.click("#save-draft");
     await page.waitForSelector("#draft");
-    expect(await page.textContent("#draft")).toContain("4 / 1m");
+    expect(await page.textContent("#draft")).toContain("3 / 1m");
     expect(await page.textContent("#policy-version")).toBe("Version 3");
+    // A second draft from the form replaces the first one (the form names the draft it saw).
+    await page.click("#edit-policy");
+    await page.waitForSelector("#draft-notice");
+    await page.fill('[data-field="rules.0.limit"] input', "4");
+    await page.click("#save-draft");
+    await expect.poll(() => page.textContent("#draft")).toContain("4 / 1m");
     await shot(page, "04a-policy-draft");
     await page.click("#promote-draft");
     await expect.poll(() => page.textContent("#policy-version")).toBe("Version 4");

@@ -127,8 +127,33 @@ export const policyWriteSchema = policyDocumentSchema.extend({
     .meta({ description: "Refuse (409) unless the stored version is this one." }),
 });
 
+/** `PUT /v1/admin/policies/:name/draft`: a policy document, plus optimistic concurrency. */
+export const draftWriteSchema = policyWriteSchema.extend({
+  expectVersion: positiveInt.optional().meta({
+    description: "Refuse (409) unless the enforced version is this one (the draft's base).",
+  }),
+  draftId: positiveInt.optional().meta({
+    description:
+      "The id of the draft this one replaces. Required when the policy has a draft (else 409); refused when it has none.",
+  }),
+});
+
+/** `POST /v1/admin/policies/:name/draft/promote` (the body is optional). */
+export const promoteRequestSchema = z.strictObject({
+  expectVersion: positiveInt
+    .optional()
+    .meta({ description: "Refuse (409) unless the enforced version is this one." }),
+  draftId: positiveInt
+    .optional()
+    .meta({ description: "Refuse (409) unless the draft is still this one (the one reviewed)." }),
+});
+
 /** `POST /v1/admin/policies/import`. */
 export const importRequestSchema = z.strictObject({
+  version: z
+    .literal(1, { error: "must be 1 (the policy file version)" })
+    .optional()
+    .meta({ description: "The policy file version, as `GET …/export?format=json` writes it." }),
   policies: z
     .array(z.unknown(), { error: "must be a list of policy documents" })
     .meta({ description: "Policy documents (see PolicyDocument)." }),
@@ -325,6 +350,8 @@ export const namedSchemas = {
   Rule: ruleSchema,
   PolicyDocument: policyDocumentSchema,
   PolicyWrite: policyWriteSchema,
+  DraftWrite: draftWriteSchema,
+  PromoteRequest: promoteRequestSchema,
   LimitRequest: limitRequestSchema,
   BatchRequest: batchRequestSchema,
   PeekRequest: peekRequestSchema,

@@ -25,11 +25,19 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
   pollIntervalMs: "how often to check the database for policy changes, ms (default 250)",
   shutdownTimeoutMs: "longest wait for in-flight requests on SIGTERM, ms (default 10000)",
   sessionTtl: "admin session lifetime, e.g. 12h (default 12h)",
-  trustProxy: "trust X-Forwarded-For for the client IP (default false)",
-  loginLimitPerUser: "sign-in attempts per username per minute (default 5)",
-  loginLimitPerIp: "sign-in attempts per client IP per minute (default 20)",
+  trustProxy:
+    "proxies whose X-Forwarded-For is believed: a hop count (1: one load balancer), IPs/CIDRs/loopback,linklocal,uniquelocal, or true (every hop) (default false)",
+  loginLimitPerUser: "failed sign-ins per username from one client IP per minute (default 5)",
+  loginLimitPerIp: "failed sign-ins per client IP per minute (default 20)",
   bodyLimit: "largest request body in bytes (default 1048576)",
   maxBatch: "most requests in one batch (default 1000)",
+  headersTimeoutMs: "longest wait for a request's headers, ms (default 10000)",
+  requestTimeoutMs: "longest wait for a whole request, body included, ms (default 30000)",
+  keepAliveTimeoutMs: "how long an idle kept-alive connection stays open, ms (default 72000)",
+  maxConnections: "most open connections; more are closed on arrival (default 10000)",
+  databaseTimeoutMs:
+    "deadline of each SQL statement, connection and SQLite lock wait, ms (default 5000)",
+  readinessTimeoutMs: "/readyz answers within this, naming what did not, ms (default 2000)",
 };
 
 type Key = keyof typeof CONFIG_KEYS;
@@ -39,7 +47,7 @@ function addConfigOptions(cmd: Command, keys: readonly Key[]): Command {
   cmd.option("-c, --config <file>", "config file (YAML or JSON; env SLUICE_CONFIG)");
   for (const key of keys) {
     const { flag, env } = CONFIG_KEYS[key];
-    const value = key === "trustProxy" ? `${flag} [bool]` : `${flag} <value>`;
+    const value = key === "trustProxy" ? `${flag} [value]` : `${flag} <value>`;
     cmd.addOption(new Option(value, `${DESCRIPTIONS[key]} [env ${env.join(", ")}]`));
   }
   return cmd;
@@ -95,8 +103,14 @@ async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promi
 
 async function serve(opts: Record<string, unknown>): Promise<void> {
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
-  const [{ pino }, { createService }] = await Promise.all([import("pino"), import("./service.js")]);
-  const logger = pino({ level: config.logLevel, base: { service: "sluice" } });
+  const [{ pino }, { createService }, { fdDestination }] = await Promise.all([
+    import("pino"),
+    import("./service.js"),
+    import("./log-destination.js"),
+  ]);
+  // Never blocks the process, whatever the reader of stdout does (see log-destination.ts).
+  const logs = fdDestination(1);
+  const logger = pino({ level: config.logLevel, base: { service: "sluice" } }, logs.stream);
   const service = await createService(config, { logger });
   const needsAdmin = (await service.context.repo.countAdmins()) === 0;
   const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
@@ -110,18 +124,22 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     }
     stopping = true;
     logger.info({ signal }, "shutting down: finishing in-flight requests");
+    // The whole shutdown — requests in flight, stores, and writing out the log — ends by this
+    // deadline. Nothing is left to run at exit, so the exit itself cannot hang.
     const timer = setTimeout(() => {
       logger.error({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timed out; exiting");
       process.exit(1);
     }, config.shutdownTimeoutMs);
     timer.unref();
     service.close().then(
-      () => {
+      async () => {
         logger.info("stopped");
+        await logs.drain();
         process.exit(0);
       },
-      (err: unknown) => {
+      async (err: unknown) => {
         logger.error({ err }, "shutdown failed");
+        await logs.drain();
         process.exit(1);
       },
     );

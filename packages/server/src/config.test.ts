@@ -66,11 +66,25 @@ describe("loadConfig", () => {
     });
   });
 
+  it("takes trustProxy in the library's forms: true/false, a hop count, IPs, CIDRs and names", () => {
+    const trust = (v: unknown) => loadConfig({ values: { trustProxy: v } }).trustProxy;
+    expect(trust(true)).toBe(true);
+    expect(trust("false")).toBe(false);
+    expect(trust(1)).toBe(1);
+    expect(trust("2")).toBe(2);
+    expect(trust("loopback, 10.0.0.0/8")).toEqual(["loopback", "10.0.0.0/8"]);
+    expect(trust(["uniquelocal", "2001:db8::/32"])).toEqual(["uniquelocal", "2001:db8::/32"]);
+    expect(loadConfig({ env: { SLUICE_TRUST_PROXY: "127.0.0.1" } }).trustProxy).toEqual([
+      "127.0.0.1",
+    ]);
+    expect(loadConfig().trustProxy).toBe(false);
+  });
+
   it("names each bad field and the source of its value", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, "port: 99999\nlogLevel: chatty\nfoo: 1\n");
     expect(issuesOf(() => loadConfig({ file }))).toEqual([
-      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch`,
+      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs`,
       `port: must be an integer from 0 to 65535 (got 99999) (from ${file})`,
       `logLevel: must be one of fatal, error, warn, info, debug, trace, silent (from ${file})`,
     ]);
@@ -78,7 +92,15 @@ describe("loadConfig", () => {
       'sessionTtl: must be at least 1m (got "1s") (from env SLUICE_SESSION_TTL)',
     ]);
     expect(issuesOf(() => loadConfig({ flags: { trustProxy: "maybe" } }))).toEqual([
-      'trustProxy: must be true or false (got "maybe") (from --trust-proxy)',
+      'trustProxy: "maybe" is not an IP address, a CIDR or one of loopback, linklocal, uniquelocal (from --trust-proxy)',
+    ]);
+    expect(issuesOf(() => loadConfig({ values: { trustProxy: -1 } }))).toEqual([
+      "trustProxy: must be true, false, a hop count (0, 1, 2…) or a list of proxy IPs, CIDRs or the names loopback, linklocal, uniquelocal (got -1) (from options)",
+    ]);
+    expect(
+      issuesOf(() => loadConfig({ values: { headersTimeoutMs: 5000, requestTimeoutMs: 1000 } })),
+    ).toEqual([
+      "headersTimeoutMs: must not exceed requestTimeoutMs (1000) (got 5000) (from options)",
     ]);
     expect(issuesOf(() => loadConfig({ env: { REDIS_URL: "http://x" } }))[0]).toMatch(
       /^redisUrl: must be redis:\/\//,

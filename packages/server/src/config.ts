@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { type Duration, ValidationError, formatDuration, parseDuration } from "sluice";
+import { compileTrust } from "sluice/http";
 import { parse as parseYaml } from "yaml";
 import { z } from "zod";
 
@@ -29,16 +30,33 @@ export interface ServerConfig {
   readonly shutdownTimeoutMs: number;
   /** Lifetime of an admin session token (ms). Default 12 h. */
   readonly sessionTtlMs: number;
-  /** Trust `X-Forwarded-For` from proxies (for the client IP used in sign-in limits). Default false. */
-  readonly trustProxy: boolean;
-  /** Sign-in attempts allowed per username per minute. Default 5. */
+  /**
+   * Which peers are proxies whose `X-Forwarded-For` is believed (for the client IP of the
+   * sign-in limits), in the forms of sluice's `trustProxy`: `false` (none, the default), a hop
+   * count (`1`: one load balancer), a list of IPs, CIDRs and the names `loopback`, `linklocal`,
+   * `uniquelocal`, or `true` (every hop: the left-most address, which any client can write).
+   */
+  readonly trustProxy: boolean | number | readonly string[];
+  /** Failed sign-ins allowed per username from one client IP per minute. Default 5. */
   readonly loginLimitPerUser: number;
-  /** Sign-in attempts allowed per client IP per minute. Default 20. */
+  /** Failed sign-ins allowed per client IP per minute. Default 20. */
   readonly loginLimitPerIp: number;
   /** Largest request body (bytes). Default 1 MiB. */
   readonly bodyLimit: number;
   /** Most requests in one batch. Default 1000. */
   readonly maxBatch: number;
+  /** Longest wait for a request's headers, from the first byte (ms). Default 10 000. */
+  readonly headersTimeoutMs: number;
+  /** Longest wait for a whole request, headers and body (ms); a slow body is cut off. Default 30 000. */
+  readonly requestTimeoutMs: number;
+  /** How long an idle kept-alive connection stays open (ms). Default 72 000. */
+  readonly keepAliveTimeoutMs: number;
+  /** Most open connections; more are closed as they arrive. Default 10 000. */
+  readonly maxConnections: number;
+  /** Deadline of each SQL statement, connection attempt and SQLite lock wait (ms). Default 5000. */
+  readonly databaseTimeoutMs: number;
+  /** `/readyz` answers within this; a dependency that has not answered by then is down (ms). Default 2000. */
+  readonly readinessTimeoutMs: number;
 }
 
 /** A configuration error: every bad field with where its value came from. */
@@ -89,12 +107,41 @@ const duration = (minMs: number) =>
     return ms;
   });
 
-const bool = z.unknown().transform((v, ctx) => {
-  if (typeof v === "boolean") return v;
-  if (v === "true" || v === "1") return true;
-  if (v === "false" || v === "0") return false;
-  ctx.addIssue({ code: "custom", message: `must be true or false (got ${show(v)})` });
-  return z.NEVER;
+/**
+ * `trustProxy`: true/false, a hop count, or a list (YAML list or comma-separated string) of
+ * IPs, CIDRs and names, checked by sluice's own parser (`compileTrust`).
+ */
+const trustProxy = z.unknown().transform((v, ctx): boolean | number | readonly string[] => {
+  let value: unknown = v;
+  if (v === "true") value = true;
+  else if (v === "false") value = false;
+  else if (typeof v === "string" && /^\s*\d+\s*$/.test(v)) value = Number(v);
+  else if (typeof v === "string")
+    value = v
+      .split(",")
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const ok =
+    typeof value === "boolean" ||
+    (typeof value === "number" && Number.isInteger(value) && value >= 0) ||
+    (Array.isArray(value) && value.length > 0 && value.every((x) => typeof x === "string"));
+  if (!ok) {
+    ctx.addIssue({
+      code: "custom",
+      message: `must be true, false, a hop count (0, 1, 2…) or a list of proxy IPs, CIDRs or the names loopback, linklocal, uniquelocal (got ${show(v)})`,
+    });
+    return z.NEVER;
+  }
+  try {
+    compileTrust(value as boolean | number | string[]);
+  } catch (err) {
+    const issue = err instanceof ValidationError ? err.issues[0] : undefined;
+    ctx.addIssue({ code: "custom", message: issue?.message ?? String(err) });
+    return z.NEVER;
+  }
+  return Array.isArray(value)
+    ? Object.freeze([...(value as string[])])
+    : (value as boolean | number);
 });
 
 const nonEmpty = (what: string) =>
@@ -127,11 +174,17 @@ export const configSchema = z.object({
   pollIntervalMs: int(20, 10_000).default(250),
   shutdownTimeoutMs: int(0, 600_000).default(10_000),
   sessionTtl: duration(60_000).default(12 * 3_600_000),
-  trustProxy: bool.default(false),
+  trustProxy: trustProxy.default(false),
   loginLimitPerUser: int(1, 10_000).default(5),
   loginLimitPerIp: int(1, 100_000).default(20),
   bodyLimit: int(1024, 100 * 1024 * 1024).default(1024 * 1024),
   maxBatch: int(1, 100_000).default(1000),
+  headersTimeoutMs: int(100, 600_000).default(10_000),
+  requestTimeoutMs: int(100, 3_600_000).default(30_000),
+  keepAliveTimeoutMs: int(100, 600_000).default(72_000),
+  maxConnections: int(1, 1_000_000).default(10_000),
+  databaseTimeoutMs: int(100, 600_000).default(5000),
+  readinessTimeoutMs: int(100, 60_000).default(2000),
 });
 
 /** Every configuration key with its flag and environment variable (for `--help` and the docs). */
@@ -153,6 +206,12 @@ export const CONFIG_KEYS: Record<
   loginLimitPerIp: { flag: "--login-limit-per-ip", env: ["SLUICE_LOGIN_LIMIT_PER_IP"] },
   bodyLimit: { flag: "--body-limit", env: ["SLUICE_BODY_LIMIT"] },
   maxBatch: { flag: "--max-batch", env: ["SLUICE_MAX_BATCH"] },
+  headersTimeoutMs: { flag: "--headers-timeout-ms", env: ["SLUICE_HEADERS_TIMEOUT_MS"] },
+  requestTimeoutMs: { flag: "--request-timeout-ms", env: ["SLUICE_REQUEST_TIMEOUT_MS"] },
+  keepAliveTimeoutMs: { flag: "--keep-alive-timeout-ms", env: ["SLUICE_KEEP_ALIVE_TIMEOUT_MS"] },
+  maxConnections: { flag: "--max-connections", env: ["SLUICE_MAX_CONNECTIONS"] },
+  databaseTimeoutMs: { flag: "--database-timeout-ms", env: ["SLUICE_DATABASE_TIMEOUT_MS"] },
+  readinessTimeoutMs: { flag: "--readiness-timeout-ms", env: ["SLUICE_READINESS_TIMEOUT_MS"] },
 };
 
 /** Where configuration comes from; each part optional. */
@@ -215,6 +274,13 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
       });
     }
   }
+  if (r.success && r.data.headersTimeoutMs > r.data.requestTimeoutMs) {
+    // Node refuses a headers timeout longer than the request timeout.
+    issues.push({
+      path: "headersTimeoutMs",
+      message: `must not exceed requestTimeoutMs (${r.data.requestTimeoutMs}) (got ${r.data.headersTimeoutMs})${origin.headersTimeoutMs ? ` (from ${origin.headersTimeoutMs})` : ""}`,
+    });
+  }
   if (issues.length > 0 || !r.success) throw new ConfigError(issues);
   const c = r.data;
   return Object.freeze({
@@ -232,6 +298,12 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     loginLimitPerIp: c.loginLimitPerIp,
     bodyLimit: c.bodyLimit,
     maxBatch: c.maxBatch,
+    headersTimeoutMs: c.headersTimeoutMs,
+    requestTimeoutMs: c.requestTimeoutMs,
+    keepAliveTimeoutMs: c.keepAliveTimeoutMs,
+    maxConnections: c.maxConnections,
+    databaseTimeoutMs: c.databaseTimeoutMs,
+    readinessTimeoutMs: c.readinessTimeoutMs,
   });
 }
 

@@ -11,6 +11,7 @@ import {
   memoryStore,
   redisStore,
 } from "sluice";
+import { withDeadline } from "./deadline.js";
 import type { Metrics } from "./metrics.js";
 
 /** The counter store and what the service needs around it. */
@@ -19,7 +20,7 @@ export interface Counters {
   readonly store: Store;
   /** `memory` or `redis`. */
   readonly kind: string;
-  /** Reachability check for `/readyz`. */
+  /** Reachability check for `/readyz` (which puts its own deadline on it). */
   ping(): Promise<void>;
   /** Closes the store and the Redis connection. */
   close(): Promise<void>;
@@ -94,7 +95,8 @@ export function openCounters(options: {
     },
     async close() {
       await store.close?.();
-      await client.quit().catch(() => client.disconnect());
+      // QUIT waits for Redis to answer; a hung Redis must not hold the shutdown up.
+      await withDeadline(client.quit(), 1000, "redis").catch(() => client.disconnect());
     },
   };
 }

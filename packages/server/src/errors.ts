@@ -141,22 +141,59 @@ const DB_DOWN = new Set([
   "EAI_AGAIN",
   "57P01",
   "57P03",
+  "57014", // query_canceled: statement_timeout
+  "25006", // read_only_sql_transaction: a standby
+  "53300", // too_many_connections
   "08000",
   "08001",
   "08003",
   "08006",
-  "SQLITE_BUSY",
-  "SQLITE_CANTOPEN",
 ]);
+
+/**
+ * SQLite result codes (and their extended forms, `SQLITE_READONLY_DBMOVED`…) that mean the file
+ * cannot be used — read-only, locked, missing, full, unreadable — rather than a bug.
+ */
+const SQLITE_DOWN = /^SQLITE_(BUSY|LOCKED|READONLY|CANTOPEN|IOERR|FULL|PERM)(_|$)/;
 
 /** True when `err` looks like the database being unreachable (rather than a bug). */
 export function isDatabaseOutage(err: unknown): boolean {
   if (typeof err !== "object" || err === null) return false;
+  if (err instanceof Error && err.name === "DatabaseUnavailableError") return true;
   const code = (err as { code?: unknown }).code;
-  if (typeof code === "string" && DB_DOWN.has(code)) return true;
+  if (typeof code === "string" && (DB_DOWN.has(code) || SQLITE_DOWN.test(code))) return true;
   const msg = (err as { message?: unknown }).message;
   return (
     typeof msg === "string" &&
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/i.test(msg)
+    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|Query read timeout|Client was closed and is not queryable/i.test(
+      msg,
+    )
   );
+}
+
+/**
+ * What is known to be wrong, in words, when the cause of a database outage is one the service
+ * recognizes (a deleted or read-only file, a deadline); undefined otherwise.
+ */
+export function databaseOutageReason(err: unknown): string | undefined {
+  if (!(err instanceof Error)) return undefined;
+  if (err.name === "DatabaseUnavailableError") return err.message;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && code.startsWith("SQLITE_READONLY"))
+    return "it is read-only (it refuses writes); check the file's permissions and the disk";
+  if (code === "25006") return "it is read-only (a standby?)";
+  if (
+    code === "57014" ||
+    /Query read timeout|timeout exceeded when trying to connect/i.test(err.message)
+  )
+    return "it did not answer in time";
+  return undefined;
+}
+
+/** What to tell the caller about a database outage: the reason when it is known. */
+export function databaseOutageMessage(err: unknown): string {
+  const reason = databaseOutageReason(err);
+  return reason === undefined
+    ? "the policy database is unavailable; retry later"
+    : `the policy database is unavailable: ${reason}`;
 }

@@ -11,6 +11,7 @@ export type { Database, DatabaseOptions } from "./db/connect.js";
 export type { DialectName } from "./db/migrations.js";
 export { Repository, CorruptRecordError } from "./repository.js";
 export type {
+  RepositoryOptions,
   PolicyRecord,
   PolicyVersionRecord,
   DraftRecord,
@@ -35,4 +36,9 @@ export {
 } from "./policy-file.js";
 export { buildOpenApi } from "./openapi.js";
 export { redisClientFromUrl } from "./counters.js";
+export { SCRYPT_PARAMS } from "./secrets.js";
+export type { ScryptParams } from "./secrets.js";
+export { DatabaseUnavailableError } from "./db/health.js";
+export type { DatabaseHealth } from "./db/health.js";
+export type { ClientIp } from "./client-ip.js";
 export type { RedisClient } from "./counters.js";

@@ -20,6 +20,11 @@ export const APP_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
 /** Policy names starting with this are reserved for the service's own limiters. */
 export const RESERVED_PREFIX = "sluice.";
+/**
+ * Policy names that are words of the admin API's routes (`/v1/admin/policies/export`,
+ * `/v1/admin/policies/import`): a policy so named could not be read at `…/policies/{name}`.
+ */
+export const RESERVED_NAMES: readonly string[] = ["export", "import"];
 
 /** Admin roles: `viewer` reads, `owner` edits the policies granted to its apps, `admin` does everything. */
 export const ROLES = ["viewer", "owner", "admin"] as const;
@@ -121,6 +126,12 @@ export function validatePolicyDocument(
     issues.push({
       path: "name",
       message: `names starting with "${RESERVED_PREFIX}" are reserved for the service`,
+    });
+  }
+  if (typeof rest.name === "string" && RESERVED_NAMES.includes(rest.name)) {
+    issues.push({
+      path: "name",
+      message: `"${rest.name}" is reserved: it is a route of the admin API (/v1/admin/policies/${rest.name})`,
     });
   }
   if (issues.length > 0 || !policy || !extra.success) return { issues };

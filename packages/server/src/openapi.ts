@@ -30,6 +30,8 @@ function op(
   summary: string,
   options: {
     body?: keyof typeof namedSchemas;
+    /** The body may be left out. */
+    bodyOptional?: boolean;
     ok?: keyof typeof namedSchemas | "none" | "object";
     okStatus?: number;
     errs?: number[];
@@ -47,7 +49,9 @@ function op(
   return {
     summary,
     tags: options.tags,
-    ...(options.body ? { requestBody: { required: true, ...json(options.body) } } : {}),
+    ...(options.body
+      ? { requestBody: { required: !options.bodyOptional, ...json(options.body) } }
+      : {}),
     responses: { [okStatus]: ok, ...errors(...(options.errs ?? [400, 401])) },
     ...(options.security === "none"
       ? { security: [] }
@@ -185,14 +189,22 @@ export function buildOpenApi(): Json {
         get: admin("The draft and what it would have denied (this node's shadow counts)", {
           ok: "Draft",
         }),
-        put: admin("Write the draft, evaluated in shadow beside the enforced version", {
-          body: "PolicyWrite",
-          ok: "Draft",
-        }),
+        put: admin(
+          "Write the draft, evaluated in shadow beside the enforced version (replacing a draft takes its draftId)",
+          { body: "DraftWrite", ok: "Draft", errs: [400, 401, 403, 404, 409] },
+        ),
         delete: admin("Discard the draft", { ok: "none", okStatus: 204 }),
       }),
       "/v1/admin/policies/{name}/draft/promote": withName({
-        post: admin("Make the draft the enforced version", { ok: "PolicyRecord" }),
+        post: admin(
+          "Make the draft the enforced version (409 when it was made from an older version)",
+          {
+            body: "PromoteRequest",
+            bodyOptional: true,
+            ok: "PolicyRecord",
+            errs: [400, 401, 403, 404, 409],
+          },
+        ),
       }),
       "/v1/admin/apps": {
         get: admin("List apps (never their keys)", { ok: "AppList" }),

@@ -16,6 +16,7 @@
  * | `repository/rows.ts`        | reading stored values back                                     |
  */
 import type { Database } from "./db/connect.js";
+import type { ScryptParams } from "./secrets.js";
 import { AuditRepository } from "./repository/audit.js";
 import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
@@ -50,6 +51,15 @@ export interface Snapshot {
   readonly corrupt: readonly CorruptRecordError[];
 }
 
+/** Options of {@link Repository}. */
+export interface RepositoryOptions {
+  /**
+   * The cost of new password hashes (default: N=2^17, r=8, p=1). Lower it only where hashing
+   * time matters more than strength, such as tests.
+   */
+  scrypt?: ScryptParams;
+}
+
 type Args<M extends (...args: never[]) => unknown> = Parameters<M>;
 
 /** Data access for the service. Construct with an open {@link Database}. */
@@ -58,9 +68,12 @@ export class Repository {
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
 
-  constructor(readonly database: Database) {
+  constructor(
+    readonly database: Database,
+    options: RepositoryOptions = {},
+  ) {
     this.policies = new PolicyRepository(database.db);
-    this.identity = new IdentityRepository(database.db);
+    this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
   }
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   hashPassword,
   issueSecret,
+  needsRehash,
   secretId,
   secretMatches,
   sha256,
@@ -23,14 +24,23 @@ describe("secrets", () => {
     expect(issueSecret("sk").secret).not.toBe(k.secret);
   });
 
-  it("hashes passwords with scrypt and checks them", async () => {
+  it("hashes passwords with scrypt at N=2^17, r=8, p=1 and checks them", async () => {
     const h = await hashPassword("correct horse");
-    expect(h).toMatch(/^scrypt\$16384\$8\$1\$/);
+    expect(h).toMatch(/^scrypt\$131072\$8\$1\$/);
     expect(h).not.toContain("correct horse");
     expect(await hashPassword("correct horse")).not.toBe(h);
     expect(await verifyPassword("correct horse", h)).toBe(true);
     expect(await verifyPassword("correct horsf", h)).toBe(false);
     expect(await verifyPassword("anything", undefined)).toBe(false);
     expect(await verifyPassword("anything", "garbage")).toBe(false);
+  });
+
+  it("tells a hash made with less work from a current one", async () => {
+    const old = await hashPassword("pw", { N: 2 ** 14, r: 8, p: 1 });
+    expect(await verifyPassword("pw", old)).toBe(true);
+    expect(needsRehash(old)).toBe(true);
+    expect(needsRehash(old, { N: 2 ** 14, r: 8, p: 1 })).toBe(false);
+    expect(needsRehash(`scrypt$${2 ** 17}$8$1$a$b`)).toBe(false);
+    expect(needsRehash(`scrypt$${2 ** 18}$8$1$a$b`)).toBe(false);
   });
 });

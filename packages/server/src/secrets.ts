@@ -43,59 +43,107 @@ export function secretMatches(presented: string, storedHash: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
-const SCRYPT = { N: 16384, r: 8, p: 1, keyLen: 64 } as const;
+/** scrypt's cost parameters: `N` (CPU and memory, a power of two), `r` (block size), `p` (parallelism). */
+export interface ScryptParams {
+  readonly N: number;
+  readonly r: number;
+  readonly p: number;
+}
+
+/**
+ * The parameters new password hashes get: OWASP's floor for scrypt (N=2^17, r=8, p=1), which
+ * takes 128 MiB and a few hundred milliseconds per hash. A stored hash made with less is
+ * replaced on the user's next successful sign-in.
+ */
+export const SCRYPT_PARAMS: ScryptParams = Object.freeze({ N: 2 ** 17, r: 8, p: 1 });
+
+const KEY_LENGTH = 64;
+
+/**
+ * How many scrypt computations run at once. Each holds 128 × N × r bytes (128 MiB at the
+ * default) on libuv's thread pool; a burst of sign-ins queues here instead of taking all the
+ * memory and every pool thread (which file and DNS work share).
+ */
+const MAX_CONCURRENT_HASHES = 2;
+let running = 0;
+const queue: (() => void)[] = [];
+
+async function limited<T>(fn: () => Promise<T>): Promise<T> {
+  if (running >= MAX_CONCURRENT_HASHES) await new Promise<void>((r) => queue.push(r));
+  running++;
+  try {
+    return await fn();
+  } finally {
+    running--;
+    queue.shift()?.();
+  }
+}
 
 function scryptAsync(
   password: string,
   salt: Buffer,
-  N: number,
-  r: number,
-  p: number,
+  params: ScryptParams,
   keyLen: number,
 ): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scrypt(password, salt, keyLen, { N, r, p, maxmem: 256 * N * r }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    );
-  });
+  const { N, r, p } = params;
+  return limited(
+    () =>
+      new Promise<Buffer>((resolve, reject) => {
+        // Node refuses scrypt above `maxmem` (32 MiB by default); the work needs 128·N·r·p bytes.
+        scrypt(password, salt, keyLen, { N, r, p, maxmem: 256 * N * r * p }, (err, key) =>
+          err ? reject(err) : resolve(key),
+        );
+      }),
+  );
 }
 
 /** Hashes a password with scrypt: `scrypt$N$r$p$<salt b64>$<hash b64>`. */
-export async function hashPassword(password: string): Promise<string> {
+export async function hashPassword(
+  password: string,
+  params: ScryptParams = SCRYPT_PARAMS,
+): Promise<string> {
   const salt = randomBytes(16);
-  const key = await scryptAsync(password, salt, SCRYPT.N, SCRYPT.r, SCRYPT.p, SCRYPT.keyLen);
+  const key = await scryptAsync(password, salt, params, KEY_LENGTH);
   return [
     "scrypt",
-    SCRYPT.N,
-    SCRYPT.r,
-    SCRYPT.p,
+    params.N,
+    params.r,
+    params.p,
     salt.toString("base64"),
     key.toString("base64"),
   ].join("$");
 }
 
 /** A hash of no password, checked against when the user does not exist, so timing tells nothing. */
-const DUMMY_HASH = `scrypt$${SCRYPT.N}$${SCRYPT.r}$${SCRYPT.p}$${Buffer.alloc(16).toString("base64")}$${Buffer.alloc(64).toString("base64")}`;
+function dummyHash(params: ScryptParams): string {
+  return `scrypt$${params.N}$${params.r}$${params.p}$${Buffer.alloc(16).toString("base64")}$${Buffer.alloc(KEY_LENGTH).toString("base64")}`;
+}
 
 /**
  * Checks a password against a stored scrypt hash in constant time. With no stored hash (unknown
- * user) it still does the same work and returns false.
+ * user) it still does the same work (at `params`) and returns false.
  */
 export async function verifyPassword(
   password: string,
   stored: string | undefined,
+  params: ScryptParams = SCRYPT_PARAMS,
 ): Promise<boolean> {
-  const parts = (stored ?? DUMMY_HASH).split("$");
+  const parts = (stored ?? dummyHash(params)).split("$");
   const [kind, n, r, p, salt, hash] = parts;
   if (parts.length !== 6 || kind !== "scrypt" || !salt || !hash) return false;
   const expected = Buffer.from(hash, "base64");
   const key = await scryptAsync(
     password,
     Buffer.from(salt, "base64"),
-    Number(n),
-    Number(r),
-    Number(p),
+    { N: Number(n), r: Number(r), p: Number(p) },
     expected.length,
   );
   return timingSafeEqual(key, expected) && stored !== undefined;
+}
+
+/** True when a stored hash was made with less work than `params` asks for (rehash it). */
+export function needsRehash(stored: string, params: ScryptParams = SCRYPT_PARAMS): boolean {
+  const [kind, n, r, p] = stored.split("$");
+  if (kind !== "scrypt") return true;
+  return Number(n) < params.N || Number(r) < params.r || Number(p) < params.p;
 }

@@ -10,16 +10,27 @@ import Fastify, {
 } from "fastify";
 import { type Logger, pino } from "pino";
 import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
+import { type ClientIp, clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
-import { ApiError, type ApiErrorCode, isDatabaseOutage } from "./errors.js";
+import { type DatabaseHealth, databaseHealth } from "./db/health.js";
+import { withDeadline } from "./deadline.js";
+import {
+  ApiError,
+  type ApiErrorCode,
+  databaseOutageMessage,
+  databaseOutageReason,
+  isDatabaseOutage,
+} from "./errors.js";
 import { type Metrics, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
+import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
 import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
 import { decisionRoutes } from "./routes/decision.js";
+import type { ScryptParams } from "./secrets.js";
 
 /** What route handlers share. */
 export interface ServiceContext {
@@ -29,8 +40,15 @@ export interface ServiceContext {
   readonly registry: Registry;
   readonly counters: Counters;
   readonly metrics: Metrics;
-  /** Sign-in limiters: per username and per client IP. */
+  /**
+   * Sign-in limiters, which count failed sign-ins: per username and client IP (`user`), and per
+   * client IP (`ip`). When the counter store fails they count on this node alone (insurance).
+   */
   readonly loginLimiters: { readonly user: Limiter; readonly ip: Limiter };
+  /** The client of a request, through the trusted proxies only. */
+  readonly clientIp: ClientIp;
+  /** Whether the policy database can take writes (readiness). */
+  readonly databaseHealth: DatabaseHealth;
 }
 
 /** A running (or ready to run) service. */
@@ -47,15 +65,22 @@ export interface Service {
 export interface ServiceOptions {
   /** A logger (default: pino to stdout at the configured level). */
   logger?: Logger;
+  /**
+   * The cost of new password hashes (default: N=2^17, r=8, p=1, OWASP's floor). Lower it only
+   * where hashing time matters more than strength, such as tests.
+   */
+  scrypt?: ScryptParams;
 }
 
 /**
  * Logs store failures decided by `onStoreError` at most once per policy every 10 s (with how
  * many were suppressed), so an outage under load does not flood the log; metrics count them all.
  */
-function throttledStoreErrorLog(logger: Logger): (err: unknown, policy: Policy) => void {
+function throttledStoreErrorLog(
+  logger: Logger,
+): (err: unknown, policy: Policy, what?: string) => void {
   const last = new Map<string, { at: number; suppressed: number }>();
-  return (err, policy) => {
+  return (err, policy, what) => {
     const now = Date.now();
     const seen = last.get(policy.name);
     if (seen && now - seen.at < 10_000) {
@@ -65,7 +90,7 @@ function throttledStoreErrorLog(logger: Logger): (err: unknown, policy: Policy) 
     last.set(policy.name, { at: now, suppressed: 0 });
     logger.warn(
       { err, policy: policy.name, suppressed: seen?.suppressed ?? 0 },
-      "counter store failed; the policy's onStoreError decided",
+      `counter store failed; the policy's onStoreError (${policy.onStoreError}) decided${what ? `: ${what}` : ""}`,
     );
   };
 }
@@ -81,9 +106,15 @@ export async function createService(
   let counters: Counters | undefined;
   let registry: Registry | undefined;
   try {
-    database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    database = await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      timeoutMs: config.databaseTimeoutMs,
+    });
+    // Taken at once, so the identity of the SQLite file is the one just opened.
+    const health = databaseHealth(database);
     counters = openCounters({ redisUrl: config.redisUrl, metrics });
-    const repo = new Repository(database);
+    const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
     const reg = new Registry({
       repo,
       store: counters.store,
@@ -97,24 +128,25 @@ export async function createService(
     });
     registry = reg;
     await reg.start();
+    // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
+    // down, each node counts on its own (insurance) rather than lock every admin out.
+    const logStoreError = throttledStoreErrorLog(logger);
+    const loginLimiter = (name: string, limit: number) =>
+      createLimiter({
+        store: counters!.store,
+        policy: { name, rules: [{ limit, period: "1m" }], onStoreError: "insurance" },
+        onError: (err, policy) =>
+          logStoreError(err, policy, "sign-in attempts are counted on this node only"),
+      });
     const loginLimiters = {
-      user: createLimiter({
-        store: counters.store,
-        policy: {
-          name: "sluice.login.user",
-          rules: [{ limit: config.loginLimitPerUser, period: "1m" }],
-          onStoreError: "deny",
-        },
-      }),
-      ip: createLimiter({
-        store: counters.store,
-        policy: {
-          name: "sluice.login.ip",
-          rules: [{ limit: config.loginLimitPerIp, period: "1m" }],
-          onStoreError: "deny",
-        },
-      }),
+      user: loginLimiter("sluice.login.user", config.loginLimitPerUser),
+      ip: loginLimiter("sluice.login.ip", config.loginLimitPerIp),
     };
+    const ip = clientIp(config.trustProxy);
+    if (config.trustProxy === true)
+      logger.warn(
+        "trustProxy is true: the client IP is the left-most X-Forwarded-For entry, which any client can write; set a hop count or your proxies' addresses instead (docs/server.md)",
+      );
     const context: ServiceContext = {
       config,
       logger,
@@ -123,6 +155,8 @@ export async function createService(
       counters,
       metrics,
       loginLimiters,
+      clientIp: ip,
+      databaseHealth: health,
     };
     const app = buildApp(context);
     logger.info(
@@ -178,17 +212,35 @@ function makeService(app: FastifyInstance, context: ServiceContext, database: Da
 
 /** Builds the Fastify app with every route and the error mapping. */
 export function buildApp(ctx: ServiceContext): FastifyInstance {
+  const { config } = ctx;
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
     // One line per failed request (onResponse below) instead of two per request.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: ctx.config.bodyLimit,
-    trustProxy: ctx.config.trustProxy,
+    bodyLimit: config.bodyLimit,
+    // `request.ip` (in logs) through the same trusted-proxy walk as the sign-in limits.
+    trustProxy: ctx.clientIp.fastifyTrust,
+    // Limits and timeouts (docs/server.md): a request must arrive whole — headers, then body —
+    // within its deadlines, or Node answers 408 and closes the connection.
+    requestTimeout: config.requestTimeoutMs,
+    keepAliveTimeout: config.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      // How often Node looks for requests past those deadlines (its default, 30 s, would let a
+      // slow client stay that much longer).
+      connectionsCheckingInterval: Math.max(
+        25,
+        Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
+      ),
+    },
     // While closing, requests that still arrive (on kept-alive connections) get our own 503
     // `shutting_down` body from the hook below, not Fastify's.
     return503OnClosing: false,
     forceCloseConnections: "idle",
   });
+  // Connections beyond this are closed as they arrive.
+  app.server.maxConnections = config.maxConnections;
 
   let closing = false;
   app.addHook("preClose", (done) => {
@@ -202,6 +254,8 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     done(new ApiError("shutting_down", "this node is shutting down; retry on another node"));
   });
 
+  // JSON with precise errors, and no text/plain (see json-body.ts).
+  registerBodyParsers(app);
   // Accept YAML bodies (policy import) as text.
   app.addContentTypeParser(
     ["application/yaml", "application/x-yaml", "text/yaml"],
@@ -210,7 +264,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   );
 
   app.setErrorHandler((err: unknown, req, reply) => {
-    const e = toApiError(err);
+    const e = toApiError(err, req.headers["content-type"]);
     if (e.code === "store_unavailable")
       req.log.warn({ err, url: req.url }, "counter store unavailable");
     else if (e.status >= 500 && e.code !== "shutting_down")
@@ -249,16 +303,18 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   app.get("/", (_req, reply) => reply.redirect("/admin/", 302));
   app.get("/healthz", () => ({ status: "ok" }));
   app.get("/readyz", async (_req, reply) => {
+    // Each dependency gets the readiness deadline, so the answer comes within it even when a
+    // dependency hangs, and says which one failed.
+    const timeoutMs = config.readinessTimeoutMs;
     const checks: Record<string, string> = {};
+    const check = (name: string, what: string, work: () => Promise<void>) =>
+      withDeadline(work(), timeoutMs, what).then(
+        () => void (checks[name] = "ok"),
+        (err: unknown) => void (checks[name] = `unavailable: ${readinessMessage(err)}`),
+      );
     await Promise.all([
-      ctx.repo.database.ping().then(
-        () => (checks.database = "ok"),
-        (err: unknown) => (checks.database = `unreachable: ${(err as Error).message}`),
-      ),
-      ctx.counters.ping().then(
-        () => (checks.counters = "ok"),
-        (err: unknown) => (checks.counters = `unreachable: ${(err as Error).message}`),
-      ),
+      check("database", "the database", () => ctx.databaseHealth.check()),
+      check("counters", "the counter store", () => ctx.counters.ping()),
     ]);
     const ok = Object.values(checks).every((v) => v === "ok");
     return reply.status(ok ? 200 : 503).send({
@@ -280,6 +336,13 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   return app;
 }
 
+/** Why a dependency is not ready, in words: the database's known outages by their meaning. */
+function readinessMessage(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const reason = isDatabaseOutage(err) ? databaseOutageReason(err) : undefined;
+  return reason === undefined || reason === message ? message : `${reason} (${message})`;
+}
+
 const CLIENT_STATUS_CODES: Partial<Record<number, ApiErrorCode>> = {
   401: "unauthorized",
   404: "not_found",
@@ -287,8 +350,11 @@ const CLIENT_STATUS_CODES: Partial<Record<number, ApiErrorCode>> = {
   415: "unsupported_media_type",
 };
 
-/** Maps anything thrown in a request to an {@link ApiError}: caller mistakes are 4xx, never 500. */
-export function toApiError(err: unknown): ApiError {
+/**
+ * Maps anything thrown in a request to an {@link ApiError}: caller mistakes are 4xx, never 500.
+ * `contentType` (the request's) names what was refused in a 415.
+ */
+export function toApiError(err: unknown, contentType?: string): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof ValidationError) {
     return new ApiError("invalid_request", err.message, { issues: [...err.issues], cause: err });
@@ -298,11 +364,10 @@ export function toApiError(err: unknown): ApiError {
       cause: err,
     });
   if (isDatabaseOutage(err))
-    return new ApiError("database_unavailable", "the policy database is unavailable; retry later", {
-      cause: err,
-    });
+    return new ApiError("database_unavailable", databaseOutageMessage(err), { cause: err });
   // Fastify's own 4xx (bad JSON, empty body, wrong content type, body too large…).
   const fe = err as Partial<FastifyError> | undefined;
+  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return unsupportedMediaType(contentType);
   const status = typeof fe?.statusCode === "number" ? fe.statusCode : 500;
   if (status >= 400 && status < 500) {
     const code = CLIENT_STATUS_CODES[status] ?? "invalid_request";

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { pino } from "pino";
+import { type Logger, pino } from "pino";
 import { type Service, createService, loadConfig } from "../src/index.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 
@@ -55,6 +55,16 @@ export async function call<T = any>(
   return { status: res.status, headers: res.headers, body: parsed as T };
 }
 
+/** A pino logger whose JSON lines are kept in `lines` (for tests that read the log). */
+export function captureLogger(): { logger: Logger; lines: Record<string, unknown>[] } {
+  const lines: Record<string, unknown>[] = [];
+  const logger = pino(
+    { level: "info" },
+    { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+  return { logger, lines };
+}
+
 /** A service running in this process, with an admin signed in. */
 export interface TestService {
   readonly url: string;
@@ -83,11 +93,27 @@ export interface TestService {
   close(): Promise<void>;
 }
 
+/**
+ * Password hashing cost in the suites: cheap, so that the many users and sign-ins of the
+ * suites take milliseconds. The service's default (N=2^17) is tested on its own (sign-in.test.ts).
+ */
+export const TEST_SCRYPT = { N: 2 ** 10, r: 8, p: 1 } as const;
+
 /** Starts a service in this process (SQLite in a temp dir unless `databaseUrl`). */
 export async function startService(
-  options: { databaseUrl?: string; redisUrl?: string; values?: Record<string, unknown> } = {},
+  options: {
+    databaseUrl?: string;
+    redisUrl?: string;
+    values?: Record<string, unknown>;
+    /** Password hashing cost (default {@link TEST_SCRYPT}). */
+    scrypt?: { N: number; r: number; p: number };
+    /** An existing data directory (default: a new temp dir, removed on close). */
+    dataDir?: string;
+    /** The service's logger (default: silent). */
+    logger?: Logger;
+  } = {},
 ): Promise<TestService> {
-  const dataDir = mkdtempSync(join(tmpdir(), "sluice-server-"));
+  const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "sluice-server-"));
   const config = loadConfig({
     values: {
       port: 0,
@@ -100,7 +126,10 @@ export async function startService(
       ...(options.redisUrl ? { redisUrl: options.redisUrl } : {}),
     },
   });
-  const service = await createService(config, { logger: pino({ level: "silent" }) });
+  const service = await createService(config, {
+    logger: options.logger ?? pino({ level: "silent" }),
+    scrypt: options.scrypt ?? TEST_SCRYPT,
+  });
   const url = await service.listen();
   const repo = service.context.repo;
   if (!(await repo.getUser("root")))
@@ -146,7 +175,7 @@ export async function startService(
     sync,
     async close() {
       await service.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

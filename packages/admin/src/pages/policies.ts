@@ -240,7 +240,10 @@ function draftSection(
               id: "promote-draft",
               onclick: async () => {
                 try {
-                  const r = await ctx.api.promoteDraft(p.name);
+                  const r = await ctx.api.promoteDraft(p.name, {
+                    expectVersion: p.version,
+                    draftId: d.id,
+                  });
                   ctx.flash(`Draft promoted: version ${r.version} is enforced`);
                   await reload();
                 } catch (err) {
@@ -336,9 +339,11 @@ function versionsSection(
 /** `#/policies/new` and `#/policies/:name/edit`: the policy form. */
 export async function policyFormPage(ctx: Ctx, name: string | undefined): Promise<void> {
   mount(ctx.main, heading(name ? `Edit ${name}` : "New policy"), loading());
-  const [existing, apps] = await Promise.all([
+  const [existing, apps, draft] = await Promise.all([
     name ? ctx.api.policy(name) : Promise.resolve(undefined),
     ctx.api.apps().catch((): AppRecord[] => []),
+    // A draft saved from this page replaces this one (and only this one).
+    name ? ctx.api.draft(name).catch(() => undefined) : Promise.resolve(undefined),
   ]);
   if (existing && !canEditPolicy(ctx, existing)) {
     mount(
@@ -451,7 +456,7 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     for (const b of form.querySelectorAll("button")) b.disabled = true;
     try {
       if (asDraft) {
-        await ctx.api.putDraft(d);
+        await ctx.api.putDraft(d, { expectVersion: existing?.version, draftId: draft?.id });
         ctx.flash(`Draft saved for ${d.name}: it is evaluated in shadow until you promote it`);
       } else if (existing) {
         const r = await ctx.api.putPolicy(d, existing.version);
@@ -513,6 +518,13 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
         : h("p", { class: "muted" }, "No apps yet."),
       h("div", { class: "field-error", role: "alert" }),
     ),
+    draft
+      ? h(
+          "p",
+          { class: "muted", id: "draft-notice" },
+          `Saving as draft replaces the draft saved ${when(draft.createdAt)} by ${draft.createdBy}.`,
+        )
+      : null,
     h(
       "div",
       { class: "actions" },

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
 import pg from "pg";
+import { endClientsOnTimeout, postgresTimeouts } from "./deadlines.js";
 import { type DialectName, migrate } from "./migrations.js";
 import type { Tables } from "./schema.js";
 
@@ -29,6 +30,11 @@ export interface DatabaseOptions {
   dataDir: string;
   /** Run migrations (default true). */
   migrate?: boolean;
+  /**
+   * Deadline of each statement, connection attempt and SQLite lock wait, in ms (default 5000);
+   * see ./deadlines.ts.
+   */
+  timeoutMs?: number;
 }
 
 /** Opens (and by default migrates) the policy database. */
@@ -36,14 +42,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let db: Kysely<Tables>;
   let dialect: DialectName;
   let location: string;
+  const timeoutMs = options.timeoutMs ?? 5000;
   if (options.databaseUrl) {
     dialect = "postgres";
     location = options.databaseUrl.replace(/(\/\/[^:/@]*:)[^@/]*@/, "$1***@");
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: 10,
-      connectionTimeoutMillis: 5000,
+      ...postgresTimeouts(timeoutMs),
     });
+    endClientsOnTimeout(pool);
     // A client losing its connection (PostgreSQL restarting, "terminating connection due to
     // administrator command") must not crash the process; the next query reports it. The pool
     // listens on idle clients only, so checked-out clients get a listener of their own too.
@@ -59,7 +67,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     const file = new SQLite(location);
     // WAL lets the CLI write while a server reads; busy_timeout waits out the other's lock.
     file.pragma("journal_mode = WAL");
-    file.pragma("busy_timeout = 5000");
+    file.pragma(`busy_timeout = ${Math.round(timeoutMs)}`);
     file.pragma("foreign_keys = ON");
     db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: file }) });
   }

@@ -9,8 +9,11 @@ import type { Tables } from "../db/schema.js";
 import type { Role } from "../model.js";
 import {
   type IssuedSecret,
+  SCRYPT_PARAMS,
+  type ScryptParams,
   hashPassword,
   issueSecret,
+  needsRehash,
   secretId,
   secretMatches,
   verifyPassword,
@@ -68,7 +71,14 @@ export async function appKeys(
 
 /** Apps, users and sessions. */
 export class IdentityRepository {
-  constructor(private readonly db: Db) {}
+  /**
+   * @param scrypt - the cost of new password hashes (default {@link SCRYPT_PARAMS}); stored
+   *   hashes made with less are replaced at the next successful sign-in.
+   */
+  constructor(
+    private readonly db: Db,
+    private readonly scrypt: ScryptParams = SCRYPT_PARAMS,
+  ) {}
 
   // ---------------------------------------------------------------- apps
 
@@ -201,7 +211,7 @@ export class IdentityRepository {
     actor: string,
   ): Promise<UserRecord> {
     checkOwnership(input.role, input.apps);
-    const hash = await hashPassword(input.password);
+    const hash = await hashPassword(input.password, this.scrypt);
     return writeTransaction(this.db, async (trx) => {
       const exists = await trx
         .selectFrom("users")
@@ -242,7 +252,8 @@ export class IdentityRepository {
     change: { role?: Role | undefined; apps?: string[] | undefined; password?: string | undefined },
     actor: string,
   ): Promise<UserRecord> {
-    const hash = change.password !== undefined ? await hashPassword(change.password) : undefined;
+    const hash =
+      change.password !== undefined ? await hashPassword(change.password, this.scrypt) : undefined;
     return writeTransaction(this.db, async (trx) => {
       const row = await trx
         .selectFrom("users")
@@ -298,7 +309,11 @@ export class IdentityRepository {
     });
   }
 
-  /** Checks a username and password (constant time, also for unknown users). */
+  /**
+   * Checks a username and password (constant time, also for unknown users). After a success, a
+   * hash made with less work than the current parameters is replaced by a new one (unless the
+   * password changed meanwhile); a failed rewrite does not fail the sign-in.
+   */
   async checkPassword(username: string, password: string): Promise<UserRecord | undefined> {
     const row = await this.db
       .selectFrom("users")
@@ -306,8 +321,25 @@ export class IdentityRepository {
       .where("username", "=", username)
       .executeTakeFirst();
     const hash = row && readRow("users", { username }, passwordRow, row).password_hash;
-    const ok = await verifyPassword(password, hash);
-    return ok && row ? toUserRecord(row) : undefined;
+    const ok = await verifyPassword(password, hash, this.scrypt);
+    if (!ok || !row || hash === undefined) return undefined;
+    if (needsRehash(hash, this.scrypt)) await this.rehash(username, hash, password);
+    return toUserRecord(row);
+  }
+
+  /** Replaces `oldHash` with one at the current parameters, if it is still the stored one. */
+  private async rehash(username: string, oldHash: string, password: string): Promise<void> {
+    try {
+      const hash = await hashPassword(password, this.scrypt);
+      await this.db
+        .updateTable("users")
+        .set({ password_hash: hash })
+        .where("username", "=", username)
+        .where("password_hash", "=", oldHash)
+        .execute();
+    } catch {
+      // The old hash still works; the next sign-in tries again.
+    }
   }
 
   // ---------------------------------------------------------------- sessions

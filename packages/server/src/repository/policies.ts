@@ -279,11 +279,20 @@ export class PolicyRepository {
     });
   }
 
-  /** Writes (replaces) the policy's draft. */
+  /**
+   * Writes the policy's draft, based on the enforced version. Refused (409) when `expectVersion`
+   * is given and the policy is at another version, and when a draft exists unless `draftId`
+   * names it (so a second author never silently replaces the first one's draft); `draftId`
+   * with no draft stored is refused too (the draft was promoted or discarded meanwhile).
+   */
   async putDraft(
     doc: PolicyDocument,
     actor: string,
-    check?: (before: PolicyRecord) => void,
+    options: {
+      expectVersion?: number | undefined;
+      draftId?: number | undefined;
+      check?: (before: PolicyRecord) => void;
+    } = {},
   ): Promise<DraftRecord> {
     return writeTransaction(this.db, async (trx) => {
       const live = await this.getPolicy(doc.name, trx);
@@ -292,7 +301,26 @@ export class PolicyRepository {
           "policy_not_found",
           `policy "${doc.name}" does not exist; create it before drafting a change`,
         );
-      check?.(live);
+      options.check?.(live);
+      if (options.expectVersion !== undefined && live.version !== options.expectVersion) {
+        throw new ApiError(
+          "conflict",
+          `policy "${doc.name}" is at version ${live.version}, not ${options.expectVersion}: reload it and draft from the current version`,
+        );
+      }
+      const existing = await this.getDraft(doc.name, trx);
+      if (existing && options.draftId !== existing.id) {
+        throw new ApiError(
+          "conflict",
+          `policy "${doc.name}" already has a draft (id ${existing.id}, by ${existing.createdBy}, based on version ${existing.baseVersion})${options.draftId !== undefined ? `, not draft ${options.draftId}` : ""}: send "draftId": ${existing.id} to replace it, or discard it first`,
+        );
+      }
+      if (!existing && options.draftId !== undefined) {
+        throw new ApiError(
+          "conflict",
+          `policy "${doc.name}" has no draft ${options.draftId} any more (promoted or discarded): leave draftId out to write a new draft`,
+        );
+      }
       await checkAppsExist(trx, doc.apps, "apps");
       await dropDraft(trx, doc.name);
       await trx
@@ -307,6 +335,7 @@ export class PolicyRepository {
         .execute();
       await appendAudit(trx, actor, "policy.draft", "policy", doc.name, {
         baseVersion: live.version,
+        ...(existing ? { replacedDraftId: existing.id } : {}),
         draft: doc,
       });
       const draft = await this.getDraft(doc.name, trx);
@@ -332,17 +361,44 @@ export class PolicyRepository {
     });
   }
 
-  /** Makes the draft the enforced version (a new version) and removes it. */
+  /**
+   * Makes the draft the enforced version (a new version) and removes it. Refused (409) when the
+   * draft is stale — made from a version that is no longer the enforced one, so promoting it
+   * would silently undo the changes since — and when `expectVersion` or `draftId` (what the
+   * caller looked at) no longer match.
+   */
   async promoteDraft(
     name: string,
     actor: string,
-    check?: (before: PolicyRecord, draft: PolicyDocument) => void,
+    options: {
+      expectVersion?: number | undefined;
+      draftId?: number | undefined;
+      check?: (before: PolicyRecord, draft: PolicyDocument) => void;
+    } = {},
   ): Promise<PolicyRecord> {
     return writeTransaction(this.db, async (trx) => {
       const live = await this.getPolicy(name, trx);
       const draft = await this.getDraft(name, trx);
       if (!live || !draft) throw new ApiError("not_found", `policy "${name}" has no draft`);
-      check?.(live, draft.doc);
+      options.check?.(live, draft.doc);
+      if (options.draftId !== undefined && draft.id !== options.draftId) {
+        throw new ApiError(
+          "conflict",
+          `the draft of policy "${name}" is now draft ${draft.id} (by ${draft.createdBy}), not ${options.draftId}: review it before promoting`,
+        );
+      }
+      if (options.expectVersion !== undefined && live.version !== options.expectVersion) {
+        throw new ApiError(
+          "conflict",
+          `policy "${name}" is at version ${live.version}, not ${options.expectVersion}: reload and retry`,
+        );
+      }
+      if (draft.baseVersion !== live.version) {
+        throw new ApiError(
+          "conflict",
+          `the draft of policy "${name}" was made from version ${draft.baseVersion}, but version ${live.version} is enforced now: promoting it would undo the changes since. Write the draft again from version ${live.version} (PUT …/draft with "draftId": ${draft.id}), or discard it`,
+        );
+      }
       await checkAppsExist(trx, draft.doc.apps, "apps");
       await dropDraft(trx, name);
       return writePolicy(trx, draft.doc, live, actor, "promote", {
@@ -389,9 +445,11 @@ export class PolicyRepository {
       for (const name of plan.delete) {
         await trx.deleteFrom("policies").where("name", "=", name).execute();
         await dropDraft(trx, name);
+        const before = current.get(name);
         await appendAudit(trx, actor, "policy.delete", "policy", name, {
           via: "import",
-          version: current.get(name)?.version,
+          version: before?.version,
+          before: before?.doc,
         });
       }
       return plan;

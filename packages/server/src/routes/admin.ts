@@ -13,6 +13,7 @@ import {
   auditQuerySchema,
   importRequestSchema,
   loginRequestSchema,
+  promoteRequestSchema,
   userCreateSchema,
   userUpdateSchema,
   versionParamSchema,
@@ -22,7 +23,7 @@ import { type PolicyDocument, type Role, validatePolicyDocument } from "../model
 import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../policy-file.js";
 import type { PolicyRecord, UserRecord } from "../repository.js";
 import type { ServiceContext } from "../service.js";
-import { bearer } from "./decision.js";
+import { bearer, missingBearer } from "./decision.js";
 
 /** The signed-in user of a request. */
 interface Session {
@@ -71,6 +72,10 @@ function recordView(r: PolicyRecord) {
 
 const nameParam = z.object({ name: z.string().min(1).max(128) });
 
+/** Absent, or a positive integer (a version or an id). */
+const isPositiveInt = (v: unknown): boolean =>
+  v === undefined || (typeof v === "number" && Number.isInteger(v) && v >= 1);
+
 /**
  * Registers the admin routes, in a context of their own with one hook: **read your writes**.
  * After a change succeeds, the answer waits until this node has loaded it (one revision read
@@ -98,7 +103,9 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
       throw new ApiError(
         "unauthorized",
         token === undefined
-          ? "sign in first: POST /v1/admin/login, then send Authorization: Bearer <token>"
+          ? req.headers.authorization === undefined
+            ? "sign in first: POST /v1/admin/login, then send Authorization: Bearer <token>"
+            : `${missingBearer(req, "session token")} (from POST /v1/admin/login)`
           : "session expired or unknown; sign in again",
         {
           headers: { "WWW-Authenticate": 'Bearer realm="sluice-admin"' },
@@ -126,24 +133,35 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
     parseOr400(z.object({ username: z.string().min(1).max(64) }), req.params, "Invalid path")
       .username;
 
-  /** A validated document from a write body, named by the URL. */
+  /**
+   * A validated document from a write body, named by the URL, with the optimistic-concurrency
+   * fields: `expectVersion` and, for drafts, `draftId` (the draft being replaced).
+   */
   const documentFrom = (
     body: unknown,
     name: string,
-  ): { doc: PolicyDocument; expectVersion: number | undefined } => {
+    options: { draft?: boolean } = {},
+  ): { doc: PolicyDocument; expectVersion: number | undefined; draftId: number | undefined } => {
     if (typeof body !== "object" || body === null || Array.isArray(body))
       throw invalid("Invalid policy", [
         { path: "", message: "body must be a JSON object (a policy document)" },
       ]);
-    const { expectVersion, ...rest } = body as Record<string, unknown>;
+    const { expectVersion, ...withDraftId } = body as Record<string, unknown>;
+    // `draftId` belongs to drafts only; elsewhere it is an unknown field of the document.
+    let rest = withDraftId;
+    let draftId: unknown;
+    if (options.draft) ({ draftId, ...rest } = withDraftId);
     const issues = [];
-    if (
-      expectVersion !== undefined &&
-      (typeof expectVersion !== "number" || !Number.isInteger(expectVersion) || expectVersion < 1)
-    ) {
+    if (!isPositiveInt(expectVersion)) {
       issues.push({
         path: "expectVersion",
         message: "must be a positive integer (the version you edited)",
+      });
+    }
+    if (!isPositiveInt(draftId)) {
+      issues.push({
+        path: "draftId",
+        message: "must be a positive integer (the id of the draft you are replacing)",
       });
     }
     if (rest.name !== undefined && rest.name !== name)
@@ -151,29 +169,57 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
     const r = validatePolicyDocument({ ...rest, name });
     if ("issues" in r) issues.push(...r.issues);
     if (issues.length > 0 || "issues" in r) throw invalid(`Invalid policy "${name}"`, issues);
-    return { doc: r.doc, expectVersion: expectVersion as number | undefined };
+    return {
+      doc: r.doc,
+      expectVersion: expectVersion as number | undefined,
+      draftId: draftId as number | undefined,
+    };
   };
 
   // ------------------------------------------------------------ sessions
 
   app.post("/v1/admin/login", async (req, reply) => {
     const body = parseOr400(loginRequestSchema, req.body, "Invalid sign-in");
-    // Sign-in attempts are rate limited by sluice itself, per username and per client IP.
-    const [byUser, byIp] = await Promise.all([
-      ctx.loginLimiters.user.limit(body.username.toLowerCase()),
-      ctx.loginLimiters.ip.limit(req.ip || "unknown"),
-    ]);
+    // Sign-ins are rate limited by sluice itself, counting failures only: per username from
+    // one client IP (so nobody can lock a user out from elsewhere), and per client IP. Each
+    // attempt is charged first — so concurrent guesses cannot slip past the limit — and given
+    // back unless it turns out to be a failure.
+    const ip = ctx.clientIp.identity(req.raw);
+    const { user: perUser, ip: perIp } = ctx.loginLimiters;
+    const userKey = `${ip}|${body.username.toLowerCase()}`;
+    const [byUser, byIp] = await Promise.all([perUser.limit(userKey), perIp.limit(ip)]);
+    // Only a charge made on the shared store is given back: an insurance decision (the store
+    // is down) counted on this node, and the store would refund what it never charged.
+    const giveBack = async () => {
+      await Promise.all([
+        byUser.allowed && byUser.reason === undefined ? perUser.refund(userKey) : undefined,
+        byIp.allowed && byIp.reason === undefined ? perIp.refund(ip) : undefined,
+      ]).catch((err: unknown) =>
+        req.log.warn({ err }, "could not give back a sign-in attempt to the counter store"),
+      );
+    };
     if (!byUser.allowed || !byIp.allowed) {
-      const retry = Math.max(byUser.retryAfterMs, byIp.retryAfterMs);
-      throw new ApiError("too_many_requests", "too many sign-in attempts; retry later", {
+      await giveBack();
+      const retry = Math.max(
+        byUser.allowed ? 0 : byUser.retryAfterMs,
+        byIp.allowed ? 0 : byIp.retryAfterMs,
+      );
+      throw new ApiError("too_many_requests", "too many failed sign-in attempts; retry later", {
         headers: { "Retry-After": String(Math.max(1, Math.ceil(retry / 1000))) },
       });
     }
-    const user = await repo.checkPassword(body.username, body.password);
+    let user: UserRecord | undefined;
+    try {
+      user = await repo.checkPassword(body.username, body.password);
+    } catch (err) {
+      await giveBack(); // not the caller's failure
+      throw err;
+    }
     if (!user) {
-      req.log.warn({ username: body.username, ip: req.ip }, "failed sign-in");
+      req.log.warn({ username: body.username, ip }, "failed sign-in");
       throw new ApiError("unauthorized", "wrong username or password");
     }
+    await giveBack();
     const { token, expiresAt } = await repo.createSession(user.username, ctx.config.sessionTtlMs);
     return reply.status(200).send({
       token,
@@ -338,8 +384,12 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
   app.put("/v1/admin/policies/:name/draft", async (req) => {
     const s = await role(req, "admin", "owner");
     const { name } = params(req);
-    const { doc } = documentFrom(req.body, name);
-    return repo.putDraft(doc, actor(s), (before) => assertCanEditPolicy(s.user, before.doc, doc));
+    const { doc, expectVersion, draftId } = documentFrom(req.body, name, { draft: true });
+    return repo.putDraft(doc, actor(s), {
+      expectVersion,
+      draftId,
+      check: (before) => assertCanEditPolicy(s.user, before.doc, doc),
+    });
   });
 
   app.delete("/v1/admin/policies/:name/draft", async (req, reply) => {
@@ -354,9 +404,12 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
   app.post("/v1/admin/policies/:name/draft/promote", async (req) => {
     const s = await role(req, "admin", "owner");
     const { name } = params(req);
-    const rec = await repo.promoteDraft(name, actor(s), (before, draft) =>
-      assertCanEditPolicy(s.user, before.doc, draft),
-    );
+    const body = parseOr400(promoteRequestSchema, req.body ?? {}, "Invalid promote request");
+    const rec = await repo.promoteDraft(name, actor(s), {
+      expectVersion: body.expectVersion,
+      draftId: body.draftId,
+      check: (before, draft) => assertCanEditPolicy(s.user, before.doc, draft),
+    });
     return recordView(rec);
   });
 

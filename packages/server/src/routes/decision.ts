@@ -73,6 +73,20 @@ export function bearer(req: FastifyRequest): string | undefined {
   return m?.[1];
 }
 
+/**
+ * Why a request carries no bearer token, in words: no `Authorization` header, or one with
+ * another scheme (`Basic …`), or a `Bearer` with no token. `what` names the token expected.
+ */
+export function missingBearer(req: FastifyRequest, what: string): string {
+  const h = req.headers.authorization;
+  if (typeof h !== "string" || h.trim() === "")
+    return `missing Authorization: send Authorization: Bearer <${what}>`;
+  const scheme = /^\S+/.exec(h.trim())?.[0] ?? "";
+  if (scheme.toLowerCase() === "bearer")
+    return `Authorization: Bearer carries no token: send Authorization: Bearer <${what}>`;
+  return `Authorization uses the ${JSON.stringify(scheme)} scheme, not Bearer: send Authorization: Bearer <${what}>`;
+}
+
 /** Registers the decision routes. */
 export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   const { registry, metrics } = ctx;
@@ -83,9 +97,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     if (!name) {
       throw new ApiError(
         "unauthorized",
-        token === undefined
-          ? "missing Authorization: Bearer <api key>"
-          : "unknown or revoked API key",
+        token === undefined ? missingBearer(req, "api key") : "unknown or revoked API key",
         {
           headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
         },
