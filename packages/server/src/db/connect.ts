@@ -1,13 +1,16 @@
 /**
- * Opens the policy database: SQLite (better-sqlite3) under the data directory by default, or
- * PostgreSQL (pg) when a `postgres://` URL is given. One Kysely query layer over both.
+ * Opens the policy database: SQLite (better-sqlite3) under the data directory by default,
+ * PostgreSQL (pg) when a `postgres://` URL is given, MySQL or MariaDB (mysql2, see ./mysql.ts)
+ * for a `mysql://` or `mariadb://` URL. One Kysely query layer over all three.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
 import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
 import pg from "pg";
+import { redactUrl } from "../config.js";
 import { type DialectName, migrate } from "./migrations.js";
+import { MYSQL_URL, openMysql } from "./mysql.js";
 import type { Tables } from "./schema.js";
 
 /** An open database with its dialect. */
@@ -23,12 +26,17 @@ export interface Database {
 
 /** Where the policy database is. */
 export interface DatabaseOptions {
-  /** `postgres://…`; when unset, SQLite at `<dataDir>/sluice.db`. */
+  /** `postgres://…`, `mysql://…` or `mariadb://…`; when unset, SQLite at `<dataDir>/sluice.db`. */
   databaseUrl?: string | undefined;
   /** The data directory for SQLite; created when missing. */
   dataDir: string;
   /** Run migrations (default true). */
   migrate?: boolean;
+  /**
+   * Told what start-up should say aloud: on MySQL, that a migration an earlier start left
+   * part-way is being resumed (see ./migrations.ts). Default: nothing is said.
+   */
+  notice?: ((message: string) => void) | undefined;
 }
 
 /** Opens (and by default migrates) the policy database. */
@@ -36,7 +44,11 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let db: Kysely<Tables>;
   let dialect: DialectName;
   let location: string;
-  if (options.databaseUrl) {
+  if (options.databaseUrl && MYSQL_URL.test(options.databaseUrl)) {
+    dialect = "mysql";
+    location = redactUrl(options.databaseUrl);
+    db = openMysql(options.databaseUrl);
+  } else if (options.databaseUrl) {
     dialect = "postgres";
     location = options.databaseUrl.replace(/(\/\/[^:/@]*:)[^@/]*@/, "$1***@");
     const pool = new pg.Pool({
@@ -64,7 +76,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: file }) });
   }
   try {
-    if (options.migrate !== false) await migrate(db, dialect);
+    if (options.migrate !== false) await migrate(db, dialect, { notice: options.notice });
   } catch (err) {
     await db.destroy();
     throw err;
