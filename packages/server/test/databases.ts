@@ -71,11 +71,15 @@ export const DATABASES: readonly DatabaseKind[] = [
 ];
 
 /**
- * Declares the suite once per database of {@link DATABASES}, inside `describe("on <title>")`.
- * The database server starts before the suite's own `beforeAll` hooks and stops after it.
+ * Declares the suite once per database of {@link DATABASES} (or of those `where` picks, for a
+ * suite about a property only some have), inside `describe("on <title>")`. The database server
+ * starts before the suite's own `beforeAll` hooks and stops after it.
  */
-export function forEachDatabase(suite: (database: () => TestDatabase) => void): void {
-  describe.each(DATABASES)("on $title", (kind) => {
+export function forEachDatabase(
+  suite: (database: () => TestDatabase) => void,
+  where: (kind: DatabaseKind) => boolean = () => true,
+): void {
+  describe.each(DATABASES.filter(where))("on $title", (kind) => {
     let db: TestDatabase | undefined;
     beforeAll(async () => {
       db = await kind.start();

@@ -6,10 +6,10 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
+import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
 import { redactUrl } from "../config.js";
-import { type DialectName, migrate } from "./migrations.js";
+import { type DialectName, SqliteDialectWithTransactionalDdl, migrate } from "./migrations.js";
 import { MYSQL_URL, openMysql } from "./mysql.js";
 import type { Tables } from "./schema.js";
 
@@ -73,7 +73,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     file.pragma("journal_mode = WAL");
     file.pragma("busy_timeout = 5000");
     file.pragma("foreign_keys = ON");
-    db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: file }) });
+    db = new Kysely<Tables>({ dialect: new SqliteDialectWithTransactionalDdl({ database: file }) });
   }
   try {
     if (options.migrate !== false) await migrate(db, dialect, { notice: options.notice });

@@ -15,17 +15,36 @@ import {
   type ColumnDataType,
   type ColumnDefinitionBuilder,
   type CreateTableBuilder,
+  type DialectAdapter,
   type Expression,
   type Kysely,
   type Migration,
   type MigrationProvider,
   Migrator,
+  SqliteAdapter,
+  SqliteDialect,
   sql,
 } from "kysely";
 import type { Tables } from "./schema.js";
 
 /** Which SQL dialect a database speaks: `mysql` is MySQL and MariaDB. */
 export type DialectName = "sqlite" | "postgres" | "mysql";
+
+/**
+ * Kysely's SQLite dialect, but telling Kysely's Migrator that SQLite's DDL is transactional
+ * (it is; Kysely's adapter says not). The Migrator then runs the pending migrations and their
+ * bookkeeping in one transaction, as on PostgreSQL: a migration that fails applies nothing,
+ * instead of leaving tables that make every later start fail with "table already exists".
+ */
+export class SqliteDialectWithTransactionalDdl extends SqliteDialect {
+  override createAdapter(): DialectAdapter {
+    return new (class extends SqliteAdapter {
+      override get supportsTransactionalDdl(): boolean {
+        return true;
+      }
+    })();
+  }
+}
 
 /** One statement of a migration; on MySQL, running it again after it succeeded changes nothing. */
 interface Step {
