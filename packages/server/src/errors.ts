@@ -147,11 +147,9 @@ const DB_DOWN = new Set([
   "08006",
   "SQLITE_BUSY",
   "SQLITE_CANTOPEN",
-  // mysql2: the server went away, is shutting down, killed the connection, or is full.
+  // mysql2: the server closed the connection (it stopped, crashed, or killed the connection).
   "PROTOCOL_CONNECTION_LOST",
-  "ER_SERVER_SHUTDOWN",
   "ER_CONNECTION_KILLED",
-  "ER_CON_COUNT_ERROR",
 ]);
 
 /** True when `err` looks like the database being unreachable (rather than a bug). */
@@ -162,8 +160,6 @@ export function isDatabaseOutage(err: unknown): boolean {
   const msg = (err as { message?: unknown }).message;
   return (
     typeof msg === "string" &&
-    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED|connection is in closed state/i.test(
-      msg,
-    )
+    /Connection terminated|timeout exceeded when trying to connect|connect ECONNREFUSED/i.test(msg)
   );
 }

@@ -12,8 +12,10 @@
  *   collation).
  * - **Strict.** `sql_mode` is `TRADITIONAL`: a value that does not fit is an error, never
  *   silently truncated or zeroed.
- * - **READ COMMITTED**, PostgreSQL's default: InnoDB's REPEATABLE READ takes gap locks, and two
- *   sign-ins (each deleting expired sessions, then inserting one) can deadlock on them.
+ * - **READ COMMITTED**, PostgreSQL's default, which the repository's transactions are written
+ *   for: each statement sees what committed before it, and no gap locks (InnoDB's default,
+ *   REPEATABLE READ, takes them, adding lock waits and deadlock risks to concurrent writes that
+ *   the other databases do not have).
  * - **Big integers as strings** (`bigNumberStrings`), as pg returns `bigint`: the repository
  *   reads counters with `Number()` and checks integer columns accepting either.
  * - **JSON is text.** The JSON columns are `mediumtext` (MariaDB's `JSON` is `LONGTEXT`, and
