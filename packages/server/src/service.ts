@@ -81,7 +81,11 @@ export async function createService(
   let counters: Counters | undefined;
   let registry: Registry | undefined;
   try {
-    database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+    database = await openDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: config.dataDir,
+      notice: (message) => logger.warn(message),
+    });
     counters = openCounters({ redisUrl: config.redisUrl, metrics });
     const repo = new Repository(database);
     const reg = new Registry({
