@@ -365,8 +365,9 @@ export interface MigrateOptions {
  *
  * Kysely's migration lock serializes nodes that start together on PostgreSQL and MySQL, but
  * SQLite has no such lock across processes, and creating Kysely's own bookkeeping tables can
- * race: two processes migrating a new database at once can collide ("table already exists").
- * The loser retries, finding the schema done.
+ * race: two processes migrating a new database at once can collide ("table already exists",
+ * "database is locked"). The loser's transaction rolls back and it retries, finding the schema
+ * done.
  */
 export async function migrate(
   db: Kysely<Tables>,
