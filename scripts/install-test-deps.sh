@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suites need, when missing: Debian's redis-server
-# (and redis-tools for redis-cli/redis-benchmark) and chromium. PostgreSQL 15's server binaries
-# ship with the machine image. Needs root (or sudo) for apt-get.
+# (and redis-tools for redis-cli/redis-benchmark), mariadb-server and chromium. PostgreSQL 15's
+# server binaries ship with the machine image. Needs root (or sudo) for apt-get.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
+command -v mariadbd >/dev/null 2>&1 || [[ -x /usr/sbin/mariadbd ]] || need+=(mariadb-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if ((${#need[@]})); then
   echo "install-test-deps: installing ${need[*]}"
@@ -15,5 +16,5 @@ if ((${#need[@]})); then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-# Debian's redis-server package starts a system service on port 6379; the tests use their own
-# servers on free ports and never rely on it.
+# Debian's redis-server and mariadb-server packages may start system services (ports 6379 and
+# 3306); the tests use their own servers on free ports and never rely on them.

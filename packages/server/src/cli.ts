@@ -18,7 +18,8 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
   port: "port to listen on (default 8080; 0 picks a free one)",
   host: "interface to listen on (default 127.0.0.1; 0.0.0.0 for all)",
   dataDir: "directory of the SQLite policy database (default ./.sluice-data)",
-  databaseUrl: "postgres://… to keep policies in PostgreSQL instead of SQLite",
+  databaseUrl:
+    "postgres://…, mysql://… or mariadb://… to keep policies in PostgreSQL or MySQL/MariaDB instead of SQLite",
   redisUrl:
     "redis://…, redis-sentinel://h:p,h:p/master, or a comma list (Cluster) for shared counters",
   logLevel: "fatal|error|warn|info|debug|trace|silent (default info)",
@@ -93,7 +94,11 @@ async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promi
     import("./db/connect.js"),
     import("./repository.js"),
   ]);
-  const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    notice: (message) => process.stderr.write(`${message}\n`),
+  });
   try {
     return await fn(new Repository(database));
   } finally {

@@ -105,6 +105,17 @@ describe("loadConfig", () => {
     expect(issuesOf(() => loadConfig({ env: { REDIS_URL: "http://x" } }))[0]).toMatch(
       /^redisUrl: must be redis:\/\//,
     );
+    expect(issuesOf(() => loadConfig({ env: { DATABASE_URL: "mongodb://h/db" } }))).toEqual([
+      "databaseUrl: must be a postgres://, postgresql://, mysql:// or mariadb:// URL (from env DATABASE_URL)",
+    ]);
+    expect(issuesOf(() => loadConfig({ flags: { databaseUrl: "mysql://u:p@h:3306" } }))).toEqual([
+      "databaseUrl: must name the database: mysql://user:password@host:3306/<database> (from --database-url)",
+    ]);
+  });
+
+  it("takes MySQL and MariaDB URLs", () => {
+    for (const url of ["mysql://u:p@h:3306/policies", "mariadb://u@h/policies?ssl=true"])
+      expect(loadConfig({ env: { DATABASE_URL: url } }).databaseUrl).toBe(url);
   });
 
   it("reports an unreadable or malformed file", () => {

@@ -18,7 +18,10 @@ export interface ServerConfig {
   readonly host: string;
   /** Directory of the SQLite policy database (`sluice.db`). Default `./.sluice-data`. */
   readonly dataDir: string;
-  /** `postgres://…` to keep policies in PostgreSQL; unset: SQLite under `dataDir`. */
+  /**
+   * `postgres://…` to keep policies in PostgreSQL, `mysql://…` or `mariadb://…` for MySQL or
+   * MariaDB; unset: SQLite under `dataDir`.
+   */
   readonly databaseUrl: string | undefined;
   /** `redis://…`, `redis-sentinel://h:p,h:p/master`, or a comma list (Cluster); unset: memory counters. */
   readonly redisUrl: string | undefined;
@@ -156,8 +159,11 @@ export const configSchema = z.object({
   host: nonEmpty("an interface address").default("127.0.0.1"),
   dataDir: nonEmpty("a directory").default("./.sluice-data"),
   databaseUrl: nonEmpty("a URL")
-    .refine((v) => /^postgres(ql)?:\/\//.test(v), {
-      error: "must be a postgres:// or postgresql:// URL",
+    .refine((v) => /^(postgres(ql)?|mysql|mariadb):\/\//i.test(v), {
+      error: "must be a postgres://, postgresql://, mysql:// or mariadb:// URL",
+    })
+    .refine((v) => !/^(mysql|mariadb):/i.test(v) || /^\w+:\/\/[^/]+\/[^/?#]+/.test(v), {
+      error: "must name the database: mysql://user:password@host:3306/<database>",
     })
     .optional(),
   redisUrl: nonEmpty("a URL")

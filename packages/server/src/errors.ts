@@ -148,6 +148,9 @@ const DB_DOWN = new Set([
   "08001",
   "08003",
   "08006",
+  // mysql2: the server closed the connection (it stopped, crashed, or killed the connection).
+  "PROTOCOL_CONNECTION_LOST",
+  "ER_CONNECTION_KILLED",
 ]);
 
 /**

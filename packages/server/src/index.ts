@@ -1,6 +1,7 @@
 /**
- * `@sluice/server`: the sluice decision service, policy store (SQLite/PostgreSQL), admin API
- * and CLI. Most users run the `sluice` command; this module is for embedding and tests.
+ * `@sluice/server`: the sluice decision service, policy store (SQLite, PostgreSQL,
+ * MySQL/MariaDB), admin API and CLI. Most users run the `sluice` command; this module is for
+ * embedding and tests.
  */
 export { createService, buildApp, toApiError } from "./service.js";
 export type { Service, ServiceContext, ServiceOptions } from "./service.js";

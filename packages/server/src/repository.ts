@@ -1,6 +1,6 @@
 /**
- * The policy store: every SQL read and write of the service, over SQLite or PostgreSQL through
- * Kysely. Every write is one transaction that also appends to the audit log and bumps the
+ * The policy store: every SQL read and write of the service, over SQLite, PostgreSQL or
+ * MySQL/MariaDB through Kysely. Every write is one transaction that also appends to the audit log and bumps the
  * `revision` counter other nodes poll; a rejected change throws before anything is written,
  * and a failure rolls the whole change back.
  *
@@ -72,7 +72,7 @@ export class Repository {
     readonly database: Database,
     options: RepositoryOptions = {},
   ) {
-    this.policies = new PolicyRepository(database.db);
+    this.policies = new PolicyRepository(database.db, database.dialect);
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
   }

@@ -110,6 +110,7 @@ export async function createService(
       databaseUrl: config.databaseUrl,
       dataDir: config.dataDir,
       timeoutMs: config.databaseTimeoutMs,
+      notice: (message) => logger.warn(message),
     });
     // Taken at once, so the identity of the SQLite file is the one just opened.
     const health = databaseHealth(database);

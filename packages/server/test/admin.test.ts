@@ -594,6 +594,57 @@ forEachDatabase((database) => {
   });
 
   describe("apps, users, audit, import/export", () => {
+    it("names are case-sensitive, and text (any Unicode) reads back as written", async () => {
+      // MySQL's usual collations compare "Web" equal to "web"; the tables' binary collation
+      // keeps them two names, as SQLite and PostgreSQL do.
+      const upper = await s.call("POST", "/v1/admin/apps", { body: { name: "Web" } });
+      expect(upper.status).toBe(201);
+      const description = "Grüße aus Köln — 限流 🚦 (four-byte characters too)";
+      for (const [name, limit] of [
+        ["Case.sensitive", 3],
+        ["case.sensitive", 4],
+      ] as const) {
+        const r = await s.call("POST", "/v1/admin/policies", {
+          body: { name, description, rules: [{ limit, period: "1m" }], apps: ["Web"] },
+        });
+        expect(r.status, JSON.stringify(r.body)).toBe(201);
+      }
+      for (const [name, limit] of [
+        ["Case.sensitive", 3],
+        ["case.sensitive", 4],
+      ] as const) {
+        const r = await s.call("GET", `/v1/admin/policies/${name}`);
+        expect(r.body).toMatchObject({ name, description, rules: [{ limit, period: "1m" }] });
+      }
+      expect((await s.call("GET", "/v1/admin/policies/CASE.SENSITIVE")).status).toBe(404);
+      const apps = (await s.call("GET", "/v1/admin/apps")).body.apps as {
+        name: string;
+        policies: string[];
+      }[];
+      const named = (n: string) => apps.filter((a) => a.name === n);
+      expect(named("Web")).toMatchObject([{ policies: ["Case.sensitive", "case.sensitive"] }]);
+      expect(named("web")).toHaveLength(1);
+      expect(named("web")[0]!.policies).not.toContain("case.sensitive");
+      expect((await s.call("DELETE", "/v1/admin/apps/WEB")).status).toBe(404);
+      // "Web" is granted both; "web" neither.
+      expect(
+        (
+          await call(s.url, "POST", "/v1/limit", {
+            token: webKey,
+            body: { policy: "case.sensitive", key: "k" },
+          })
+        ).status,
+      ).toBe(403);
+      for (const name of ["Case.sensitive", "case.sensitive"])
+        expect((await s.call("DELETE", `/v1/admin/policies/${name}`)).status).toBe(204);
+      expect((await s.call("DELETE", "/v1/admin/apps/Web")).status).toBe(204);
+      expect(
+        ((await s.call("GET", "/v1/admin/apps")).body.apps as { name: string }[]).some(
+          (a) => a.name === "web",
+        ),
+      ).toBe(true);
+    });
+
     it("shows an app key once, stores it hashed, and rotates it", async () => {
       const created = await s.call("POST", "/v1/admin/apps", {
         body: { name: "cli-app", description: "d" },

@@ -84,9 +84,9 @@ describe("help and configuration", () => {
     expect(bad.output).toContain(
       `pollIntervalMs: must be an integer from 20 to 10000 (got 5) (from ${file})`,
     );
-    const url = await runCli(["serve", "--data-dir", dir], { DATABASE_URL: "mysql://x" });
+    const url = await runCli(["serve", "--data-dir", dir], { DATABASE_URL: "sqlserver://x" });
     expect(url.output).toContain(
-      "databaseUrl: must be a postgres:// or postgresql:// URL (from env DATABASE_URL)",
+      "databaseUrl: must be a postgres://, postgresql://, mysql:// or mariadb:// URL (from env DATABASE_URL)",
     );
   });
 });

@@ -1,10 +1,12 @@
 /**
  * The SQL databases the server's suites run against, as a list: every suite written with
- * {@link forEachDatabase} runs once per entry. To add a database (MariaDB, say), add an entry
- * that starts a real server for the file and hands out fresh, empty databases.
+ * {@link forEachDatabase} runs once per entry: SQLite, PostgreSQL and MariaDB (through the MySQL
+ * dialect). To add a database, add an entry that starts a real server for the file and hands
+ * out fresh, empty databases.
  */
 import { afterAll, beforeAll, describe } from "vitest";
 import type { DialectName } from "../src/index.js";
+import { startMariaDb } from "../../../test/support/mariadb.js";
 import { startPostgres } from "../../../test/support/postgres.js";
 
 /** A started database server for one test file. */
@@ -22,6 +24,8 @@ export interface TestDatabase {
 
 /** One kind of database: how to start it for a file. */
 export interface DatabaseKind {
+  /** The server, in test names: `sqlite`, `postgres`, `mariadb`. */
+  readonly title: string;
   readonly name: DialectName;
   start(): Promise<TestDatabase>;
 }
@@ -29,6 +33,7 @@ export interface DatabaseKind {
 /** Every SQL database the service supports. */
 export const DATABASES: readonly DatabaseKind[] = [
   {
+    title: "sqlite",
     name: "sqlite",
     start: () =>
       Promise.resolve({
@@ -38,6 +43,7 @@ export const DATABASES: readonly DatabaseKind[] = [
       }),
   },
   {
+    title: "postgres",
     name: "postgres",
     async start() {
       const server = await startPostgres();
@@ -49,14 +55,31 @@ export const DATABASES: readonly DatabaseKind[] = [
       };
     },
   },
+  {
+    title: "mariadb",
+    name: "mysql",
+    async start() {
+      const server = await startMariaDb();
+      let n = 0;
+      return {
+        name: "mysql",
+        fresh: () => server.createDatabase(`test_${++n}`),
+        stop: () => server.stop(),
+      };
+    },
+  },
 ];
 
 /**
- * Declares the suite once per database of {@link DATABASES}, inside `describe("on <name>")`.
- * The database server starts before the suite's own `beforeAll` hooks and stops after it.
+ * Declares the suite once per database of {@link DATABASES} (or of those `where` picks, for a
+ * suite about a property only some have), inside `describe("on <title>")`. The database server
+ * starts before the suite's own `beforeAll` hooks and stops after it.
  */
-export function forEachDatabase(suite: (database: () => TestDatabase) => void): void {
-  describe.each(DATABASES)("on $name", (kind) => {
+export function forEachDatabase(
+  suite: (database: () => TestDatabase) => void,
+  where: (kind: DatabaseKind) => boolean = () => true,
+): void {
+  describe.each(DATABASES.filter(where))("on $title", (kind) => {
     let db: TestDatabase | undefined;
     beforeAll(async () => {
       db = await kind.start();

@@ -1,14 +1,17 @@
 /**
- * Opens the policy database: SQLite (better-sqlite3) under the data directory by default, or
- * PostgreSQL (pg) when a `postgres://` URL is given. One Kysely query layer over both.
+ * Opens the policy database: SQLite (better-sqlite3) under the data directory by default,
+ * PostgreSQL (pg) when a `postgres://` URL is given, MySQL or MariaDB (mysql2, see ./mysql.ts)
+ * for a `mysql://` or `mariadb://` URL. One Kysely query layer over all three.
  */
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import SQLite from "better-sqlite3";
-import { Kysely, PostgresDialect, SqliteDialect, sql } from "kysely";
+import { Kysely, PostgresDialect, sql } from "kysely";
 import pg from "pg";
+import { redactUrl } from "../config.js";
 import { endClientsOnTimeout, postgresTimeouts } from "./deadlines.js";
-import { type DialectName, migrate } from "./migrations.js";
+import { type DialectName, SqliteDialectWithTransactionalDdl, migrate } from "./migrations.js";
+import { MYSQL_URL, openMysql } from "./mysql.js";
 import type { Tables } from "./schema.js";
 
 /** An open database with its dialect. */
@@ -24,7 +27,7 @@ export interface Database {
 
 /** Where the policy database is. */
 export interface DatabaseOptions {
-  /** `postgres://…`; when unset, SQLite at `<dataDir>/sluice.db`. */
+  /** `postgres://…`, `mysql://…` or `mariadb://…`; when unset, SQLite at `<dataDir>/sluice.db`. */
   databaseUrl?: string | undefined;
   /** The data directory for SQLite; created when missing. */
   dataDir: string;
@@ -35,6 +38,11 @@ export interface DatabaseOptions {
    * see ./deadlines.ts.
    */
   timeoutMs?: number;
+  /**
+   * Told what start-up should say aloud: on MySQL, that a migration an earlier start left
+   * part-way is being resumed (see ./migrations.ts). Default: nothing is said.
+   */
+  notice?: ((message: string) => void) | undefined;
 }
 
 /** Opens (and by default migrates) the policy database. */
@@ -43,7 +51,11 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   let dialect: DialectName;
   let location: string;
   const timeoutMs = options.timeoutMs ?? 5000;
-  if (options.databaseUrl) {
+  if (options.databaseUrl && MYSQL_URL.test(options.databaseUrl)) {
+    dialect = "mysql";
+    location = redactUrl(options.databaseUrl);
+    db = openMysql(options.databaseUrl, timeoutMs);
+  } else if (options.databaseUrl) {
     dialect = "postgres";
     location = options.databaseUrl.replace(/(\/\/[^:/@]*:)[^@/]*@/, "$1***@");
     const pool = new pg.Pool({
@@ -69,10 +81,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     file.pragma("journal_mode = WAL");
     file.pragma(`busy_timeout = ${Math.round(timeoutMs)}`);
     file.pragma("foreign_keys = ON");
-    db = new Kysely<Tables>({ dialect: new SqliteDialect({ database: file }) });
+    db = new Kysely<Tables>({ dialect: new SqliteDialectWithTransactionalDdl({ database: file }) });
   }
   try {
-    if (options.migrate !== false) await migrate(db, dialect);
+    if (options.migrate !== false) await migrate(db, dialect, { notice: options.notice });
   } catch (err) {
     await db.destroy();
     throw err;

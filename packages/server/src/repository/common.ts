@@ -20,7 +20,8 @@ export const json = (value: unknown): string => JSON.stringify(value);
 
 /**
  * Runs a change in a transaction that first bumps the revision: other nodes see the change
- * on their next poll, and the row lock (PostgreSQL) or write lock (SQLite) serializes writers.
+ * on their next poll, and the row lock (PostgreSQL, MySQL) or write lock (SQLite) serializes
+ * writers.
  */
 export function writeTransaction<T>(db: Db, fn: (trx: Tx) => Promise<T>): Promise<T> {
   return db.transaction().execute(async (trx) => {

@@ -3,9 +3,10 @@
  * version (kept after a delete, so any can be restored), the draft evaluated in shadow beside
  * it with its shadow counts, and the all-or-nothing import of a policy file.
  */
-import type { Selectable } from "kysely";
+import type { ExpressionBuilder, Selectable } from "kysely";
 import { z } from "zod";
 import { ApiError, invalid } from "../errors.js";
+import type { DialectName } from "../db/migrations.js";
 import type { Tables } from "../db/schema.js";
 import { type PolicyDocument, sameDocument } from "../model.js";
 import { type Db, type Tx, appendAudit, json, now, writeTransaction } from "./common.js";
@@ -101,7 +102,10 @@ export async function livePolicies(trx: Db | Tx): Promise<{
 
 /** Policies, their versions, drafts and imports. */
 export class PolicyRepository {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly dialect: DialectName,
+  ) {}
 
   /** Every policy, by name. */
   async listPolicies(): Promise<PolicyRecord[]> {
@@ -175,32 +179,22 @@ export class PolicyRepository {
    * it makes no node reload).
    */
   async addDraftStats(draftId: number, d: DraftStats): Promise<void> {
-    await this.db
-      .insertInto("draft_stats")
-      .values({
-        draft_id: draftId,
-        evaluated: d.evaluated,
-        would_deny: d.wouldDeny,
-        would_deny_newly: d.wouldDenyNewly,
-        would_allow_newly: d.wouldAllowNewly,
-      })
-      .onConflict((oc) =>
-        oc.column("draft_id").doUpdateSet((eb) => ({
-          evaluated: eb("draft_stats.evaluated", "+", eb.ref("excluded.evaluated")),
-          would_deny: eb("draft_stats.would_deny", "+", eb.ref("excluded.would_deny")),
-          would_deny_newly: eb(
-            "draft_stats.would_deny_newly",
-            "+",
-            eb.ref("excluded.would_deny_newly"),
-          ),
-          would_allow_newly: eb(
-            "draft_stats.would_allow_newly",
-            "+",
-            eb.ref("excluded.would_allow_newly"),
-          ),
-        })),
-      )
-      .execute();
+    const insert = this.db.insertInto("draft_stats").values({
+      draft_id: draftId,
+      evaluated: d.evaluated,
+      would_deny: d.wouldDeny,
+      would_deny_newly: d.wouldDenyNewly,
+      would_allow_newly: d.wouldAllowNewly,
+    });
+    const sums = (eb: ExpressionBuilder<Tables, "draft_stats">) => ({
+      evaluated: eb("draft_stats.evaluated", "+", d.evaluated),
+      would_deny: eb("draft_stats.would_deny", "+", d.wouldDeny),
+      would_deny_newly: eb("draft_stats.would_deny_newly", "+", d.wouldDenyNewly),
+      would_allow_newly: eb("draft_stats.would_allow_newly", "+", d.wouldAllowNewly),
+    });
+    // The same upsert in each dialect's words: MySQL has no ON CONFLICT.
+    if (this.dialect === "mysql") await insert.onDuplicateKeyUpdate(sums).execute();
+    else await insert.onConflict((oc) => oc.column("draft_id").doUpdateSet(sums)).execute();
   }
 
   /**
