@@ -13,7 +13,7 @@ import { ALGORITHM_CODES, identifierTag, slotOfTag } from "./redis-keys.js";
  */
 export interface RedisClientLike {
   /** Send one command (ioredis `call(command, args)`). */
-  call(command: string, args: Array<string | number | Buffer>): Promise<unknown>;
+  call(command: string, args: Array<string | number | Uint8Array>): Promise<unknown>;
   /** ioredis connection status (`ready`, `connecting`, `reconnecting`, `end`, …). */
   readonly status: string;
   /** True for an ioredis `Cluster`: batches are then grouped by slot. */
