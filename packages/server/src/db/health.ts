@@ -18,7 +18,6 @@ import {
   type QueryResult,
   type RootOperationNode,
   type UnknownRow,
-  sql,
 } from "kysely";
 import type { Database } from "./connect.js";
 
@@ -85,7 +84,12 @@ export function databaseHealth(database: Database): DatabaseHealth {
       await database.db
         .transaction()
         .execute(async (trx) => {
-          await sql`update meta set value = value where key = 'revision'`.execute(trx);
+          // Built, not written as SQL text: `key` is a reserved word on MySQL, quoted per dialect.
+          await trx
+            .updateTable("meta")
+            .set((eb) => ({ value: eb.ref("value") }))
+            .where("key", "=", "revision")
+            .execute();
           throw new RollBack();
         })
         .catch((err: unknown) => {
