@@ -86,16 +86,26 @@ interface ResolvedOptions {
   readonly ttlPadMs: number;
 }
 
-type OpCode = "d" | "p" | "a" | "r" | "x";
+/** The script's operation codes (see lua/sluice.lua). */
+const OP_DECIDE = 0;
+const OP_PEEK = 1;
+const OP_ADJUST = 2;
+const OP_RELEASE = 3;
+const OP_RESET = 4;
 
 /** One queued operation, waiting for its batch. */
 interface Pending {
-  readonly op: OpCode;
+  readonly op: number;
   readonly policy: Policy;
+  readonly info: PolicyInfo;
   readonly tag: string;
   readonly cost: number;
   readonly lease: string;
-  readonly resolve: (value: number[] | StoreDecision) => void;
+  /** For a decide through the deny cache: when it was asked and the forget count then. */
+  readonly sentAt: number;
+  readonly forgets: number;
+  readonly key: string;
+  readonly resolve: (value: StoreDecision | boolean) => void;
   readonly reject: (err: unknown) => void;
 }
 
@@ -105,6 +115,8 @@ interface PolicyInfo {
   readonly ruleSuffixes: readonly string[];
   readonly blockSuffix: string;
   readonly spec: ReadonlyArray<string | number>;
+  /** One rule, no penalty: the script answers decide/peek in its compact form. */
+  readonly compact: boolean;
 }
 
 interface DenyEntry {
@@ -117,14 +129,20 @@ interface DenyEntry {
 
 const CONNECTING_STATUS = new Set(["connect", "connecting", "wait"]);
 
+/** Most script calls in flight at once (see {@link RedisStore}). */
+const MAX_IN_FLIGHT = 2;
+
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
  * atomic Lua evaluation (`lua/sluice.lua`, a port of `evaluate.ts` and the algorithms).
  *
- * Concurrent calls made in the same event-loop turn travel together: they are queued and sent
- * as one EVALSHA (per Cluster slot) on `setImmediate`, up to `maxBatch` per call; the script
- * decides them one after another, each atomically. Failures reject with a {@link StoreError},
- * which the limiter maps to the policy's `onStoreError`.
+ * Calls travel in batches: a call is queued and the queue is sent as one EVALSHA (per Cluster
+ * slot, at most `maxBatch` operations) at the end of the current microtask checkpoint. At most
+ * two script calls are in flight: while both are, new calls wait for one of them to come back
+ * and then go together. With nothing in flight a queue of several is sent as two calls, so that
+ * Redis runs one while Node reads the other's answer. A lone call goes at once (one round trip).
+ * The script decides a batch's operations one after another, each atomically. Failures reject
+ * with a {@link StoreError}, which the limiter maps to the policy's `onStoreError`.
  */
 export class RedisStore implements Store {
   readonly kind = "redis";
@@ -133,8 +151,15 @@ export class RedisStore implements Store {
   private readonly o: ResolvedOptions;
   private readonly cluster: boolean;
   private readonly policies = new WeakMap<Policy, PolicyInfo>();
-  private queue = new Map<number, Pending[]>();
+  private queue: Pending[] = [];
   private scheduled = false;
+  /** Script calls sent and not yet answered. */
+  private inFlight = 0;
+  private lastPolicy: Policy | undefined;
+  private lastInfo: PolicyInfo | undefined;
+  private leaseSeq = 0;
+  /** Added to absolute expiries when time is injected (see lua/sluice.lua, ARGV[3]). */
+  private shift: number | undefined;
   private failures = 0;
   private open = false;
   private probeTimer: NodeJS.Timeout | undefined;
@@ -159,49 +184,39 @@ export class RedisStore implements Store {
 
   decide(req: StoreRequest): Promise<StoreDecision> {
     const { policy, key, cost } = req;
-    if (this.o.denyCache && policy.algorithm !== "concurrency" && policy.blockMs === 0) {
+    const cached = this.o.denyCache && policy.algorithm !== "concurrency" && policy.blockMs === 0;
+    if (cached && this.denied.size > 0) {
       const hit = this.fromDenyCache(policy, key, cost);
       if (hit) return Promise.resolve(hit);
     }
-    const lease = policy.algorithm === "concurrency" ? randomBytes(9).toString("base64url") : "";
+    // A lease id unique to this store: its random id and a sequence number.
+    const lease =
+      policy.algorithm === "concurrency"
+        ? `${this.instanceId}${(++this.leaseSeq).toString(36)}`
+        : "";
     // Taken before the script runs, so a cached denial never outlasts the real one; and a
     // reset/refund made while this call was in flight keeps its denial out of the cache.
-    const sentAt = this.o.denyCache ? this.localNow() : 0;
-    const forgets = this.forgets;
-    return this.enqueue("d", policy, key, cost, lease).then((r) => {
-      const d = r as StoreDecision;
-      if (
-        this.o.denyCache &&
-        !d.allowed &&
-        d.blockedForMs === 0 &&
-        policy.blockMs === 0 &&
-        policy.algorithm !== "concurrency" &&
-        forgets === this.forgets
-      ) {
-        this.rememberDenial(policy, key, cost, d.rules, sentAt);
-      }
-      return d.allowed && lease !== "" && cost > 0 ? { ...d, leaseId: lease } : d;
-    });
+    const sentAt = cached ? this.localNow() : -1;
+    return this.enqueue(OP_DECIDE, policy, key, cost, lease, sentAt) as Promise<StoreDecision>;
   }
 
   peek(req: StoreRequest): Promise<StoreDecision> {
-    return this.enqueue("p", req.policy, req.key, req.cost, "") as Promise<StoreDecision>;
+    return this.enqueue(OP_PEEK, req.policy, req.key, req.cost, "", -1) as Promise<StoreDecision>;
   }
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
     this.forget(policy, key);
-    await this.enqueue("a", policy, key, delta, "");
+    await this.enqueue(OP_ADJUST, policy, key, delta, "", -1);
   }
 
   async release(policy: Policy, key: string, leaseId: string): Promise<boolean> {
     if (policy.algorithm !== "concurrency") return false;
-    const r = (await this.enqueue("r", policy, key, 0, leaseId)) as number[];
-    return r[0] === 1;
+    return (await this.enqueue(OP_RELEASE, policy, key, 0, leaseId, -1)) as boolean;
   }
 
   async reset(policy: Policy, key: string): Promise<void> {
     this.forget(policy, key);
-    await this.enqueue("x", policy, key, 0, "");
+    await this.enqueue(OP_RESET, policy, key, 0, "", -1);
   }
 
   /** Live instances counted through Redis (the last count is kept through an outage), or the `instances` option. */
@@ -238,72 +253,155 @@ export class RedisStore implements Store {
   // ─── batching ───
 
   private enqueue(
-    op: OpCode,
+    op: number,
     policy: Policy,
     key: string,
     cost: number,
     lease: string,
-  ): Promise<number[] | StoreDecision> {
+    sentAt: number,
+  ): Promise<StoreDecision | boolean> {
     if (this.closed)
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
+    const info = this.info(policy);
     const tag = identifierTag(key);
-    const slot = this.cluster ? slotOfTag(tag) : 0;
     return new Promise((resolve, reject) => {
-      let group = this.queue.get(slot);
-      if (group === undefined) {
-        group = [];
-        this.queue.set(slot, group);
-      }
-      group.push({ op, policy, tag, cost, lease, resolve, reject });
-      if (group.length >= this.o.maxBatch) {
-        this.queue.delete(slot);
-        this.send(group);
-      } else if (!this.scheduled) {
+      this.queue.push({
+        op,
+        policy,
+        info,
+        tag,
+        cost,
+        lease,
+        sentAt,
+        forgets: this.forgets,
+        key,
+        resolve,
+        reject,
+      });
+      if (this.queue.length >= this.o.maxBatch) this.flush();
+      else if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(this.flush);
+        queueMicrotask(this.flushLater);
       }
     });
   }
 
-  private readonly flush = (): void => {
+  private readonly flushLater = (): void => {
     this.scheduled = false;
-    const groups = this.queue;
-    if (groups.size === 0) return;
-    this.queue = new Map();
-    for (const group of groups.values()) this.send(group);
+    // Both calls busy: what is queued goes when one of them comes back (see `sent`).
+    if (this.inFlight < MAX_IN_FLIGHT || this.queue.length >= this.o.maxBatch) this.flush();
   };
+
+  /** Sends everything queued. */
+  private flush(): void {
+    const queue = this.queue;
+    if (queue.length === 0) return;
+    this.queue = [];
+    if (this.cluster) {
+      const bySlot = new Map<number, Pending[]>();
+      for (const p of queue) {
+        const slot = slotOfTag(p.tag);
+        const group = bySlot.get(slot);
+        if (group === undefined) bySlot.set(slot, [p]);
+        else group.push(p);
+      }
+      for (const group of bySlot.values()) this.sendChunks(group);
+    } else this.sendChunks(queue);
+  }
+
+  /** Sends a batch (one slot) as calls of at most `maxBatch`; in two halves when idle. */
+  private sendChunks(batch: Pending[]): void {
+    const max = this.o.maxBatch;
+    if (batch.length <= max) {
+      if (this.inFlight === 0 && batch.length >= 2) {
+        // Nothing in flight: two calls, so that Redis works on one while Node reads the other.
+        const half = batch.length >> 1;
+        this.send(batch.slice(0, half));
+        this.send(batch.slice(half));
+      } else this.send(batch);
+      return;
+    }
+    for (let i = 0; i < batch.length; i += max) this.send(batch.slice(i, i + max));
+  }
 
   /** Sends one batch (all in one slot) and settles each operation with its own result. */
   private send(batch: Pending[]): void {
     const keys: string[] = [];
-    const specIndex = new Map<Policy, number>();
+    let specCount = 0;
     const specArgs: Array<string | number> = [];
     const opArgs: Array<string | number> = [];
+    // Spec numbers of this call, by policy (a batch usually holds one or two policies).
+    let lastPolicy: Policy | undefined;
+    let lastIndex = 0;
+    let specIndex: Map<Policy, number> | undefined;
     for (const p of batch) {
-      const info = this.info(p.policy);
-      let idx = specIndex.get(p.policy);
-      if (idx === undefined) {
-        idx = specIndex.size + 1;
-        specIndex.set(p.policy, idx);
-        for (const a of info.spec) specArgs.push(a);
+      const info = p.info;
+      let idx: number | undefined;
+      if (p.policy === lastPolicy) idx = lastIndex;
+      else {
+        idx = specIndex?.get(p.policy);
+        if (idx === undefined) {
+          idx = ++specCount;
+          (specIndex ??= new Map()).set(p.policy, idx);
+          for (const a of info.spec) specArgs.push(a);
+        }
+        lastPolicy = p.policy;
+        lastIndex = idx;
       }
       const base = info.head + p.tag;
-      for (const s of info.ruleSuffixes) keys.push(base + s);
-      if (p.policy.blockMs > 0 || p.op === "x") keys.push(base + info.blockSuffix);
-      opArgs.push(p.op, idx, p.cost, p.lease);
+      const suffixes = info.ruleSuffixes;
+      for (let i = 0; i < suffixes.length; i++) keys.push(base + suffixes[i]!);
+      if (p.policy.blockMs > 0 || p.op === OP_RESET) keys.push(base + info.blockSuffix);
+      const code = idx * 8 + p.op;
+      if (p.cost === 1 && p.lease === "") opArgs.push(code);
+      else {
+        opArgs.push(-code, p.cost);
+        if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
+      }
     }
-    const nowArg = this.o.now ? String(this.o.now()) : "";
-    const argv = [nowArg, this.o.ttlPadMs, specIndex.size, ...specArgs, ...opArgs];
-    this.run(SLUICE_LUA, keys, argv)
-      .then((reply) => settle(batch, reply))
-      .catch((err: unknown) => {
-        // A failed call, or a reply that could not be read: every operation still waiting
-        // fails (settling an already settled promise is a no-op).
+    const argv: Array<string | number> = [
+      this.o.now ? String(this.o.now()) : "",
+      this.o.ttlPadMs,
+      this.shiftMs(),
+      specCount,
+    ];
+    for (const a of specArgs) argv.push(a);
+    for (const a of opArgs) argv.push(a);
+    this.inFlight++;
+    this.run(SLUICE_LUA, keys, argv).then(
+      (reply) => {
+        this.sent();
+        this.settle(batch, reply);
+      },
+      (err: unknown) => {
+        this.sent();
         for (const p of batch) p.reject(err);
-      });
+      },
+    );
+  }
+
+  /** A call came back: what waited for it goes now (after this microtask checkpoint's own calls). */
+  private sent(): void {
+    this.inFlight--;
+    if (this.queue.length > 0 && !this.scheduled) {
+      this.scheduled = true;
+      queueMicrotask(this.flushLater);
+    }
+  }
+
+  /**
+   * When time is injected, the distance from it to the real clock (taken once) plus the TTL
+   * pad: keys whose expiry is absolute (gcra, fixed-window) then expire on Redis's real clock
+   * no earlier than the injected one says. 0 in production.
+   */
+  private shiftMs(): number {
+    if (this.o.now === undefined) return 0;
+    this.shift ??= Math.round(systemClock() - this.o.now()) + this.o.ttlPadMs;
+    return this.shift;
   }
 
   private info(policy: Policy): PolicyInfo {
+    if (policy === this.lastPolicy) return this.lastInfo!;
     let info = this.policies.get(policy);
     if (info === undefined) {
       const code = ALGORITHM_CODES[policy.algorithm];
@@ -314,10 +412,109 @@ export class RedisStore implements Store {
         ruleSuffixes: policy.rules.map((_, i) => `}:${code}${i}`),
         blockSuffix: `}:${code}b`,
         spec,
+        compact: policy.rules.length === 1 && policy.blockMs === 0,
       };
       this.policies.set(policy, info);
     }
+    this.lastPolicy = policy;
+    this.lastInfo = info;
     return info;
+  }
+
+  /** Splits a batch reply into each operation's result (format: lua/sluice.lua's header). */
+  private settle(batch: Pending[], reply: unknown): void {
+    if (!Array.isArray(reply)) {
+      const err = new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    const n = reply.length;
+    // Read every result first: a reply that does not match the batch settles nobody with a
+    // guess (an earlier operation's answer could belong to another).
+    const results = new Array<StoreDecision | boolean | SluiceError>(batch.length);
+    let i = 0;
+    let b = 0;
+    for (; b < batch.length; b++) {
+      const p = batch[b]!;
+      if (i >= n) break;
+      const first = reply[i] as unknown;
+      if (typeof first === "string") {
+        results[b] = new SluiceError("SLUICE_ERR_CORRUPT_STATE", first);
+        i++;
+        continue;
+      }
+      if (typeof first !== "number") break;
+      if (p.op === OP_DECIDE || p.op === OP_PEEK) {
+        const rules = p.policy.rules;
+        let d: StoreDecision;
+        if (p.info.compact) {
+          const rule = rules[0]!;
+          const allowed = first >= 0;
+          if (i + (allowed ? 2 : 3) > n) break;
+          const rd: RuleDecision = {
+            limit: rule.limit,
+            periodMs: rule.periodMs,
+            burst: rule.burst,
+            allowed,
+            remaining: allowed ? first : -first - 1,
+            resetAfterMs: reply[i + 1] as number,
+            retryAfterMs: allowed ? 0 : (reply[i + 2] as number),
+          };
+          i += allowed ? 2 : 3;
+          d = { allowed, rules: [rd], blockedForMs: 0 };
+        } else {
+          const count = rules.length;
+          if (i + 2 + count * 4 > n) break;
+          const rds = new Array<RuleDecision>(count);
+          for (let r = 0; r < count; r++) {
+            const at = i + 2 + r * 4;
+            const rule = rules[r]!;
+            rds[r] = {
+              limit: rule.limit,
+              periodMs: rule.periodMs,
+              burst: rule.burst,
+              allowed: reply[at] === 1,
+              remaining: reply[at + 1] as number,
+              resetAfterMs: reply[at + 2] as number,
+              retryAfterMs: reply[at + 3] as number,
+            };
+          }
+          d = { allowed: first === 1, rules: rds, blockedForMs: reply[i + 1] as number };
+          i += 2 + count * 4;
+        }
+        results[b] = d;
+      } else {
+        results[b] = first === 1;
+        i++;
+      }
+    }
+    if (b < batch.length || i !== n) {
+      const err = new StoreError(
+        "SLUICE_ERR_STORE",
+        `Unreadable reply from the sluice script: ${n} values for ${batch.length} operation(s)`,
+      );
+      for (const p of batch) p.reject(err);
+      return;
+    }
+    for (b = 0; b < batch.length; b++) {
+      const p = batch[b]!;
+      const r = results[b]!;
+      if (r instanceof SluiceError) {
+        p.reject(r);
+        continue;
+      }
+      if (p.op === OP_DECIDE && typeof r !== "boolean") {
+        if (r.allowed) {
+          if (p.lease !== "" && p.cost > 0) {
+            p.resolve({ ...r, leaseId: p.lease });
+            continue;
+          }
+        } else if (p.sentAt >= 0 && r.blockedForMs === 0 && p.forgets === this.forgets) {
+          this.rememberDenial(p.policy, p.key, p.cost, r.rules, p.sentAt);
+        }
+      }
+      p.resolve(r);
+    }
   }
 
   // ─── calling Redis: breaker, timeout, NOSCRIPT ───
@@ -459,7 +656,6 @@ export class RedisStore implements Store {
   }
 
   private fromDenyCache(policy: Policy, key: string, cost: number): StoreDecision | undefined {
-    if (this.denied.size === 0) return undefined;
     const id = `${policy.name}\u0000${key}`;
     const e = this.denied.get(id);
     if (e === undefined) return undefined;
@@ -530,46 +726,6 @@ function unguardClient(client: RedisClientLike): void {
     client.off("error", ignoreClientError);
     guarded.delete(client);
   } else guarded.set(client, n - 1);
-}
-
-/** Splits a batch reply into each operation's result. */
-function settle(batch: Pending[], reply: unknown): void {
-  if (!Array.isArray(reply)) {
-    const err = new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
-    for (const p of batch) p.reject(err);
-    return;
-  }
-  let i = 0;
-  for (const p of batch) {
-    const status = reply[i] as unknown;
-    if (status === -1) {
-      p.reject(new SluiceError("SLUICE_ERR_CORRUPT_STATE", String(reply[i + 1])));
-      i += 2;
-      continue;
-    }
-    if (p.op === "d" || p.op === "p") {
-      const n = p.policy.rules.length;
-      const rules: RuleDecision[] = new Array<RuleDecision>(n);
-      for (let r = 0; r < n; r++) {
-        const b = i + 2 + r * 4;
-        const rule = p.policy.rules[r]!;
-        rules[r] = {
-          limit: rule.limit,
-          periodMs: rule.periodMs,
-          burst: rule.burst,
-          allowed: reply[b] === 1,
-          remaining: Number(reply[b + 1]),
-          resetAfterMs: Number(reply[b + 2]),
-          retryAfterMs: Number(reply[b + 3]),
-        };
-      }
-      p.resolve({ allowed: status === 1, rules, blockedForMs: Number(reply[i + 1]) });
-      i += 2 + n * 4;
-    } else {
-      p.resolve([Number(status)]);
-      i += 1;
-    }
-  }
 }
 
 function errorMessage(err: unknown): string {

@@ -6,6 +6,7 @@ import {
   type AlgorithmName,
   type Limiter,
   type PolicyInput,
+  type RedisClientLike,
   type RedisStore,
   type RedisStoreOptions,
   StoreError,
@@ -72,25 +73,56 @@ async function scriptCalls(): Promise<number> {
 }
 
 describe("batching", () => {
-  it("decisions made in one tick travel in one script call", async () => {
+  it("decisions made in one tick with nothing in flight travel in two script calls", async () => {
+    // Two, not one: Redis runs the first while Node is still sending or reading the second.
     const l = limiter({ algorithm: "gcra", rules: [{ limit: 1000, period: "1m" }] });
     const before = await scriptCalls();
     const ds = await Promise.all(Array.from({ length: 120 }, (_, i) => l.limit(`k${i % 20}`)));
-    expect(await scriptCalls()).toBe(before + 1);
+    expect(await scriptCalls()).toBe(before + 2);
     expect(ds.every((d) => d.allowed && d.reason === undefined)).toBe(true);
   });
 
-  it("splits at maxBatch", async () => {
-    const l = limiter(
-      { algorithm: "fixed-window", rules: [{ limit: 10, period: "1h" }] },
-      { maxBatch: 16 },
-    );
-    const before = await scriptCalls();
+  it("a call carries at most maxBatch operations, in the order they were asked", async () => {
+    const sizes: number[] = [];
+    const spy = spyClient((args) => sizes.push(Number(args[1])));
+    const l = createLimiter({
+      store: store({ client: spy, maxBatch: 16 }),
+      policy: {
+        name: `p${run}-${++seq}`,
+        algorithm: "fixed-window",
+        rules: [{ limit: 10, period: "1h" }],
+      },
+    });
     const ds = await Promise.all(Array.from({ length: 100 }, () => l.limit("same")));
-    expect(await scriptCalls()).toBe(before + 7);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(100);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(16);
     expect(ds.filter((d) => d.allowed)).toHaveLength(10);
     // The 10 allowed are the first 10 asked: batches keep the order of the calls.
     expect(ds.slice(0, 10).every((d) => d.allowed)).toBe(true);
+  });
+
+  it("a reply that does not match the operations sent fails them all (never read as a decision)", async () => {
+    const errors: unknown[] = [];
+    const short = spyClient(undefined, (reply) =>
+      Array.isArray(reply) ? reply.slice(0, -1) : reply,
+    );
+    const l = createLimiter({
+      store: store({ client: short }),
+      policy: {
+        name: `p${run}-${++seq}`,
+        rules: [{ limit: 5, period: "1m" }],
+        onStoreError: "deny",
+      },
+      onError: (e) => errors.push(e),
+    });
+    const ds = await Promise.all([l.limit("a"), l.limit("b"), l.limit("c")]);
+    expect(ds.map((d) => [d.allowed, d.reason])).toEqual([
+      [false, "store-error"],
+      [false, "store-error"],
+      [false, "store-error"],
+    ]);
+    expect(errors[0]).toBeInstanceOf(StoreError);
+    expect((errors[0] as StoreError).message).toMatch(/Unreadable reply from the sluice script/);
   });
 
   it("mixes policies, algorithms and operations in one call", async () => {
@@ -371,27 +403,87 @@ describe("instances", () => {
 });
 
 describe("size", () => {
-  it("bytes per key (MEMORY USAGE), per algorithm", async () => {
-    // What one client costs: prefix "sl:"-like (3 characters), policy "api", an IPv4 identifier,
-    // a few requests under 100 per minute. Each algorithm gets its own 3-character prefix.
-    const sizes: Record<string, number> = {};
-    for (const [i, alg] of ALGORITHMS.entries()) {
+  it("a gcra or fixed-window key costs what a counter key of the same length costs", async () => {
+    // The peers keep a small counter with a TTL; sluice keeps gcra's TAT and fixed-window's
+    // window in the key's expiry and a small shared integer as its value.
+    for (const [i, alg] of (["gcra", "fixed-window"] as const).entries()) {
       const prefix = `m${i}:`;
-      const s = store({ prefix });
       const l = createLimiter({
-        store: s,
+        store: store({ prefix }),
         policy: { name: "api", algorithm: alg, rules: [{ limit: 100, period: "1m" }] },
       });
       for (let j = 0; j < 3; j++) await l.limit("203.0.113.77");
       const key = (await admin.keys(`${prefix}api:*`))[0]!;
-      sizes[alg] = Number(await admin.call("MEMORY", "USAGE", key, "SAMPLES", "0"));
+      const counter = `c${"-".repeat(key.length - 1)}`;
+      await admin.set(counter, "3", "PX", 60_000);
+      const usage = async (k: string) =>
+        Number(await admin.call("MEMORY", "USAGE", k, "SAMPLES", "0"));
+      expect(await usage(key), alg).toBeLessThanOrEqual(await usage(counter));
+      await admin.del(counter);
     }
-    console.log(
-      "bytes per key (policy api, identifier 203.0.113.77, 3 requests):",
-      JSON.stringify(sizes),
-    );
-    expect(sizes.gcra).toBeLessThanOrEqual(101);
-    expect(sizes["fixed-window"]).toBeLessThanOrEqual(101);
-    expect(sizes["sliding-window"]).toBeLessThanOrEqual(151);
+  });
+
+  it("gcra: the key expires at the TAT and holds its fraction; fixed-window: at the window end, holding the count", async () => {
+    const t = Date.UTC(2030, 0, 1); // 2^40 ≤ t: a TAT's fraction is a multiple of 2^-12 ms
+    const s = store({ now: () => t, ttlPadMs: 0, prefix: "ex:" });
+    const g = createLimiter({
+      store: s,
+      policy: { name: "g", rules: [{ limit: 3, period: "1s" }] },
+    });
+    await g.limit("k"); // TAT = t + 333.33… ms
+    const shift = Date.now() - t; // the store's shift, taken at its first call (± a few ms)
+    const gv = await admin.get("ex:g:{k}:g0");
+    const ge = await admin.call("PEXPIRETIME", "ex:g:{k}:g0");
+    const tat = t + 1000 / 3;
+    expect(Number(gv)).toBe((Math.ceil(tat) - tat) * 4096);
+    expect(Math.abs(Number(ge) - shift - Math.ceil(tat))).toBeLessThanOrEqual(50);
+    const f = createLimiter({
+      store: s,
+      policy: { name: "f", algorithm: "fixed-window", rules: [{ limit: 5, period: "1m" }] },
+    });
+    await f.limit("k");
+    await f.limit("k", { cost: 2 });
+    expect(await admin.get("ex:f:{k}:f0")).toBe("3");
+    const fe = Number(await admin.call("PEXPIRETIME", "ex:f:{k}:f0"));
+    expect(Math.abs(fe - shift - (t - (t % 60_000) + 60_000))).toBeLessThanOrEqual(50);
+    // And they read back: the next decisions continue from there.
+    expect((await g.peek("k")).remaining).toBe(2);
+    expect((await f.limit("k")).remaining).toBe(1);
+  });
+
+  it("fixed-window ignores a count kept for another window", async () => {
+    let t = Date.UTC(2030, 0, 1);
+    const s = store({ now: () => t, ttlPadMs: 3_600_000, prefix: "fw:" });
+    const f = createLimiter({
+      store: s,
+      policy: { name: "f", algorithm: "fixed-window", rules: [{ limit: 2, period: "1s" }] },
+    });
+    expect((await f.limit("k", { cost: 2 })).remaining).toBe(0);
+    t += 1000; // the next window; the key (padded) is still there with count 2
+    expect(await admin.get("fw:f:{k}:f0")).toBe("2");
+    expect((await f.limit("k")).remaining).toBe(1);
   });
 });
+
+/**
+ * The test's real client with a look at each EVALSHA/EVAL: `onCall` sees its arguments,
+ * `mapReply` may change the reply (to play a broken script).
+ */
+function spyClient(
+  onCall?: (args: Array<string | number | Uint8Array>) => void,
+  mapReply?: (reply: unknown) => unknown,
+): RedisClientLike {
+  return {
+    get status() {
+      return client.status;
+    },
+    isCluster: false,
+    on: (event, listener) => client.on(event, listener),
+    off: (event, listener) => client.off(event, listener),
+    async call(command, args) {
+      if (command === "EVALSHA" || command === "EVAL") onCall?.(args);
+      const reply = await client.call(command, args as string[]);
+      return command === "EVALSHA" || command === "EVAL" ? (mapReply ?? ((r) => r))(reply) : reply;
+    },
+  };
+}

@@ -1,32 +1,50 @@
--- sluice.lua: every decision of the Redis store, many per call.
+-- sluice.lua: every decision of the Redis store, many per call. Needs Redis 7.0 or later.
 --
 -- A line-by-line port of packages/sluice/src/evaluate.ts (evaluate, adjustState) and of
 -- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window, sliding-window,
 -- sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
 -- so that the Redis store decides exactly as the memory store does. When you change an
 -- algorithm in TypeScript, change it here too; the conformance table runs against both.
+-- (The TypeScript sliding-log keeps a running total in its state; here the log is read from a
+-- ZSET already pruned, and summed.)
 --
 -- Input (KEYS/ARGV only):
 --   ARGV[1]  now in epoch ms, or "" to read the Redis server clock (TIME)
---   ARGV[2]  ms added to every PEXPIRE (0 in production; a margin when tests inject time)
---   ARGV[3]  number of policy specs S, then S specs:
+--   ARGV[2]  pad: ms added to every relative expiry (PX); 0 in production, a margin when
+--            tests inject time
+--   ARGV[3]  shift: ms added to every absolute expiry (PXAT) so that it falls on the Redis
+--            server's clock; 0 in production (now is the server clock), when time is injected
+--            the distance from the injected clock to the real one, plus pad
+--   ARGV[4]  number of policy specs S, then S specs:
 --              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
---   then the operations until ARGV ends, 4 values each:
---              op (d decide, p peek, a adjust, r release, x reset), spec index (1-based),
---              cost (the delta for adjust), lease id (concurrency decide/release, else "")
+--   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
+--   1 peek, 2 adjust, 3 release, 4 reset) when its cost is 1 and it carries no lease; else
+--   −c followed by the cost (the delta for adjust) and, for a concurrency decide and for a
+--   release, the lease id.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
 --            blockMs > 0 or the op is a reset.
 -- Output: a flat array, per operation in order:
---   d, p:    allowed (1/0), blockedForMs, then per rule allowed, remaining, resetAfterMs, retryAfterMs
---   a, x: 1; r: 1 when the lease was held and is now released, else 0
---   any op that met unreadable state: -1, message (nothing was written for that operation)
+--   decide/peek, one rule and no penalty (the common case):
+--            allowed: remaining, resetAfterMs      denied: −(remaining + 1), resetAfterMs, retryAfterMs
+--   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
+--            remaining, resetAfterMs, retryAfterMs
+--   adjust, reset: 1; release: 1 when the lease was held and is now released, else 0
+--   any op that met unreadable state: one string, the message (nothing was written for it)
 -- Each operation is atomic (the whole script is); operations run one after another.
+--
+-- The script is in two parts. The first decides the common operations (decide and peek of
+-- single-rule, penalty-free gcra, token-bucket, fixed-window and sliding-window policies) and
+-- returns when the batch holds nothing else, so that a call pays only for the closures it
+-- uses; the second defines the rest and carries on from the first operation it did not take.
 
-if redis.replicate_commands then redis.replicate_commands() end
+if (redis.REDIS_VERSION_NUM or 0) < 0x070000 then
+  return redis.error_reply('sluice needs Redis 7.0 or later (it keeps state in key expiries: PEXPIRETIME)')
+end
 
 local EPS = 1e-6
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
-local tonumber, tostring, fmt = tonumber, tostring, string.format
+local tonumber, fmt = tonumber, string.format
+local call, pcall_ = redis.call, redis.pcall
 
 -- ceilMs / floorUnits of algorithms/types.ts.
 local function ceilMs(ms)
@@ -37,15 +55,14 @@ local function floorUnits(u)
   if u <= 0 then return 0 end
   return floor(u + EPS)
 end
--- JS `a % b` for a ≥ 0, b > 0 (fmod is exact).
-local function mod(a, b) return fmod(a, b) end
 -- A number as text that reads back as the same double.
 local function num(x)
   if x == floor(x) and x < 9007199254740992 and x > -9007199254740992 then return fmt('%d', x) end
   return fmt('%.17g', x)
 end
 
--- ─── algorithms (each returns allowed, remaining, resetAfterMs, retryAfterMs, next, ttlMs) ───
+-- ─── algorithms with fixed-size state (each returns allowed, remaining, resetAfterMs,
+-- retryAfterMs, next, ttlMs) ───
 
 -- algorithms/gcra.ts. State {tat}.
 local function gcra_decide(st, now, limit, period, burst, cost)
@@ -61,12 +78,6 @@ local function gcra_decide(st, now, limit, period, burst, cost)
   end
   -- Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
   return false, floorUnits((now + tau - tat) / T), ceilMs(tat - now), ceilMs(allowAt - now), st, ceilMs(tat - now)
-end
-local function gcra_adjust(st, now, limit, period, burst, delta)
-  local T = period / limit
-  local newTat = max(st and st[1] or now, now) + delta * T
-  if newTat > now + EPS then return { newTat }, ceilMs(newTat - now) end
-  return nil, 0
 end
 
 -- algorithms/token-bucket.ts. State {tokens, lastRefillMs}.
@@ -90,17 +101,10 @@ local function tb_decide(st, now, limit, period, burst, cost)
   return false, floorUnits(tokens), ceilMs((burst - tokens) / rate), ceilMs((cost - tokens) / rate), st,
     ceilMs((burst - tokens) / rate)
 end
-local function tb_adjust(st, now, limit, period, burst, delta)
-  local rate = limit / period
-  local left = min(burst, tb_refill(st, now, burst, rate) - delta)
-  local fullIn = (burst - left) / rate
-  if fullIn > EPS then return { left, now }, ceilMs(fullIn) end
-  return nil, ceilMs(fullIn)
-end
 
 -- algorithms/fixed-window.ts. State {windowStart, count}.
 local function fw_decide(st, now, limit, period, burst, cost)
-  local start = now - mod(now, period)
+  local start = now - fmod(now, period)
   local wend = start + period
   local count = 0
   if st ~= nil and st[1] == start then count = st[2] or 0 end
@@ -113,14 +117,6 @@ local function fw_decide(st, now, limit, period, burst, cost)
   end
   -- The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
   return false, max(0, limit - count), resetAfterMs, ceilMs(wend - now), st, resetAfterMs
-end
-local function fw_adjust(st, now, limit, period, burst, delta)
-  local start = now - mod(now, period)
-  local count = 0
-  if st ~= nil and st[1] == start then count = st[2] or 0 end
-  local used = max(0, count + delta)
-  if used > 0 then return { start, used }, start + period - now end
-  return nil, start + period - now
 end
 
 -- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
@@ -149,7 +145,7 @@ local function sw_waitFor(prev, curr, cost, limit, elapsed, P)
   return P - elapsed + s
 end
 local function sw_decide(st, now, limit, P, burst, cost)
-  local start = now - mod(now, P)
+  local start = now - fmod(now, P)
   local prev, curr = sw_counters(st, start, P)
   local elapsed = now - start
   local estimate = (prev * (P - elapsed)) / P + curr
@@ -162,6 +158,208 @@ local function sw_decide(st, now, limit, P, burst, cost)
   end
   return false, floorUnits(limit - estimate), sw_resetAfter(prev, curr, start, now, P),
     ceilMs(sw_waitFor(prev, curr, cost, limit, elapsed, P)), st, start + 2 * P - now
+end
+
+local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
+
+-- ─── storage of fixed-size state ───
+-- g: the TAT lives in the key's expiry: the key expires at ceil(TAT) (+ shift), and its value
+--    is what ceil(TAT) is above TAT: an integer q meaning q/4096 ms (exact for every epoch-ms
+--    TAT from 2004 to 2109, whose fraction is a multiple of 2^−12), else the fraction itself.
+--    With a whole emission interval the value is 0, an integer Redis shares: the key costs no
+--    more than a plain counter's. A value ≥ 4096 is a whole TAT (written by sluice 0.1).
+-- f: the count is the value, and the window is the key's expiry: the key expires at the end of
+--    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
+-- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
+--    the state.
+
+local CORRUPT = {}
+
+local function expiretime(key)
+  return call('PEXPIRETIME', key)
+end
+
+local function read_gcra(key, shift)
+  local v = pcall_('GET', key)
+  if type(v) == 'table' and v.err then return CORRUPT end
+  if not v then return nil end
+  local x = tonumber(v)
+  if x == nil or x < 0 then return CORRUPT end
+  if x >= 4096 then return { x } end
+  local e = expiretime(key)
+  if e < 0 then return CORRUPT end
+  if x == floor(x) then return { (e - shift) - x / 4096 } end
+  if x >= 1 then return CORRUPT end
+  return { (e - shift) - x }
+end
+
+local function write_gcra(key, tat, shift)
+  local c = ceil(tat)
+  local f = c - tat
+  local q = f * 4096
+  if q == floor(q) then f = q end
+  call('SET', key, num(f), 'PXAT', num(c + shift))
+end
+
+-- fixed-window's sluice 0.1 form: (window index mod 2^32)·2^21 + count.
+local FW_COUNT = 2097152
+local FW_WINDOWS = 4294967296
+
+local function read_fixed(key, now, P, shift)
+  local v = pcall_('GET', key)
+  if type(v) == 'table' and v.err then return CORRUPT end
+  if not v then return nil end
+  if string.find(v, ' ', 1, true) then
+    local a, b = string.match(v, '^(%S+) (%S+)$')
+    a, b = tonumber(a), tonumber(b)
+    if a == nil or b == nil then return CORRUPT end
+    return { a, b }
+  end
+  local x = tonumber(v)
+  if x == nil then return CORRUPT end
+  local start = now - fmod(now, P)
+  if x >= FW_COUNT then
+    local w = floor(x / FW_COUNT)
+    if w == fmod(start / P, FW_WINDOWS) then return { start, x - w * FW_COUNT } end
+  end
+  -- Another window's count is the same as no state (fw_decide would ignore it too).
+  if expiretime(key) - shift ~= start + P then return nil end
+  return { start, x }
+end
+
+local function read_string(key, count)
+  local v = pcall_('GET', key)
+  if type(v) == 'table' and v.err then return CORRUPT end
+  if not v then return nil end
+  if count == 1 then
+    local x = tonumber(v)
+    if x == nil then return CORRUPT end
+    return { x }
+  end
+  local st = {}
+  for part in string.gmatch(v, '%S+') do
+    local x = tonumber(part)
+    if x == nil then return CORRUPT end
+    st[#st + 1] = x
+  end
+  if #st ~= count then return CORRUPT end
+  return st
+end
+
+local STRING_LEN = { t = 2, s = 3 }
+
+local function read_fixed_size(alg, key, now, P, shift)
+  if alg == 'g' then return read_gcra(key, shift) end
+  if alg == 'f' then return read_fixed(key, now, P, shift) end
+  return read_string(key, STRING_LEN[alg])
+end
+
+-- Store `nxt` (nil: delete) for `ttl` ms.
+local function write_fixed_size(alg, key, nxt, ttl, now, P, pad, shift)
+  if nxt == nil or ttl <= 0 then
+    call('DEL', key)
+  elseif alg == 'g' then
+    write_gcra(key, nxt[1], shift)
+  elseif alg == 'f' then
+    call('SET', key, num(nxt[2]), 'PXAT', num(nxt[1] + P + shift))
+  else
+    local parts = {}
+    for j = 1, #nxt do parts[j] = num(nxt[j]) end
+    call('SET', key, table.concat(parts, ' '), 'PX', num(ttl + pad))
+  end
+end
+
+-- ─── the batch, first part ───
+
+local now
+if ARGV[1] == '' then
+  local t = call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local pad = tonumber(ARGV[2])
+local shift = tonumber(ARGV[3])
+
+local specs = {}
+local a = 5
+for s = 1, tonumber(ARGV[4]) do
+  local spec = { alg = ARGV[a], n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  a = a + 3
+  for r = 1, spec.n do
+    spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
+    a = a + 3
+  end
+  -- Decided by the first part: one rule, no penalty, fixed-size state.
+  spec.fast = spec.n == 1 and spec.blockMs == 0 and DECIDE[spec.alg] ~= nil
+  specs[s] = spec
+end
+
+local nargs = #ARGV
+local out = {}
+local on = 0 -- #out, kept by hand (the # operator is not free on a growing table)
+local k = 1
+
+while a <= nargs do
+  local c = tonumber(ARGV[a])
+  local cost, next_a = 1, a + 1
+  if c < 0 then
+    c = -c
+    cost = tonumber(ARGV[a + 1])
+    next_a = a + 2
+  end
+  local op = c % 8
+  local spec = specs[(c - op) / 8]
+  if op > 1 or not spec.fast then break end
+  a = next_a
+  local key = KEYS[k]
+  k = k + 1
+  local r = spec.rules[1]
+  local st = read_fixed_size(spec.alg, key, now, r[2], shift)
+  if st == CORRUPT then
+    on = on + 1; out[on] = 'sluice: unreadable state at key ' .. key
+  else
+    local ok, rem, reset, retry, nxt, ttl = DECIDE[spec.alg](st, now, r[1], r[2], r[3], cost)
+    if ok then
+      if op == 0 and cost > 0 then write_fixed_size(spec.alg, key, nxt, ttl, now, r[2], pad, shift) end
+      out[on + 1] = rem
+      out[on + 2] = reset
+      on = on + 2
+    else
+      out[on + 1] = -(rem + 1)
+      out[on + 2] = reset
+      out[on + 3] = retry
+      on = on + 3
+    end
+  end
+end
+if a > nargs then return out end
+
+-- ─── the second part: everything else ───
+
+-- JS `a % b` for a ≥ 0, b > 0 (fmod is exact).
+local mod = fmod
+
+local function gcra_adjust(st, now, limit, period, burst, delta)
+  local T = period / limit
+  local newTat = max(st and st[1] or now, now) + delta * T
+  if newTat > now + EPS then return { newTat }, ceilMs(newTat - now) end
+  return nil, 0
+end
+local function tb_adjust(st, now, limit, period, burst, delta)
+  local rate = limit / period
+  local left = min(burst, tb_refill(st, now, burst, rate) - delta)
+  local fullIn = (burst - left) / rate
+  if fullIn > EPS then return { left, now }, ceilMs(fullIn) end
+  return nil, ceilMs(fullIn)
+end
+local function fw_adjust(st, now, limit, period, burst, delta)
+  local start = now - mod(now, period)
+  local count = 0
+  if st ~= nil and st[1] == start then count = st[2] or 0 end
+  local used = max(0, count + delta)
+  if used > 0 then return { start, used }, start + period - now end
+  return nil, start + period - now
 end
 local function sw_adjust(st, now, limit, P, burst, delta)
   local start = now - mod(now, P)
@@ -272,39 +470,16 @@ local function cc_adjust(st, now)
   return live, max(0, cc_maxExpiry(live) - now)
 end
 
-local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide, l = sl_decide, c = cc_decide }
+DECIDE.l = sl_decide
+DECIDE.c = cc_decide
 local ADJUST = { g = gcra_adjust, t = tb_adjust, f = fw_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust }
 
--- ─── storage: how each algorithm's state sits in Redis ───
--- g, t, s: one string of space-separated numbers ("tat"; "tokens last"; "start prev curr"),
--- expiring with the state (a whole number is kept by Redis as an integer, the smallest form).
--- f: one packed integer (see read_fixed). l: a ZSET scored by time, member "t" (cost 1) or
--- "t:cost". c: a ZSET scored by expiry, member "leaseId" (cost 1) or "leaseId:cost".
-
-local CORRUPT = {}
-
-local function read_string(key, count)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' and v.err then return CORRUPT end
-  if not v then return nil end
-  if count == 1 then
-    local x = tonumber(v)
-    if x == nil then return CORRUPT end
-    return { x }
-  end
-  local st = {}
-  for part in string.gmatch(v, '%S+') do
-    local x = tonumber(part)
-    if x == nil then return CORRUPT end
-    st[#st + 1] = x
-  end
-  if #st ~= count then return CORRUPT end
-  return st
-end
+-- l: a ZSET scored by time, member "t" (cost 1) or "t:cost". c: a ZSET scored by expiry,
+-- member "leaseId" (cost 1) or "leaseId:cost". Both expire with the state.
 
 -- Sliding-log entries in (now − P, now]: the port of `prune`.
 local function read_log(key, now, P)
-  local r = redis.pcall('ZRANGEBYSCORE', key, '(' .. num(now - P), '+inf')
+  local r = pcall_('ZRANGEBYSCORE', key, '(' .. num(now - P), '+inf')
   if type(r) == 'table' and r.err then return CORRUPT end
   local st = {}
   for i = 1, #r do
@@ -319,7 +494,7 @@ end
 
 -- Concurrency leases expiring after now: the port of `prune`.
 local function read_leases(key, now)
-  local r = redis.pcall('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
+  local r = pcall_('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
   if type(r) == 'table' and r.err then return CORRUPT end
   local st = {}
   for i = 1, #r, 2 do
@@ -333,116 +508,64 @@ local function read_leases(key, now)
   return st
 end
 
-local STRING_LEN = { g = 1, t = 2, f = 2, s = 3 }
-
--- Fixed-window state {start, count} is packed into one integer, so that Redis keeps it in the
--- object itself (int encoding, no string allocation): (window index mod 2^32)·2^21 + count,
--- below 2^53 so exact in a Lua number. A count of 2^21 or more is stored as "start count".
-local FW_COUNT = 2097152
-local FW_WINDOWS = 4294967296
-
-local function read_fixed(key, now, P)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' and v.err then return CORRUPT end
-  if not v then return nil end
-  if string.find(v, ' ', 1, true) then
-    local a, b = string.match(v, '^(%S+) (%S+)$')
-    a, b = tonumber(a), tonumber(b)
-    if a == nil or b == nil then return CORRUPT end
-    return { a, b }
-  end
-  local x = tonumber(v)
-  if x == nil then return CORRUPT end
-  local w = floor(x / FW_COUNT)
-  local start = now - mod(now, P)
-  -- Another window's count: the same as no state (fw_decide would ignore it too).
-  if w ~= mod(start / P, FW_WINDOWS) then return nil end
-  return { start, x - w * FW_COUNT }
-end
-
 local function read_state(alg, key, now, P)
   if alg == 'l' then return read_log(key, now, P) end
   if alg == 'c' then return read_leases(key, now) end
-  if alg == 'f' then return read_fixed(key, now, P) end
-  return read_string(key, STRING_LEN[alg])
+  return read_fixed_size(alg, key, now, P, shift)
 end
 
 -- A ZSET member: the time (sliding-log) or lease id (concurrency), with ":cost" when cost > 1.
-local function entry(a, b)
-  if type(a) == 'number' then a = num(a) end
-  if b == 1 then return a end
-  return a .. ':' .. num(b)
+local function entry(x, c)
+  if type(x) == 'number' then x = num(x) end
+  if c == 1 then return x end
+  return x .. ':' .. num(c)
 end
 
 -- Store `nxt` (nil: delete) for `ttl` ms. For the ZSETs, `old` is what was read: entries are
 -- only ever changed at the newest end, so only the differing tail is rewritten.
-local function write_state(alg, key, old, nxt, ttl, now, P, pad)
-  if nxt == nil or ttl <= 0 then
-    redis.call('DEL', key)
+local function write_state(alg, key, old, nxt, ttl, now, P)
+  if (alg ~= 'l' and alg ~= 'c') or nxt == nil or ttl <= 0 then
+    write_fixed_size(alg, key, nxt, ttl, now, P, pad, shift)
     return
   end
-  local px = ttl + pad
-  if alg == 'l' or alg == 'c' then
-    local w = 2
-    if alg == 'c' then w = 3 end
-    local i = 1
-    while i <= #old and i <= #nxt and old[i] == nxt[i] and old[i + 1] == nxt[i + 1] and (w == 2 or old[i + 2] == nxt[i + 2]) do
-      i = i + w
-    end
-    for j = i, #old, w do
-      if alg == 'l' then redis.call('ZREM', key, entry(old[j], old[j + 1]))
-      else redis.call('ZREM', key, entry(old[j], old[j + 2])) end
-    end
-    for j = i, #nxt, w do
-      if alg == 'l' then redis.call('ZADD', key, num(nxt[j]), entry(nxt[j], nxt[j + 1]))
-      else redis.call('ZADD', key, num(nxt[j + 1]), entry(nxt[j], nxt[j + 2])) end
-    end
-    -- Drop what left the window (the pruned part of the state).
-    if alg == 'l' then redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now - P))
-    else redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now)) end
-    redis.call('PEXPIRE', key, px)
-    return
+  local w = 2
+  if alg == 'c' then w = 3 end
+  local i = 1
+  while i <= #old and i <= #nxt and old[i] == nxt[i] and old[i + 1] == nxt[i + 1] and (w == 2 or old[i + 2] == nxt[i + 2]) do
+    i = i + w
   end
-  if alg == 'f' and nxt[2] < FW_COUNT and nxt[2] == floor(nxt[2]) then
-    redis.call('SET', key, num(mod(nxt[1] / P, FW_WINDOWS) * FW_COUNT + nxt[2]), 'PX', px)
-    return
+  for j = i, #old, w do
+    if alg == 'l' then call('ZREM', key, entry(old[j], old[j + 1]))
+    else call('ZREM', key, entry(old[j], old[j + 2])) end
   end
-  local parts = {}
-  for j = 1, #nxt do parts[j] = num(nxt[j]) end
-  redis.call('SET', key, table.concat(parts, ' '), 'PX', px)
+  for j = i, #nxt, w do
+    if alg == 'l' then call('ZADD', key, num(nxt[j]), entry(nxt[j], nxt[j + 1]))
+    else call('ZADD', key, num(nxt[j + 1]), entry(nxt[j], nxt[j + 2])) end
+  end
+  -- Drop what left the window (the pruned part of the state).
+  if alg == 'l' then call('ZREMRANGEBYSCORE', key, '-inf', num(now - P))
+  else call('ZREMRANGEBYSCORE', key, '-inf', num(now)) end
+  call('PEXPIRE', key, num(ttl + pad))
 end
 
--- ─── the batch ───
-
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
-end
-local pad = tonumber(ARGV[2])
-
-local specs = {}
-local a = 4
-for s = 1, tonumber(ARGV[3]) do
-  local spec = { alg = ARGV[a], n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
-  a = a + 3
-  for r = 1, spec.n do
-    spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
-    a = a + 3
+while a <= nargs do
+  local c = tonumber(ARGV[a])
+  a = a + 1
+  local cost, lease = 1, ''
+  local extended = c < 0
+  if extended then
+    c = -c
+    cost = tonumber(ARGV[a])
+    a = a + 1
   end
-  specs[s] = spec
-end
-
-local out = {}
-local on = 0 -- #out, kept by hand (the # operator is not free on a growing table)
-local k = 1
-while a <= #ARGV do
-  local op, spec, cost, lease = ARGV[a], specs[tonumber(ARGV[a + 1])], tonumber(ARGV[a + 2]), ARGV[a + 3]
-  a = a + 4
+  local op = c % 8
+  local spec = specs[(c - op) / 8]
   local alg, n = spec.alg, spec.n
-  local hasBlock = spec.blockMs > 0 or op == 'x'
+  if extended and (op == 3 or (op == 0 and alg == 'c')) then
+    lease = ARGV[a]
+    a = a + 1
+  end
+  local hasBlock = spec.blockMs > 0 or op == 4
   local base = k
   k = k + n
   local bkey = nil
@@ -451,30 +574,10 @@ while a <= #ARGV do
     k = k + 1
   end
 
-  if n == 1 and not hasBlock and (op == 'd' or op == 'p') and alg ~= 'l' and alg ~= 'c' then
-    -- The common case (one rule kept in a string, no penalty): the steps of the general
-    -- path below for n = 1, with less bookkeeping.
-    local key = KEYS[base]
-    local r = spec.rules[1]
-    local st = read_state(alg, key, now, r[2])
-    if st == CORRUPT then
-      on = on + 1; out[on] = -1
-      on = on + 1; out[on] = 'sluice: unreadable state at key ' .. key
-    else
-      local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](st, now, r[1], r[2], r[3], cost)
-      if ok and op == 'd' and cost > 0 then write_state(alg, key, st, nxt, ttl, now, r[2], pad) end
-      local o = on
-      if ok then out[o + 1] = 1; out[o + 3] = 1 else out[o + 1] = 0; out[o + 3] = 0 end
-      out[o + 2] = 0
-      out[o + 4] = rem
-      out[o + 5] = reset
-      out[o + 6] = retry
-      on = o + 6
-    end
-  elseif op == 'x' then
+  if op == 4 then
     -- reset: forget everything about the key.
-    for i = 0, n - 1 do redis.call('DEL', KEYS[base + i]) end
-    redis.call('DEL', bkey)
+    for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
+    call('DEL', bkey)
     on = on + 1; out[on] = 1
   else
     local states, bad = {}, nil
@@ -489,37 +592,28 @@ while a <= #ARGV do
       if b == CORRUPT then bad = bkey elseif b and b[1] > now then blockUntil = b[1] end
     end
     if bad then
-      on = on + 1; out[on] = -1
       on = on + 1; out[on] = 'sluice: unreadable state at key ' .. bad
-    elseif op == 'd' or op == 'p' then
+    elseif op == 0 or op == 1 then
       -- evaluate.ts: every rule decides; all pass or none is charged.
-      local commit = op == 'd'
+      local commit = op == 0
       local allowed = true
-      local nexts, ttls = {}, {}
-      -- out[o + 1], out[o + 2]: the verdict, filled in below; then 4 values per rule.
-      local o = on
+      local res, nexts, ttls = {}, {}, {}
       for i = 1, n do
         local r = spec.rules[i]
         local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](states[i], now, r[1], r[2], r[3], cost, lease)
-        local b = o + 2 + (i - 1) * 4
-        if ok then out[b + 1] = 1 else out[b + 1] = 0 end
-        out[b + 2] = rem
-        out[b + 3] = reset
-        out[b + 4] = retry
+        res[i] = { ok, rem, reset, retry }
         nexts[i], ttls[i] = nxt, ttl
         if not ok then allowed = false end
       end
-      on = o + 2 + n * 4
       if not allowed or blockUntil > 0 then
         -- evaluate.ts: nothing is charged, so a rule that would have passed reports what it
         -- has now (cost 0), not what it would have had after the charge.
         for i = 1, n do
-          local b = o + 2 + (i - 1) * 4
-          if out[b + 1] == 1 then
+          if res[i][1] then
             local r = spec.rules[i]
             local _, rem, reset = DECIDE[alg](states[i], now, r[1], r[2], r[3], 0, lease)
-            out[b + 2] = rem
-            out[b + 3] = reset
+            res[i][2] = rem
+            res[i][3] = reset
           end
         end
       end
@@ -530,25 +624,44 @@ while a <= #ARGV do
       elseif allowed then
         if commit and cost > 0 then
           for i = 1, n do
-            write_state(alg, KEYS[base + i - 1], states[i] or {}, nexts[i], ttls[i], now, spec.rules[i][2], pad)
+            write_state(alg, KEYS[base + i - 1], states[i] or {}, nexts[i], ttls[i], now, spec.rules[i][2])
           end
         end
       elseif commit and spec.blockMs > 0 then
         -- A denial starts the penalty block.
-        redis.call('SET', bkey, num(now + spec.blockMs), 'PX', spec.blockMs + pad)
+        call('SET', bkey, num(now + spec.blockMs), 'PX', num(spec.blockMs + pad))
         blockedFor = spec.blockMs
       end
-      if allowed then out[o + 1] = 1 else out[o + 1] = 0 end
-      out[o + 2] = blockedFor
-    elseif op == 'a' then
+      if n == 1 and spec.blockMs == 0 then
+        -- The compact form (see the header).
+        local r = res[1]
+        if allowed then
+          out[on + 1] = r[2]; out[on + 2] = r[3]; on = on + 2
+        else
+          out[on + 1] = -(r[2] + 1); out[on + 2] = r[3]; out[on + 3] = r[4]; on = on + 3
+        end
+      else
+        if allowed then out[on + 1] = 1 else out[on + 1] = 0 end
+        out[on + 2] = blockedFor
+        on = on + 2
+        for i = 1, n do
+          local r = res[i]
+          if r[1] then out[on + 1] = 1 else out[on + 1] = 0 end
+          out[on + 2] = r[2]
+          out[on + 3] = r[3]
+          out[on + 4] = r[4]
+          on = on + 4
+        end
+      end
+    elseif op == 2 then
       -- evaluate.ts adjustState: charge `cost` (negative refunds) to every rule.
       for i = 1, n do
         local r = spec.rules[i]
         local nxt, ttl = ADJUST[alg](states[i] or nil, now, r[1], r[2], r[3], cost)
-        write_state(alg, KEYS[base + i - 1], states[i] or {}, nxt, ttl, now, r[2], pad)
+        write_state(alg, KEYS[base + i - 1], states[i] or {}, nxt, ttl, now, r[2])
       end
       on = on + 1; out[on] = 1
-    elseif op == 'r' then
+    elseif op == 3 then
       -- concurrency.release: drop the lease if it is still there.
       local key = KEYS[base]
       local old = states[1]
@@ -559,16 +672,14 @@ while a <= #ARGV do
         end
       end
       if #live < #old then
-        local nxt = nil
-        if #live > 0 then nxt = live end
-        -- Rewrite from the released lease on (members are unique, so ZREM by id is exact).
+        -- Members are unique, so ZREM by id is exact.
         for j = 1, #old, 3 do
-          if old[j] == lease then redis.call('ZREM', key, entry(old[j], old[j + 2])) end
+          if old[j] == lease then call('ZREM', key, entry(old[j], old[j + 2])) end
         end
-        if nxt == nil then redis.call('DEL', key)
+        if #live == 0 then call('DEL', key)
         else
-          redis.call('ZREMRANGEBYSCORE', key, '-inf', num(now))
-          redis.call('PEXPIRE', key, max(1, cc_maxExpiry(live) - now) + pad)
+          call('ZREMRANGEBYSCORE', key, '-inf', num(now))
+          call('PEXPIRE', key, num(max(1, cc_maxExpiry(live) - now) + pad))
         end
         on = on + 1; out[on] = 1
       else
