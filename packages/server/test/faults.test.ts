@@ -4,10 +4,9 @@
  * `/readyz` answers in time and names what failed, and no write is acknowledged that could not
  * be read back; requests fail within their deadline with `database_unavailable` (503).
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import {
   chmodSync,
-  chownSync,
   copyFileSync,
   linkSync,
   mkdtempSync,
@@ -86,15 +85,18 @@ describe("a SQLite file deleted or replaced while the service runs", () => {
 
 describe("a read-only SQLite file", () => {
   // A read-only file is read-only for its owner only when the process is not root (root writes
-  // through any permission bits). So the service runs as `nobody` when the test runs as root,
-  // on a data directory `nobody` owns and a database file with mode 0444.
+  // through any permission bits by its CAP_DAC_OVERRIDE capability). So when the test runs as
+  // root the service runs without that capability (util-linux's setpriv drops it), on a
+  // database file with mode 0444: the same refusal an operator's read-only file gives.
   const asRoot = process.getuid?.() === 0;
-  const user = asRoot
-    ? {
-        uid: Number(spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout.trim()),
-        gid: Number(spawnSync("id", ["-g", "nobody"], { encoding: "utf8" }).stdout.trim()),
-      }
-    : undefined;
+  const dropCaps = asRoot
+    ? [
+        "setpriv",
+        "--bounding-set=-dac_override,-dac_read_search",
+        "--inh-caps=-dac_override,-dac_read_search",
+        "--",
+      ]
+    : [];
   let dir: string;
   let url: string;
   let stop: () => Promise<void>;
@@ -114,17 +116,14 @@ describe("a read-only SQLite file", () => {
       "admin",
     ]);
     expect(created.code).toBe(0);
-    if (user) {
-      chownSync(dir, user.uid, user.gid);
-      chownSync(join(dir, "sluice.db"), user.uid, user.gid);
-    }
     chmodSync(join(dir, "sluice.db"), 0o444);
     const port = await freePort();
     url = `http://127.0.0.1:${port}`;
-    // The built CLI: `nobody` may read the repository but not write tsx's cache.
+    const [command, ...prefix] = [...dropCaps, process.execPath];
     const child = spawn(
-      process.execPath,
+      command!,
       [
+        ...prefix,
         join(ROOT, "packages/server/dist/cli.js"),
         "serve",
         "--port",
@@ -134,7 +133,7 @@ describe("a read-only SQLite file", () => {
         "--log-level",
         "silent",
       ],
-      { stdio: ["ignore", "ignore", "pipe"], ...(user ?? {}) },
+      { stdio: ["ignore", "ignore", "pipe"] },
     );
     let err = "";
     child.stderr.on("data", (d: Buffer) => (err += d.toString()));
