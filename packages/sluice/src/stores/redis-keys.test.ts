@@ -1,7 +1,45 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { identifierTag, slotOfTag } from "./redis-keys.js";
+import { MAX_RAW_IDENTIFIER, identifierTag, slotOfTag } from "./redis-keys.js";
+
+/** Which identifiers are kept as they are, as the key layout defines it (one regular expression). */
+function keptAsIs(id: string): boolean {
+  // eslint-disable-next-line no-control-regex
+  const odd = /[{}\s\u0000-\u001f\u007f]/;
+  const lone = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+  return id.length <= MAX_RAW_IDENTIFIER && !odd.test(id) && id[0] !== "#" && !lone.test(id);
+}
 
 describe("identifierTag", () => {
+  it("keeps exactly the identifiers the key layout keeps (the one-pass check agrees)", () => {
+    const id = fc.oneof(
+      fc.string({ maxLength: 70 }),
+      fc.string({ unit: "grapheme", maxLength: 70 }),
+      fc.string({ unit: "binary", maxLength: 70 }),
+      fc.string({
+        unit: fc.constantFrom(
+          "a",
+          " ",
+          "\u00a0",
+          "\u2028",
+          "\ufeff",
+          "{",
+          "#",
+          "\u007f",
+          "\uD83D",
+          "\uDE00",
+        ),
+        maxLength: 8,
+      }),
+    );
+    fc.assert(
+      fc.property(id, (s) => {
+        expect(identifierTag(s) === s, JSON.stringify(s)).toBe(keptAsIs(s));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
   it("keeps short plain identifiers", () => {
     expect(identifierTag("user:42")).toBe("user:42");
     expect(identifierTag("2001:db8::/64")).toBe("2001:db8::/64");

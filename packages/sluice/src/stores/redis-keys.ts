@@ -35,6 +35,7 @@ const ODD = /[{}\s\u0000-\u001f\u007f]/;
  * else `#` + base64url(SHA1(identifier)) (28 characters).
  */
 export function identifierTag(identifier: string): string {
+  if (isPlain(identifier)) return identifier;
   const lone = LONE_SURROGATE.test(identifier);
   if (
     identifier.length <= MAX_RAW_IDENTIFIER &&
@@ -48,6 +49,38 @@ export function identifierTag(identifier: string): string {
   // UTF-16 code units of such identifiers instead.
   const bytes = lone ? Buffer.from(identifier, "utf16le") : Buffer.from(identifier, "utf8");
   return "#" + createHash("sha1").update(bytes).digest("base64url");
+}
+
+/**
+ * True when the identifier can be the tag as it is: short, not starting with `#`, and free of
+ * braces, whitespace, control characters and surrogates: the common case, checked in one pass
+ * over the characters (this runs for every decision). Anything else takes the full check.
+ */
+function isPlain(id: string): boolean {
+  const n = id.length;
+  if (n > MAX_RAW_IDENTIFIER || n === 0 || id.charCodeAt(0) === 0x23) return false;
+  for (let i = 0; i < n; i++) {
+    const c = id.charCodeAt(i);
+    if (c <= 0x20 || c === 0x7b || c === 0x7d || c === 0x7f) return false;
+    if (c >= 0x80 && ((c >= 0xd800 && c <= 0xdfff) || isSpace(c))) return false;
+  }
+  return true;
+}
+
+/** Non-ASCII characters that `\s` matches. */
+function isSpace(c: number): boolean {
+  return (
+    c === 0x85 ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
 }
 
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
