@@ -101,8 +101,8 @@ interface Pending {
   readonly tag: string;
   readonly cost: number;
   readonly lease: string;
-  /** For a decide through the deny cache: when it was asked and the forget count then. */
-  readonly sentAt: number;
+  /** A decide whose denial the deny cache may remember (and the forget count when asked). */
+  readonly cacheable: boolean;
   readonly forgets: number;
   readonly key: string;
   readonly resolve: (value: StoreDecision | boolean) => void;
@@ -194,29 +194,33 @@ export class RedisStore implements Store {
       policy.algorithm === "concurrency"
         ? `${this.instanceId}${(++this.leaseSeq).toString(36)}`
         : "";
-    // Taken before the script runs, so a cached denial never outlasts the real one; and a
-    // reset/refund made while this call was in flight keeps its denial out of the cache.
-    const sentAt = cached ? this.localNow() : -1;
-    return this.enqueue(OP_DECIDE, policy, key, cost, lease, sentAt) as Promise<StoreDecision>;
+    return this.enqueue(OP_DECIDE, policy, key, cost, lease, cached) as Promise<StoreDecision>;
   }
 
   peek(req: StoreRequest): Promise<StoreDecision> {
-    return this.enqueue(OP_PEEK, req.policy, req.key, req.cost, "", -1) as Promise<StoreDecision>;
+    return this.enqueue(
+      OP_PEEK,
+      req.policy,
+      req.key,
+      req.cost,
+      "",
+      false,
+    ) as Promise<StoreDecision>;
   }
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
     this.forget(policy, key);
-    await this.enqueue(OP_ADJUST, policy, key, delta, "", -1);
+    await this.enqueue(OP_ADJUST, policy, key, delta, "", false);
   }
 
   async release(policy: Policy, key: string, leaseId: string): Promise<boolean> {
     if (policy.algorithm !== "concurrency") return false;
-    return (await this.enqueue(OP_RELEASE, policy, key, 0, leaseId, -1)) as boolean;
+    return (await this.enqueue(OP_RELEASE, policy, key, 0, leaseId, false)) as boolean;
   }
 
   async reset(policy: Policy, key: string): Promise<void> {
     this.forget(policy, key);
-    await this.enqueue(OP_RESET, policy, key, 0, "", -1);
+    await this.enqueue(OP_RESET, policy, key, 0, "", false);
   }
 
   /** Live instances counted through Redis (the last count is kept through an outage), or the `instances` option. */
@@ -258,7 +262,7 @@ export class RedisStore implements Store {
     key: string,
     cost: number,
     lease: string,
-    sentAt: number,
+    cacheable: boolean,
   ): Promise<StoreDecision | boolean> {
     if (this.closed)
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
@@ -272,7 +276,7 @@ export class RedisStore implements Store {
         tag,
         cost,
         lease,
-        sentAt,
+        cacheable,
         forgets: this.forgets,
         key,
         resolve,
@@ -367,11 +371,13 @@ export class RedisStore implements Store {
     ];
     for (const a of specArgs) argv.push(a);
     for (const a of opArgs) argv.push(a);
+    // Taken before the script runs, so that a denial it remembers never outlasts the real one.
+    const sentAt = this.o.denyCache ? this.localNow() : 0;
     this.inFlight++;
     this.run(SLUICE_LUA, keys, argv).then(
       (reply) => {
         this.sent();
-        this.settle(batch, reply);
+        this.settle(batch, reply, sentAt);
       },
       (err: unknown) => {
         this.sent();
@@ -422,7 +428,7 @@ export class RedisStore implements Store {
   }
 
   /** Splits a batch reply into each operation's result (format: lua/sluice.lua's header). */
-  private settle(batch: Pending[], reply: unknown): void {
+  private settle(batch: Pending[], reply: unknown, sentAt: number): void {
     if (!Array.isArray(reply)) {
       const err = new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
       for (const p of batch) p.reject(err);
@@ -509,8 +515,9 @@ export class RedisStore implements Store {
             p.resolve({ ...r, leaseId: p.lease });
             continue;
           }
-        } else if (p.sentAt >= 0 && r.blockedForMs === 0 && p.forgets === this.forgets) {
-          this.rememberDenial(p.policy, p.key, p.cost, r.rules, p.sentAt);
+        } else if (p.cacheable && r.blockedForMs === 0 && p.forgets === this.forgets) {
+          // A reset or refund made while this call was in flight keeps its denial out.
+          this.rememberDenial(p.policy, p.key, p.cost, r.rules, sentAt);
         }
       }
       p.resolve(r);
