@@ -1,46 +1,103 @@
 // Memory store cases: decisions/s and heap bytes per identifier, sluice vs RateLimiterMemory.
 import { setImmediate } from "node:timers";
-import { drive, keyAt, makeKeys } from "../lib/util.mjs";
+import { drive, driveSync, keyAt, makeKeys } from "../lib/util.mjs";
 
-/** The throughput policy: every key stays well inside it during a run, so both sides only allow. */
+/** The default policy (round robin): every key stays well inside it, so both sides only allow. */
 export const THROUGHPUT = { limit: 1000, periodMs: 60_000 };
 
 /** The heap policy: state of one decision outlives the run (a GCRA TAT lasts period/limit). */
 export const HEAP = { limit: 100, periodMs: 3_600_000 };
 
-/**
- * Builds `op(key)` for a contestant: "sluice" (with `algorithm`) or "rlf" (RateLimiterMemory),
- * both with `limit` per `periodMs`. For concurrency, `release` gives each lease back at once.
- */
-async function contestant(name, algorithm, { limit, periodMs }, release = true) {
-  if (name === "rlf") {
-    const { RateLimiterMemory } = await import("rate-limiter-flexible");
-    const rl = new RateLimiterMemory({ points: limit, duration: periodMs / 1000 });
-    return (key) => rl.consume(key);
-  }
+/** rate-limiter-flexible's RateLimiterMemory with `limit` per `periodMs`. */
+async function peer({ limit, periodMs }) {
+  const { RateLimiterMemory } = await import("rate-limiter-flexible");
+  return new RateLimiterMemory({ points: limit, duration: periodMs / 1000 });
+}
+
+/** A sluice limiter (memory store, the default) with one rule of `limit` per `periodMs`. */
+async function sluiceLimiter(algorithm, { limit, periodMs }) {
   const { createLimiter, memoryStore } = await import("sluice");
-  const limiter = createLimiter({
+  return createLimiter({
     store: memoryStore(),
     policy: { name: "bench", algorithm, rules: [{ limit, period: periodMs }] },
   });
+}
+
+/**
+ * Builds `op(key)` for a contestant: "sluice" (with `algorithm`) or "rlf" (RateLimiterMemory),
+ * both with `limit` per `periodMs`. For concurrency, `release` gives each lease back at once
+ * (the decision is `limit` + `release`). A denial resolves a Decision with `allowed: false`
+ * (sluice) or rejects with a RateLimiterRes (rlf): see `drive`.
+ */
+async function contestant(name, algorithm, policy, release = true) {
+  if (name === "rlf") {
+    const rl = await peer(policy);
+    return (key) => rl.consume(key);
+  }
+  const limiter = await sluiceLimiter(algorithm, policy);
   if (algorithm === "concurrency" && release) {
     // A lease is one decision; releasing it keeps the key's lease set from filling up.
     return async (key) => {
       const d = await limiter.limit(key);
       if (d.leaseId !== undefined) await limiter.release(key, d.leaseId);
+      return d;
     };
   }
   return (key) => limiter.limit(key);
 }
 
-/** Decisions/s, one call at a time (each awaited), over `keyCount` identifiers. */
-export async function throughput({ name, algorithm, durationMs, warmupMs, keyCount }) {
+/** True for a sluice Decision that denied (rate-limiter-flexible's denials reject instead). */
+const isDenied = (d) => d !== undefined && d !== null && d.allowed === false;
+
+/**
+ * Decisions/s, one call at a time (each awaited), over `keyCount` identifiers round robin,
+ * `policy` `{ limit, periodMs }` on both sides (default {@link THROUGHPUT}).
+ */
+export async function throughput({
+  name,
+  algorithm,
+  durationMs,
+  warmupMs,
+  keyCount,
+  policy = THROUGHPUT,
+}) {
   const keys = makeKeys(keyCount);
-  const op = await contestant(name, algorithm, THROUGHPUT);
+  const op = await contestant(name, algorithm, policy);
   const n = keys.length;
-  const r = await drive((i) => op(keys[i % n]), { durationMs, warmupMs });
-  return { ops: r.ops, errors: r.errors, error: r.error };
+  const r = await drive((i) => op(keys[i % n]), { durationMs, warmupMs, isDenied });
+  return pick(r);
 }
+
+/**
+ * Decisions/s of sluice's `limitSync(key)` (no promise at all), one call after another in one
+ * synchronous loop, over `keyCount` identifiers round robin (`policy` as in {@link throughput}).
+ * Not for concurrency: a lease could only be given back through the awaited `release`.
+ */
+export async function throughputSync({
+  algorithm,
+  durationMs,
+  warmupMs,
+  keyCount,
+  policy = THROUGHPUT,
+}) {
+  if (algorithm === "concurrency") throw new Error("concurrency has no synchronous release");
+  const keys = makeKeys(keyCount);
+  const limiter = await sluiceLimiter(algorithm, policy);
+  if (typeof limiter.limitSync !== "function")
+    throw new Error("this sluice has no limitSync on memory-store limiters");
+  const n = keys.length;
+  const r = driveSync((i) => limiter.limitSync(keys[i % n]), { durationMs, warmupMs, isDenied });
+  return pick(r);
+}
+
+/** What the plan keeps of a drive result. */
+const pick = (r) => ({
+  ops: r.ops,
+  nodeCpuUs: r.nodeCpuUs,
+  errors: r.errors,
+  denied: r.denied,
+  ...(r.error !== undefined ? { error: r.error } : {}),
+});
 
 /**
  * The `i`-th 16-character identifier as a flat string, as a key read from a request would be

@@ -22,17 +22,24 @@ function connect(port) {
   return new Redis({ host: "127.0.0.1", port, lazyConnect: false, maxRetriesPerRequest: 1 });
 }
 
+/** Marks a rate-limiter-flexible denial (its `consume` rejects with a non-Error for one). */
+const DENIED = Symbol("denied");
+
 /**
- * Builds `op(key)` for a contestant over `client`:
- * - `sluice`: createLimiter + redisStore (`algorithm`, `denyCache`, `limit`/`periodMs`);
+ * Builds `{ op(key), close(), isDenied(result) }` for a contestant over `client`:
+ * - `sluice`: createLimiter + redisStore (`algorithm`, `denyCache`, `limit`/`periodMs`, or
+ *   `rules`: a list of `{ limit, periodMs }` all enforced);
  * - `rlf`: rate-limiter-flexible RateLimiterRedis (`blockOnConsumed` → its in-memory block);
+ * - `rlf-union`: rate-limiter-flexible RateLimiterUnion of one RateLimiterRedis per rule of
+ *   `rules` (its way to enforce several limits on one key);
  * - `rlr`: rate-limit-redis's RedisStore, driven through `increment(key)`;
  * - `raw`: a bare ioredis EVALSHA of the minimal GCRA script.
- * Denials count as results, never as errors.
+ * Denials count as results, never as errors (`op` resolves undefined for a peer's denial).
  */
 async function contestant(client, o) {
   const limit = o.limit ?? THROUGHPUT_LIMIT.limit;
   const periodMs = o.periodMs ?? THROUGHPUT_LIMIT.periodMs;
+  const rules = o.rules ?? [{ limit, periodMs }];
   if (o.name === "sluice") {
     const { createLimiter, redisStore } = await import("sluice");
     if (typeof redisStore !== "function") throw new Error("sluice does not export redisStore yet");
@@ -46,10 +53,44 @@ async function contestant(client, o) {
     const algorithm = o.algorithm ?? "gcra";
     const limiter = createLimiter({
       store,
-      policy: { name: POLICY_NAME, algorithm, rules: [{ limit, period: periodMs }] },
+      policy: {
+        name: POLICY_NAME,
+        algorithm,
+        rules: rules.map((r) => ({ limit: r.limit, period: r.periodMs })),
+      },
     });
     // concurrency: leases are held (never released), so each identifier keeps its state.
-    return { op: (key) => limiter.limit(key), close: () => store.close() };
+    return {
+      op: (key) => limiter.limit(key),
+      close: () => store.close(),
+      isDenied: (d) => d?.allowed === false,
+    };
+  }
+  if (o.name === "rlf-union") {
+    const { RateLimiterRedis, RateLimiterUnion } = await import("rate-limiter-flexible");
+    const union = new RateLimiterUnion(
+      ...rules.map(
+        (r, i) =>
+          new RateLimiterRedis({
+            storeClient: client,
+            keyPrefix: `rlu${i}`,
+            points: r.limit,
+            duration: Math.ceil(r.periodMs / 1000),
+          }),
+      ),
+    );
+    // It rejects with { keyPrefix: RateLimiterRes | Error } when any limiter did not allow.
+    return {
+      op: (key) =>
+        union.consume(key).catch((e) => {
+          if (e instanceof Error) throw e;
+          const failure = Object.values(e ?? {}).find((v) => v instanceof Error);
+          if (failure) throw failure;
+          return DENIED;
+        }),
+      close: async () => {},
+      isDenied: (r) => r === DENIED,
+    };
   }
   if (o.name === "rlf") {
     const { RateLimiterRedis } = await import("rate-limiter-flexible");
@@ -69,6 +110,7 @@ async function contestant(client, o) {
           if (e instanceof Error) throw e;
         }),
       close: async () => {},
+      isDenied: (r) => r === undefined,
     };
   }
   if (o.name === "rlr") {
@@ -78,21 +120,31 @@ async function contestant(client, o) {
       ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
     });
     await store.init({ windowMs: periodMs });
-    return { op: (key) => store.increment(key), close: async () => {} };
+    // It only counts (express-rate-limit compares the count with its limit).
+    return {
+      op: (key) => store.increment(key),
+      close: async () => {},
+      isDenied: (r) => r.totalHits > limit,
+    };
   }
   if (o.name === "raw") {
     const sha = await client.script("LOAD", MINIMAL_GCRA);
     const interval = periodMs / limit;
     const tau = periodMs;
-    return { op: (key) => client.evalsha(sha, 1, key, interval, tau), close: async () => {} };
+    return {
+      op: (key) => client.evalsha(sha, 1, key, interval, tau),
+      close: async () => {},
+      isDenied: (r) => r[0] === 0,
+    };
   }
   throw new Error(`unknown contestant ${o.name}`);
 }
 
 /**
  * Decisions/s and p50/p99 latency at `inflight` concurrent calls over `keyCount` identifiers
- * (`name`: see {@link contestant}; `raw-pipeline` sends each wave of `inflight` EVALSHAs as one
- * explicit ioredis pipeline).
+ * (`name`, `algorithm`, `rules`: see {@link contestant}; `raw-pipeline` sends each wave of
+ * `inflight` EVALSHAs as one explicit ioredis pipeline). `denied` counts denials (0 unless the
+ * policy is too small for the run).
  */
 export async function throughput(o) {
   const client = connect(o.port);
@@ -112,6 +164,7 @@ export async function throughput(o) {
       durationMs: o.durationMs,
       warmupMs: o.warmupMs,
       latency: true,
+      isDenied: c.isDenied,
       onStart: async () => {
         cpu0 = await redisCpu(client);
       },
@@ -136,11 +189,15 @@ async function pipelined(client, pick, o) {
   const hist = createHistogram();
   let i = 0;
   let count = 0;
+  let denied = 0;
   const wave = async (record) => {
     const t0 = process.hrtime.bigint();
     const p = client.pipeline();
     for (let j = 0; j < o.inflight; j++) p.evalsha(sha, 1, pick(i++), interval, 60_000);
-    await p.exec();
+    for (const [err, reply] of await p.exec()) {
+      if (err) throw err;
+      if (reply[0] === 0) denied++;
+    }
     if (record) {
       const dt = process.hrtime.bigint() - t0;
       for (let j = 0; j < o.inflight; j++) hist.record(dt);
@@ -162,6 +219,7 @@ async function pipelined(client, pick, o) {
     count,
     seconds,
     errors: 0,
+    denied,
     p50: hist.percentile(50) / 1e6,
     p99: hist.percentile(99) / 1e6,
   };

@@ -9,8 +9,11 @@ import { measureService } from "./service.mjs";
 /** The sections `--only` accepts. */
 export const SECTIONS = [
   "memory",
+  "memory-hot",
+  "memory-sync",
   "heap",
   "redis",
+  "redis-policies",
   "ceiling",
   "redis-memory",
   "hot-key",
@@ -27,14 +30,75 @@ export const ALGORITHMS = [
   "concurrency",
 ];
 
+/** The algorithms with a `limitSync` figure (concurrency has no synchronous release). */
+export const SYNC_ALGORITHMS = ALGORITHMS.filter((a) => a !== "concurrency");
+
 /** The Redis contestants of the throughput runs, in table order. */
 export const REDIS_CONTESTANTS = ["sluice", "rlf", "rlr", "raw", "raw-pipeline"];
 
+/**
+ * The two-rule policy of the Redis figures: 100 per second AND 100,000 per hour. With 100k
+ * identifiers round robin at ~200k decisions/s each key sees ~2 a second and ~10 in a run
+ * (FLUSHALL first), so neither rule ever denies.
+ */
+export const TWO_RULES = [
+  { limit: 100, periodMs: 1000 },
+  { limit: 100_000, periodMs: 3_600_000 },
+];
+
+/** The round-robin policy of the memory figures, both sides: never reached in a run. */
+export const MEMORY_POLICY = { limit: 1000, periodMs: 60_000 };
+
+/**
+ * The hot-key policy: so large that no key of the 1,000 (hit thousands of times a second
+ * each) comes near it, so nothing is denied and every key stays in the store between hits.
+ */
+export const HOT_POLICY = { limit: 1_000_000, periodMs: 60_000 };
+
+/**
+ * sluice's sliding-log allows at most 100,000 per rule (one entry per request and ms): its
+ * hot-key policy is 100,000 per second, which no key comes near either, and which keeps each
+ * key's log at about a second of entries (a steady state, not a log that grows all run long).
+ */
+export const HOT_SLIDING_LOG_POLICY = { limit: 100_000, periodMs: 1000 };
+
+/** The hot-key figures' policies (saved with the results, for the report). */
+const HOT = { policy: HOT_POLICY, slidingLogPolicy: HOT_SLIDING_LOG_POLICY };
+
+/**
+ * The Redis policies beyond GCRA, each against rate-limiter-flexible: `contestants` maps a
+ * contestant id to the parameters of cases/redis.mjs `throughput`.
+ */
+export const REDIS_POLICIES = {
+  "sliding-window": {
+    contestants: {
+      sluice: { name: "sluice", algorithm: "sliding-window" },
+      rlf: { name: "rlf" },
+    },
+  },
+  "two-rule": {
+    contestants: {
+      sluice: { name: "sluice", algorithm: "gcra", rules: TWO_RULES },
+      "rlf-union": { name: "rlf-union", rules: TWO_RULES },
+      rlf: { name: "rlf", ...TWO_RULES[0] },
+    },
+  },
+};
+
 const FULL = {
   rounds: 3,
-  memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000 },
+  memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
+  memoryHot: { durationMs: 2000, warmupMs: 700, keyCount: 1000, ...HOT },
+  memorySync: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
   heap: { count: 200_000 },
   redis: { durationMs: 4000, warmupMs: 700, keyCount: 100_000, inflight: [1, 16, 256] },
+  redisPolicies: {
+    durationMs: 4000,
+    warmupMs: 700,
+    keyCount: 100_000,
+    inflight: [16, 256],
+    twoRules: TWO_RULES,
+  },
   ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
@@ -43,9 +107,19 @@ const FULL = {
 
 const QUICK = {
   rounds: 1,
-  memory: { durationMs: 150, warmupMs: 50, keyCount: 1000 },
+  // Enough identifiers that no key reaches 1000 per minute at full speed in a quick run.
+  memory: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
+  memoryHot: { durationMs: 150, warmupMs: 50, keyCount: 1000, ...HOT },
+  memorySync: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
   heap: { count: 5000 },
   redis: { durationMs: 200, warmupMs: 50, keyCount: 1000, inflight: [1, 16, 256] },
+  redisPolicies: {
+    durationMs: 200,
+    warmupMs: 50,
+    keyCount: 10_000,
+    inflight: [16, 256],
+    twoRules: TWO_RULES,
+  },
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
@@ -57,8 +131,9 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
- * { memory, heap, redis, ceiling, redisMemory, hotKey, service, failures }, each figure the
- * median over the rounds.
+ * { memory, memoryHot, memorySync, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
+ * service, failures }, each figure the median over the rounds. memorySync's peer is
+ * memory.rlf (RateLimiterMemory has no synchronous path).
  */
 export function planFor({ quick, only, port, log }) {
   const config = quick ? QUICK : FULL;
@@ -67,8 +142,11 @@ export function planFor({ quick, only, port, log }) {
   const samples = new Map();
   const results = {
     memory: {},
+    memoryHot: {},
+    memorySync: {},
     heap: {},
     redis: {},
+    redisPolicies: {},
     ceiling: undefined,
     redisMemory: {},
     hotKey: {},
@@ -79,6 +157,9 @@ export function planFor({ quick, only, port, log }) {
   const keep = (id, r) => {
     // A figure with failed calls measures the failure path: never keep it.
     if (r.errors > 0) throw new Error(`${r.errors} calls failed: ${r.error}`);
+    // Nor one with denials: every policy is meant to allow every call of a run.
+    if (r.denied > 0)
+      throw new Error(`${r.denied} calls were denied: the policy is too small for this run`);
     if (!samples.has(id)) samples.set(id, []);
     samples.get(id).push(r);
   };
@@ -87,29 +168,58 @@ export function planFor({ quick, only, port, log }) {
 
   for (let round = 1; round <= config.rounds; round++) {
     const tag = config.rounds > 1 ? ` (round ${round}/${config.rounds})` : "";
-    if (want("memory")) {
-      const m = config.memory;
+    // Memory store, awaited: round robin over many keys, then hot keys; limitSync. The sync
+    // figures' peer is the round-robin RateLimiterMemory (it has no synchronous path).
+    const memoryCases = [
+      ["memory", "memory", config.memory],
+      ["memory-hot", "memory hot key", config.memoryHot],
+    ];
+    for (const [section, title, m] of memoryCases) {
+      const { slidingLogPolicy, ...params } = m;
+      const policyOf = (algorithm) =>
+        algorithm === "sliding-log" && slidingLogPolicy ? slidingLogPolicy : m.policy;
+      const peerNeeded = want(section) || (section === "memory" && want("memory-sync"));
+      if (!peerNeeded) continue;
       add(
-        "memory",
-        `memory: RateLimiterMemory${tag}`,
+        section,
+        `${title}: RateLimiterMemory${tag}`,
         async () => {
-          const r = await runCaseRetry("memory", "throughput", { name: "rlf", ...m });
-          keep("memory:rlf", r);
+          const r = await runCaseRetry("memory", "throughput", { ...params, name: "rlf" });
+          keep(`${section}:rlf`, r);
           return r;
         },
         rate,
       );
+      if (!want(section)) continue;
       for (const algorithm of ALGORITHMS) {
         add(
-          "memory",
-          `memory: sluice ${algorithm}${tag}`,
+          section,
+          `${title}: sluice ${algorithm}${tag}`,
           async () => {
             const r = await runCaseRetry("memory", "throughput", {
+              ...params,
               name: "sluice",
               algorithm,
-              ...m,
+              policy: policyOf(algorithm),
             });
-            keep(`memory:${algorithm}`, r);
+            keep(`${section}:${algorithm}`, r);
+            return r;
+          },
+          rate,
+        );
+      }
+    }
+    if (want("memory-sync")) {
+      for (const algorithm of SYNC_ALGORITHMS) {
+        add(
+          "memory-sync",
+          `memory limitSync: sluice ${algorithm}${tag}`,
+          async () => {
+            const r = await runCaseRetry("memory", "throughputSync", {
+              algorithm,
+              ...config.memorySync,
+            });
+            keep(`memory-sync:${algorithm}`, r);
             return r;
           },
           rate,
@@ -126,12 +236,36 @@ export function planFor({ quick, only, port, log }) {
             async () => {
               const params = { ...c, name, port, inflight };
               const r = await runCaseRetry("redis", "throughput", params);
-              if (r.errors > 0) throw new Error(`${r.errors} calls failed: ${r.error}`);
               keep(`redis:${inflight}:${name}`, r);
               return r;
             },
             lat,
           );
+        }
+      }
+    }
+    if (want("redis-policies")) {
+      const c = config.redisPolicies;
+      for (const [policy, { contestants }] of Object.entries(REDIS_POLICIES)) {
+        for (const inflight of c.inflight) {
+          for (const [id, params] of Object.entries(contestants)) {
+            add(
+              "redis-policies",
+              `redis ${policy} @${inflight}: ${id}${tag}`,
+              async () => {
+                const { twoRules: _, ...counts } = c;
+                const r = await runCaseRetry("redis", "throughput", {
+                  ...counts,
+                  ...params,
+                  port,
+                  inflight,
+                });
+                keep(`redis-policies:${policy}:${inflight}:${id}`, r);
+                return r;
+              },
+              lat,
+            );
+          }
         }
       }
     }
@@ -266,11 +400,23 @@ export function planFor({ quick, only, port, log }) {
     for (const a of ["rlf", ...ALGORITHMS]) {
       const m = med(`memory:${a}`);
       if (m) results.memory[a] = m;
+      const h = med(`memory-hot:${a}`);
+      if (h) results.memoryHot[a] = h;
+      const y = med(`memory-sync:${a}`);
+      if (y) results.memorySync[a] = y;
     }
     for (const inflight of config.redis.inflight) {
       for (const name of REDIS_CONTESTANTS) {
         const m = med(`redis:${inflight}:${name}`);
         if (m) (results.redis[inflight] ??= {})[name] = m;
+      }
+    }
+    for (const [policy, { contestants }] of Object.entries(REDIS_POLICIES)) {
+      for (const inflight of config.redisPolicies.inflight) {
+        for (const id of Object.keys(contestants)) {
+          const m = med(`redis-policies:${policy}:${inflight}:${id}`);
+          if (m) ((results.redisPolicies[policy] ??= {})[inflight] ??= {})[id] = m;
+        }
       }
     }
     return results;

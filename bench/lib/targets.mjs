@@ -1,73 +1,132 @@
-// What limits each target when it is missed, from profiles taken on this machine (2 cores
-// shared by Node, Redis and the load generator). Each entry takes the run's results, so that
-// the explanation quotes this run's figures. Keys are the target ids of lib/report.mjs.
+// What limits each target when it is missed. The texts are generic on purpose (the library
+// changes faster than any explanation of one build): each quotes this run's figures — time and
+// CPU per decision, which side is busy — and says where to look next; docs/benchmarks.md
+// ("Profiling a figure") says how to profile one case. Each entry takes the run's results and
+// the target row (lib/report.mjs: `id`, and the fields it sets for the entry: `inflight`,
+// `section`, `algorithm`). Keys are the rows' `limits` (or, without one, their `id`).
+import { fmtMs, fmtRate } from "./util.mjs";
 
-const fmt = (ms) => (ms === undefined ? "?" : `${(ms * 1000).toFixed(0)} µs`);
 const us = (x) => (x === undefined || Number.isNaN(x) ? "?" : `${x.toFixed(1)} µs`);
+const ns = (x) => (x === undefined || !Number.isFinite(x) ? "?" : `${x.toFixed(0)} ns`);
+/** Share of one core busy: CPU µs per decision × decisions/s. */
+const busy = (cpuUs, ops) => (cpuUs === undefined || !ops ? undefined : (cpuUs * ops) / 1e6);
+const pct = (f) => (f === undefined ? "?" : `${(f * 100).toFixed(0)}%`);
+const PROFILE = `Profile it: docs/benchmarks.md, "Profiling a figure".`;
+
+/** Wall time and CPU per decision of a one-call-at-a-time memory figure, in ns. */
+function perCall(x) {
+  return { wall: 1e9 / x.ops, cpu: x.nodeCpuUs === undefined ? undefined : x.nodeCpuUs * 1000 };
+}
+
+/** "sluice 250 ns per decision vs RateLimiterMemory 400 ns …" for two memory figures. */
+function memoryTimes(s, p, sName, pName) {
+  const a = perCall(s);
+  const b = perCall(p);
+  let text =
+    `one call at a time in one process, so the rate is the inverse of the time per call: ` +
+    `${sName} ${ns(a.wall)} per decision vs ${pName} ${ns(b.wall)}, ${ns(a.wall - b.wall)} more ` +
+    `per call` +
+    (a.cpu !== undefined && b.cpu !== undefined
+      ? ` (CPU per decision ${ns(a.cpu)} vs ${ns(b.cpu)}).`
+      : ".");
+  if (a.cpu !== undefined && a.cpu > a.wall * 1.1) {
+    text +=
+      ` sluice's CPU exceeds its wall time by ${pct(a.cpu / a.wall - 1)}: garbage collection ` +
+      `on helper threads, i.e. allocation per decision.`;
+  }
+  return text;
+}
 
 export const LIMITS = {
-  "redis-256": (r) => {
-    const s = r.redis[256]?.sluice ?? {};
-    const f = r.redis[256]?.rlf ?? {};
-    const busy = (x) => `${((x.nodeCpuUs * x.ops) / 1e4).toFixed(0)}%`;
-    const rbusy = (x) => `${((x.redisCpuUs * x.ops) / 1e4).toFixed(0)}%`;
-    return (
-      `CPU per decision: sluice ${us(s.nodeCpuUs)} in Node + ${us(s.redisCpuUs)} in Redis, ` +
-      `RateLimiterRedis ${us(f.nodeCpuUs)} + ${us(f.redisCpuUs)}; at sluice's rate Node is busy ` +
-      `${busy(s)} of a core and Redis ${rbusy(s)}, on 2 cores that also carry the kernel's ` +
-      `loopback networking. Batching removes Redis's per-command cost, but not the script's work ` +
-      `per decision, nor Node's: ioredis encodes every argument (a key and 4 op values per ` +
-      `decision) into one concatenated RESP string (Command + writeUtf8String: ~17% of Node's ` +
-      `busy time), and each decision allocates a queue entry, promises, reply objects and a ` +
-      `Decision (GC ~11%).`
-    );
+  "redis-throughput": (r, t) => {
+    const n = t.inflight;
+    const s = r.redis?.[n]?.sluice ?? {};
+    const f = r.redis?.[n]?.rlf ?? {};
+    const node = busy(s.nodeCpuUs, s.ops);
+    const redis = busy(s.redisCpuUs, s.ops);
+    let text =
+      `CPU per decision in this run: sluice ${us(s.nodeCpuUs)} in Node + ${us(s.redisCpuUs)} in ` +
+      `Redis, RateLimiterRedis ${us(f.nodeCpuUs)} + ${us(f.redisCpuUs)}. At sluice's ` +
+      `${fmtRate(s.ops)}/s Node was busy ${pct(node)} of a core and Redis ${pct(redis)} (the ` +
+      `cores also carry the kernel's loopback networking)`;
+    const top = Math.max(node ?? 0, redis ?? 0);
+    if (top >= 0.8) {
+      text +=
+        `: ${(node ?? 0) >= (redis ?? 0) ? "Node" : "Redis"} is near a full core, so its CPU ` +
+        `per decision is the limit. ${PROFILE}`;
+    } else {
+      const mean = (x) => (x.ops ? (n / x.ops) * 1000 : undefined);
+      text +=
+        `: neither side is saturated, so the figure is bound by waiting. By Little's law, ${n} ` +
+        `in flight at ${fmtRate(s.ops)}/s means ${fmtMs(mean(s))} from a call to its answer on ` +
+        `average (RateLimiterRedis ${fmtMs(mean(f))}; p50 ${fmtMs(s.p50)} vs ${fmtMs(f.p50)}): ` +
+        `what raises it is a shorter wait (how soon a batch is sent, whether Node prepares the ` +
+        `next batch while Redis runs one) more than less CPU. ${PROFILE}`;
+    }
+    return text;
   },
   "redis-1-p50": (r) => {
-    const s = r.redis[1]?.sluice ?? {};
-    const raw = r.redis[1]?.raw ?? {};
+    const s = r.redis?.[1]?.sluice ?? {};
+    const raw = r.redis?.[1]?.raw ?? {};
+    const d = (a, b) => (a === undefined || b === undefined ? undefined : a - b);
+    const gap = d(s.p50, raw.p50);
     return (
-      `One decision at a time pays what the raw call does not. In Redis: the batch script's ` +
-      `fixed cost per call (its body creates ~33 closures and tables, then decodes the policy ` +
-      `spec and the operation), which makes it ~1.5× as slow as the minimal script per call under ` +
-      `redis-benchmark. In Node: the setImmediate flush, a timeout timer, a 6-value reply and ` +
-      `the limiter's Decision. CPU per decision: Redis ${us(s.redisCpuUs)} vs ` +
-      `${us(raw.redisCpuUs)}, Node ${us(s.nodeCpuUs)} vs ${us(raw.nodeCpuUs)}.`
+      `At 1 in flight each decision is one round trip. CPU per decision in this run: sluice ` +
+      `${us(s.nodeCpuUs)} in Node + ${us(s.redisCpuUs)} in Redis, the raw EVALSHA ` +
+      `${us(raw.nodeCpuUs)} + ${us(raw.redisCpuUs)}: sluice adds ${us(d(s.nodeCpuUs, raw.nodeCpuUs))} ` +
+      `in Node (limiter, batching, reply decoding) and ${us(d(s.redisCpuUs, raw.redisCpuUs))} in ` +
+      `Redis (the script's work per call beyond GET/SET) against a p50 gap of ` +
+      `${us(gap === undefined ? undefined : gap * 1000)}. ${PROFILE}`
     );
   },
-  "redis-16-p99": (r) => {
-    const s = r.redis[16]?.sluice ?? {};
-    const f = r.redis[16]?.rlf ?? {};
+  memory: (r, t) => {
+    const mem = r[t.section] ?? {};
+    const s = mem[t.algorithm];
+    const p = mem.rlf;
+    if (!s || !p) return "";
+    let text = `${t.section === "memoryHot" ? "Hot keys" : "Round robin"}: ${memoryTimes(s, p, "sluice", "RateLimiterMemory")}`;
+    if (t.algorithm === "concurrency")
+      text += " Here a decision is `limit` + `release`: two awaited calls.";
+    const sync = r.memorySync?.[t.algorithm];
+    if (sync && t.section === "memory") {
+      const a = perCall(s).wall;
+      const y = perCall(sync).wall;
+      text +=
+        ` The same decision through \`limitSync\` takes ${ns(y)}: ${ns(a - y)} of each ` +
+        `awaited call is the promise and the await, ${ns(y)} the decision itself.`;
+    }
+    return `${text} ${PROFILE}`;
+  },
+  "memory-sync": (r, t) => {
+    const s = r.memorySync?.[t.algorithm];
+    const p = r.memory?.rlf;
+    if (!s || !p) return "";
+    return `${memoryTimes(s, p, "sluice `limitSync`", "RateLimiterMemory's awaited `consume`")} ${PROFILE}`;
+  },
+  "redis-bytes": (r, t) => {
+    const m = r.redisMemory?.[t.algorithm] ?? {};
+    const p = r.redisMemory?.rlf ?? {};
+    const b = (x) => (x === undefined ? "?" : `${x.toFixed(0)} B`);
     return (
-      `At 16 in flight a batch is answered all at once: each decision waits for the setImmediate ` +
-      `flush and for the script to run the whole batch (p50 ${fmt(s.p50)} vs ${fmt(f.p50)}), ` +
-      `and the tail adds scheduling on 2 shared cores (GC pauses, Redis and Node preempting ` +
-      `each other).`
+      `sluice ${t.algorithm}: ${b(m.bytesPerId)} per identifier in ${m.keysPerId ?? "?"} key(s), ` +
+      `e.g. \`${m.sampleKey ?? "?"}\`; RateLimiterRedis: ${b(p.bytesPerId)} in ${p.keysPerId ?? "?"}, ` +
+      `\`${p.sampleKey ?? "?"}\` (keys of the same length). The difference is what the value ` +
+      `holds and how Redis encodes it: compare \`MEMORY USAGE\` and \`OBJECT ENCODING\` of the two ` +
+      `sample keys (an integer value below 10,000 is a shared object and costs no allocation; ` +
+      `any other value costs one, and an expiry costs an entry in the expires table).`
     );
   },
-  "memory-ops": () =>
-    `RateLimiterMemory keeps a record for the whole 60 s window and bumps its counter in place. ` +
-    `sluice's GCRA state for 1000/min lives 60 ms after each hit, so nearly every decision inserts ` +
-    `a key into a 100k-entry Map and the sweep deletes an expired one; a rewrite moves the key ` +
-    `to the end of the Map (delete + set) to keep least-recently-written order for eviction. ` +
-    `That Map churn (hash-table holes and rehashes), the stored values promoted to the old ` +
-    `generation (GC 15% for gcra, 28% for fixed-window) and the limiter's two promises and ` +
-    `Decision per call are the cost. Measured on a copy: writing in place (eviction by first ` +
-    `insertion instead of last write) +55% for gcra.`,
-  "memory-heap": () => `A GCRA key is a Map entry holding one number (the TAT).`,
-  "redis-bytes-gcra": () =>
-    `Same key length; the value differs: sluice stores a 13-digit TAT, an integer-encoded ` +
-    `object (16 B), while the peers' counter is a small integer that Redis shares (below ` +
-    `10,000: no allocation). Keeping the TAT in the key's expiry (PEXPIREAT) with a small shared ` +
-    `value would close the gap where the emission interval is a whole number of ms.`,
-  "redis-bytes-fixed-window": () =>
-    `sluice packs window start and count into one 13-digit integer (16 B object); the peers ` +
-    `keep a small shared counter and let the key's TTL mark the window.`,
-  "redis-bytes-sliding-window": () =>
-    `sliding-window keeps "start previous current" as a string (embstr) on one key.`,
-  "deny-cache": () => `The first denial of the key must still reach Redis once per retry period.`,
-  "service-sluice": () =>
-    `Per request the service authenticates the app (SHA-256 of the API key), validates the body ` +
-    `with zod, decides through the limiter, counts Prometheus metrics and formats rate-limit ` +
-    `headers; the bare route only parses JSON. autocannon, the server and Redis share 2 cores.`,
+  "service-sluice": (r, t) => {
+    const svc = r.service ?? {};
+    const s = svc[t?.id === "service-sluiceMemory" ? "sluiceMemory" : "sluice"] ?? {};
+    const f = svc.fastify ?? {};
+    return (
+      `This run: \`sluice serve\` ${fmtRate(s.rps)}/s (p50 ${s.p50 ?? "?"} ms) vs the bare route ` +
+      `${fmtRate(f.rps)}/s (p50 ${f.p50 ?? "?"} ms). Per request the service authenticates the ` +
+      `app's API key, validates the body, decides through the limiter, counts metrics and writes ` +
+      `rate-limit headers; the bare route only parses the JSON body. autocannon, the servers and ` +
+      `Redis share the machine's cores: profile the server under load to see which step costs most.`
+    );
+  },
   service: () => "",
 };

@@ -68,11 +68,14 @@ export function keyAt(i, length = 16, tag = "u") {
 /**
  * Runs `op` back to back (`inflight` loops awaiting one call each) for `durationMs` after
  * `warmupMs`; returns decisions/s and, with `latency`, p50/p99 in ms.
- * `op(i)` gets a running index (use it to pick a key).
+ * `op(i)` gets a running index (use it to pick a key). `denied` counts the calls (warm-up
+ * included) whose result `isDenied(result)` says was a denial, and the calls that rejected with
+ * something other than an Error (rate-limiter-flexible rejects a denial with a RateLimiterRes):
+ * a throughput figure is only meaningful when it is 0.
  */
 export async function drive(
   op,
-  { inflight = 1, durationMs, warmupMs = 0, latency = false, onStart, onEnd },
+  { inflight = 1, durationMs, warmupMs = 0, latency = false, isDenied, onStart, onEnd },
 ) {
   const hist = latency ? createHistogram() : undefined;
   let next = 0;
@@ -80,16 +83,20 @@ export async function drive(
   let measuring = false;
   let stopAt = 0;
   let errors = 0;
+  let denied = 0;
   let firstError;
   const loop = async () => {
     for (let local = 1; ; local++) {
       const i = next++;
       const t0 = hist ? process.hrtime.bigint() : 0n;
       try {
-        await op(i);
+        const result = await op(i);
+        if (isDenied !== undefined && isDenied(result)) denied++;
       } catch (err) {
-        errors++;
-        firstError ??= err;
+        if (err instanceof Error) {
+          errors++;
+          firstError ??= err;
+        } else denied++;
       }
       if (measuring) {
         count++;
@@ -114,13 +121,44 @@ export async function drive(
   const extra = await onEnd?.(count);
   // CPU time of this process per call (µs): who is the bottleneck, Node or the server.
   const nodeCpuUs = (cpu.user + cpu.system) / count;
-  const out = { ops: count / seconds, count, seconds, errors, nodeCpuUs, ...extra };
+  const out = { ops: count / seconds, count, seconds, errors, denied, nodeCpuUs, ...extra };
   if (firstError) out.error = String(firstError?.message ?? firstError);
   if (hist) {
     out.p50 = hist.percentile(50) / 1e6;
     out.p99 = hist.percentile(99) / 1e6;
   }
   return out;
+}
+
+/**
+ * {@link drive} for a synchronous `op(i)`: one loop, no promise, the clock read every 1024
+ * calls. Returns decisions/s, CPU time per decision and `denied` (see {@link drive}; a throw
+ * counts as an error).
+ */
+export function driveSync(op, { durationMs, warmupMs = 0, isDenied }) {
+  let i = 0;
+  let denied = 0;
+  const runFor = (ms) => {
+    const stopAt = performance.now() + ms;
+    let count = 0;
+    do {
+      for (let j = 0; j < 1024; j++) if (isDenied(op(i++))) denied++;
+      count += 1024;
+    } while (performance.now() < stopAt);
+    return count;
+  };
+  try {
+    if (warmupMs > 0) runFor(warmupMs);
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const count = runFor(durationMs);
+    const seconds = (performance.now() - t0) / 1000;
+    const cpu = process.cpuUsage(cpu0);
+    const nodeCpuUs = (cpu.user + cpu.system) / count;
+    return { ops: count / seconds, count, seconds, errors: 0, denied, nodeCpuUs };
+  } catch (err) {
+    return { ops: 0, count: 0, seconds: 0, errors: 1, denied, error: String(err?.message ?? err) };
+  }
 }
 
 /** Median of numbers. */
