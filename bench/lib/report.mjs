@@ -281,9 +281,10 @@ function sections(r, config) {
   if (has(hot)) {
     const c = config.memoryHot;
     parts.push(
-      `### ${hotTitle}\n\nAs above over ${c.keyCount.toLocaleString("en")} identifiers, each hit again thousands of times a second, ` +
-        `policy ${policyText(c.policy)} on both sides (sliding-log: ${policyText(c.slidingLogPolicy)}, its largest limit being 100,000), ` +
-        `never reached: every decision finds its key's state of the hit before. ${rounds} of ${c.durationMs / 1000} s, each in a fresh process.\n\n` +
+      `### ${hotTitle}\n\nAs above over ${c.keyCount.toLocaleString("en")} identifiers, each hit again thousands of times a second: the same keys again and again, ` +
+        `where a store updates entries it holds rather than inserting new ones. Policy ${policyText(c.policy)} on both sides ` +
+        `(sluice's sliding-log: ${policyText(c.slidingLogPolicy)}, as it allows at most 100,000 per rule), which no key comes near. ` +
+        `${rounds} of ${c.durationMs / 1000} s, each in a fresh process.\n\n` +
         memoryTable(hot, hot.rlf, ALGORITHMS, "sluice", "RateLimiterMemory"),
     );
   } else parts.push(notMeasured(hotTitle));
