@@ -34,8 +34,9 @@
 --
 -- The script is in two parts. The first decides the common operations (decide and peek of
 -- single-rule, penalty-free gcra, token-bucket, fixed-window and sliding-window policies) and
--- returns when the batch holds nothing else, so that a call pays only for the closures it
--- uses; the second defines the rest and carries on from the first operation it did not take.
+-- returns when the batch holds nothing else; the second defines the rest and carries on from
+-- the first operation the first part did not take. Making a closure costs every call (Redis runs
+-- the whole body each time), so only the functions of the algorithms the batch uses are made.
 
 if (redis.REDIS_VERSION_NUM or 0) < 0x070000 then
   return redis.error_reply('sluice needs Redis 7.0 or later (it keeps state in key expiries: PEXPIRETIME)')
@@ -45,6 +46,36 @@ local EPS = 1e-6
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
 local tonumber, fmt = tonumber, string.format
 local call, pcall_ = redis.call, redis.pcall
+
+-- ─── the call's time and policies ───
+
+local now
+if ARGV[1] == '' then
+  local t = call('TIME')
+  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local pad = tonumber(ARGV[2])
+local shift = tonumber(ARGV[3])
+
+-- Which algorithms the batch uses: only their functions are made (a closure costs each call).
+local has = {}
+local specs = {}
+local a = 5
+for s = 1, tonumber(ARGV[4]) do
+  local alg = ARGV[a]
+  local spec = { alg = alg, n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  a = a + 3
+  for r = 1, spec.n do
+    spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
+    a = a + 3
+  end
+  -- Decided by the first part: one rule, no penalty, fixed-size state.
+  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 's')
+  has[alg] = true
+  specs[s] = spec
+end
 
 -- ceilMs / floorUnits of algorithms/types.ts.
 local function ceilMs(ms)
@@ -61,108 +92,11 @@ local function num(x)
   return fmt('%.17g', x)
 end
 
+local CORRUPT = {}
+
 -- ─── algorithms with fixed-size state (each returns allowed, remaining, resetAfterMs,
--- retryAfterMs, next, ttlMs) ───
-
--- algorithms/gcra.ts. State {tat}.
-local function gcra_decide(st, now, limit, period, burst, cost)
-  local T = period / limit
-  local tau = T * burst
-  local tat = max(st and st[1] or now, now)
-  local newTat = tat + cost * T
-  local allowAt = newTat - tau
-  if allowAt <= now + EPS then
-    local nxt = nil
-    if newTat > now + EPS then nxt = { newTat } end
-    return true, floorUnits((now + tau - newTat) / T), ceilMs(newTat - now), 0, nxt, ceilMs(newTat - now)
-  end
-  -- Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
-  return false, floorUnits((now + tau - tat) / T), ceilMs(tat - now), ceilMs(allowAt - now), st, ceilMs(tat - now)
-end
-
--- algorithms/token-bucket.ts. State {tokens, lastRefillMs}.
-local function tb_refill(st, now, burst, rate)
-  if st == nil then return burst end
-  local tokens = st[1] or burst
-  local elapsed = max(0, now - (st[2] or now))
-  return min(burst, tokens + elapsed * rate)
-end
-local function tb_decide(st, now, limit, period, burst, cost)
-  local rate = limit / period
-  local tokens = tb_refill(st, now, burst, rate)
-  if tokens >= cost - EPS then
-    local left = tokens - cost
-    local fullIn = (burst - left) / rate
-    local nxt = nil
-    if fullIn > EPS then nxt = { left, now } end
-    return true, floorUnits(left), ceilMs(fullIn), 0, nxt, ceilMs(fullIn)
-  end
-  -- Tokens arrive at `rate`; the request passes once `cost` of them are there.
-  return false, floorUnits(tokens), ceilMs((burst - tokens) / rate), ceilMs((cost - tokens) / rate), st,
-    ceilMs((burst - tokens) / rate)
-end
-
--- algorithms/fixed-window.ts. State {windowStart, count}.
-local function fw_decide(st, now, limit, period, burst, cost)
-  local start = now - fmod(now, period)
-  local wend = start + period
-  local count = 0
-  if st ~= nil and st[1] == start then count = st[2] or 0 end
-  local resetAfterMs = wend - now
-  if count + cost <= limit then
-    local used = count + cost
-    local nxt = nil
-    if used > 0 then nxt = { start, used } end
-    return true, limit - used, resetAfterMs, 0, nxt, resetAfterMs
-  end
-  -- The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
-  return false, max(0, limit - count), resetAfterMs, ceilMs(wend - now), st, resetAfterMs
-end
-
--- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
-local function sw_counters(st, start, P)
-  if st == nil then return 0, 0 end
-  local s = st[1] or 0
-  if s == start then return st[2] or 0, st[3] or 0 end
-  if s == start - P then return st[3] or 0, 0 end
-  return 0, 0
-end
-local function sw_resetAfter(prev, curr, start, now, P)
-  if curr > 0 then return start + 2 * P - now end
-  if prev > 0 then return start + P - now end
-  return 0
-end
-local function sw_waitFor(prev, curr, cost, limit, elapsed, P)
-  local room = limit - curr - cost
-  if room >= 0 and prev > 0 then
-    -- prev·(P − elapsed − t)/P ≤ room  ⇔  t ≥ P − elapsed − room·P/prev
-    local t = P - elapsed - (room * P) / prev
-    if t <= P - elapsed then return max(0, t) end
-  end
-  -- In the next window: curr·(P − s)/P + cost ≤ limit  ⇔  s ≥ P − (limit − cost)·P/curr
-  local s = 0
-  if curr > 0 then s = max(0, P - ((limit - cost) * P) / curr) end
-  return P - elapsed + s
-end
-local function sw_decide(st, now, limit, P, burst, cost)
-  local start = now - fmod(now, P)
-  local prev, curr = sw_counters(st, start, P)
-  local elapsed = now - start
-  local estimate = (prev * (P - elapsed)) / P + curr
-  if estimate + cost <= limit + EPS then
-    local after = curr + cost
-    local nxt = nil
-    if prev > 0 or after > 0 then nxt = { start, prev, after } end
-    return true, floorUnits(limit - estimate - cost), sw_resetAfter(prev, after, start, now, P), 0, nxt,
-      start + 2 * P - now
-  end
-  return false, floorUnits(limit - estimate), sw_resetAfter(prev, curr, start, now, P),
-    ceilMs(sw_waitFor(prev, curr, cost, limit, elapsed, P)), st, start + 2 * P - now
-end
-
-local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
-
--- ─── storage of fixed-size state ───
+-- retryAfterMs, next, ttlMs), and how their state sits in Redis ───
+--
 -- g: the TAT lives in the key's expiry: the key expires at ceil(TAT) (+ shift), and its value
 --    is what ceil(TAT) is above TAT: an integer q meaning q/4096 ms (exact for every epoch-ms
 --    TAT from 2004 to 2109, whose fraction is a multiple of 2^−12), else the fraction itself.
@@ -173,61 +107,166 @@ local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
 -- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
 --    the state.
 
-local CORRUPT = {}
+local gcra_decide, read_gcra, write_gcra
+local tb_refill, tb_decide
+local fw_decide, read_fixed
+local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
+local read_string
 
-local function expiretime(key)
-  return call('PEXPIRETIME', key)
+if has.g then
+  -- algorithms/gcra.ts. State {tat}.
+  gcra_decide = function(st, now, limit, period, burst, cost)
+    local T = period / limit
+    local tau = T * burst
+    local tat = max(st and st[1] or now, now)
+    local newTat = tat + cost * T
+    local allowAt = newTat - tau
+    if allowAt <= now + EPS then
+      local nxt = nil
+      if newTat > now + EPS then nxt = { newTat } end
+      return true, floorUnits((now + tau - newTat) / T), ceilMs(newTat - now), 0, nxt, ceilMs(newTat - now)
+    end
+    -- Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
+    return false, floorUnits((now + tau - tat) / T), ceilMs(tat - now), ceilMs(allowAt - now), st, ceilMs(tat - now)
+  end
+
+  read_gcra = function(key, shift)
+    local v = pcall_('GET', key)
+    if type(v) == 'table' and v.err then return CORRUPT end
+    if not v then return nil end
+    local x = tonumber(v)
+    if x == nil or x < 0 then return CORRUPT end
+    if x >= 4096 then return { x } end
+    local e = call('PEXPIRETIME', key)
+    if e < 0 then return CORRUPT end
+    if x == floor(x) then return { (e - shift) - x / 4096 } end
+    if x >= 1 then return CORRUPT end
+    return { (e - shift) - x }
+  end
+
+  write_gcra = function(key, tat, shift)
+    local c = ceil(tat)
+    local f = c - tat
+    local q = f * 4096
+    if q == floor(q) then f = q end
+    -- Numbers reach Redis as exact text (%.17g; whole numbers below 1e17 as plain digits).
+    call('SET', key, f, 'PXAT', c + shift)
+  end
 end
 
-local function read_gcra(key, shift)
-  local v = pcall_('GET', key)
-  if type(v) == 'table' and v.err then return CORRUPT end
-  if not v then return nil end
-  local x = tonumber(v)
-  if x == nil or x < 0 then return CORRUPT end
-  if x >= 4096 then return { x } end
-  local e = expiretime(key)
-  if e < 0 then return CORRUPT end
-  if x == floor(x) then return { (e - shift) - x / 4096 } end
-  if x >= 1 then return CORRUPT end
-  return { (e - shift) - x }
-end
-
-local function write_gcra(key, tat, shift)
-  local c = ceil(tat)
-  local f = c - tat
-  local q = f * 4096
-  if q == floor(q) then f = q end
-  call('SET', key, num(f), 'PXAT', num(c + shift))
+if has.t then
+  -- algorithms/token-bucket.ts. State {tokens, lastRefillMs}.
+  tb_refill = function(st, now, burst, rate)
+    if st == nil then return burst end
+    local tokens = st[1] or burst
+    local elapsed = max(0, now - (st[2] or now))
+    return min(burst, tokens + elapsed * rate)
+  end
+  tb_decide = function(st, now, limit, period, burst, cost)
+    local rate = limit / period
+    local tokens = tb_refill(st, now, burst, rate)
+    if tokens >= cost - EPS then
+      local left = tokens - cost
+      local fullIn = (burst - left) / rate
+      local nxt = nil
+      if fullIn > EPS then nxt = { left, now } end
+      return true, floorUnits(left), ceilMs(fullIn), 0, nxt, ceilMs(fullIn)
+    end
+    -- Tokens arrive at `rate`; the request passes once `cost` of them are there.
+    return false, floorUnits(tokens), ceilMs((burst - tokens) / rate), ceilMs((cost - tokens) / rate), st,
+      ceilMs((burst - tokens) / rate)
+  end
 end
 
 -- fixed-window's sluice 0.1 form: (window index mod 2^32)·2^21 + count.
 local FW_COUNT = 2097152
 local FW_WINDOWS = 4294967296
 
-local function read_fixed(key, now, P, shift)
-  local v = pcall_('GET', key)
-  if type(v) == 'table' and v.err then return CORRUPT end
-  if not v then return nil end
-  if string.find(v, ' ', 1, true) then
-    local a, b = string.match(v, '^(%S+) (%S+)$')
-    a, b = tonumber(a), tonumber(b)
-    if a == nil or b == nil then return CORRUPT end
-    return { a, b }
+if has.f then
+  -- algorithms/fixed-window.ts. State {windowStart, count}.
+  fw_decide = function(st, now, limit, period, burst, cost)
+    local start = now - fmod(now, period)
+    local wend = start + period
+    local count = 0
+    if st ~= nil and st[1] == start then count = st[2] or 0 end
+    local resetAfterMs = wend - now
+    if count + cost <= limit then
+      local used = count + cost
+      local nxt = nil
+      if used > 0 then nxt = { start, used } end
+      return true, limit - used, resetAfterMs, 0, nxt, resetAfterMs
+    end
+    -- The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
+    return false, max(0, limit - count), resetAfterMs, ceilMs(wend - now), st, resetAfterMs
   end
-  local x = tonumber(v)
-  if x == nil then return CORRUPT end
-  local start = now - fmod(now, P)
-  if x >= FW_COUNT then
-    local w = floor(x / FW_COUNT)
-    if w == fmod(start / P, FW_WINDOWS) then return { start, x - w * FW_COUNT } end
+
+  read_fixed = function(key, now, P, shift)
+    local v = pcall_('GET', key)
+    if type(v) == 'table' and v.err then return CORRUPT end
+    if not v then return nil end
+    if string.find(v, ' ', 1, true) then
+      local a, b = string.match(v, '^(%S+) (%S+)$')
+      a, b = tonumber(a), tonumber(b)
+      if a == nil or b == nil then return CORRUPT end
+      return { a, b }
+    end
+    local x = tonumber(v)
+    if x == nil then return CORRUPT end
+    local start = now - fmod(now, P)
+    if x >= FW_COUNT then
+      local w = floor(x / FW_COUNT)
+      if w == fmod(start / P, FW_WINDOWS) then return { start, x - w * FW_COUNT } end
+    end
+    -- Another window's count is the same as no state (fw_decide would ignore it too).
+    if call('PEXPIRETIME', key) - shift ~= start + P then return nil end
+    return { start, x }
   end
-  -- Another window's count is the same as no state (fw_decide would ignore it too).
-  if expiretime(key) - shift ~= start + P then return nil end
-  return { start, x }
 end
 
-local function read_string(key, count)
+if has.s then
+  -- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
+  sw_counters = function(st, start, P)
+    if st == nil then return 0, 0 end
+    local s = st[1] or 0
+    if s == start then return st[2] or 0, st[3] or 0 end
+    if s == start - P then return st[3] or 0, 0 end
+    return 0, 0
+  end
+  sw_resetAfter = function(prev, curr, start, now, P)
+    if curr > 0 then return start + 2 * P - now end
+    if prev > 0 then return start + P - now end
+    return 0
+  end
+  sw_waitFor = function(prev, curr, cost, limit, elapsed, P)
+    local room = limit - curr - cost
+    if room >= 0 and prev > 0 then
+      -- prev·(P − elapsed − t)/P ≤ room  ⇔  t ≥ P − elapsed − room·P/prev
+      local t = P - elapsed - (room * P) / prev
+      if t <= P - elapsed then return max(0, t) end
+    end
+    -- In the next window: curr·(P − s)/P + cost ≤ limit  ⇔  s ≥ P − (limit − cost)·P/curr
+    local s = 0
+    if curr > 0 then s = max(0, P - ((limit - cost) * P) / curr) end
+    return P - elapsed + s
+  end
+  sw_decide = function(st, now, limit, P, burst, cost)
+    local start = now - fmod(now, P)
+    local prev, curr = sw_counters(st, start, P)
+    local elapsed = now - start
+    local estimate = (prev * (P - elapsed)) / P + curr
+    if estimate + cost <= limit + EPS then
+      local after = curr + cost
+      local nxt = nil
+      if prev > 0 or after > 0 then nxt = { start, prev, after } end
+      return true, floorUnits(limit - estimate - cost), sw_resetAfter(prev, after, start, now, P), 0, nxt,
+        start + 2 * P - now
+    end
+    return false, floorUnits(limit - estimate), sw_resetAfter(prev, curr, start, now, P),
+      ceilMs(sw_waitFor(prev, curr, cost, limit, elapsed, P)), st, start + 2 * P - now
+  end
+end
+
+read_string = function(key, count)
   local v = pcall_('GET', key)
   if type(v) == 'table' and v.err then return CORRUPT end
   if not v then return nil end
@@ -246,6 +285,9 @@ local function read_string(key, count)
   return st
 end
 
+
+
+local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
 local STRING_LEN = { t = 2, s = 3 }
 
 local function read_fixed_size(alg, key, now, P, shift)
@@ -261,39 +303,15 @@ local function write_fixed_size(alg, key, nxt, ttl, now, P, pad, shift)
   elseif alg == 'g' then
     write_gcra(key, nxt[1], shift)
   elseif alg == 'f' then
-    call('SET', key, num(nxt[2]), 'PXAT', num(nxt[1] + P + shift))
+    call('SET', key, nxt[2], 'PXAT', nxt[1] + P + shift)
   else
     local parts = {}
     for j = 1, #nxt do parts[j] = num(nxt[j]) end
-    call('SET', key, table.concat(parts, ' '), 'PX', num(ttl + pad))
+    call('SET', key, table.concat(parts, ' '), 'PX', ttl + pad)
   end
 end
 
 -- ─── the batch, first part ───
-
-local now
-if ARGV[1] == '' then
-  local t = call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
-end
-local pad = tonumber(ARGV[2])
-local shift = tonumber(ARGV[3])
-
-local specs = {}
-local a = 5
-for s = 1, tonumber(ARGV[4]) do
-  local spec = { alg = ARGV[a], n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
-  a = a + 3
-  for r = 1, spec.n do
-    spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
-    a = a + 3
-  end
-  -- Decided by the first part: one rule, no penalty, fixed-size state.
-  spec.fast = spec.n == 1 and spec.blockMs == 0 and DECIDE[spec.alg] ~= nil
-  specs[s] = spec
-end
 
 local nargs = #ARGV
 local out = {}
