@@ -8,6 +8,7 @@ import {
   type Store,
   type StoreDecision,
   type StoreRequest,
+  isSyncStore,
   memoryStore,
   redisStore,
 } from "sluice";
@@ -101,28 +102,46 @@ export function openCounters(options: {
   };
 }
 
-/** Wraps a store to record each call's latency and errors. */
+/**
+ * Wraps a store to record each call's latency and errors. A store that decides in-process (the
+ * memory store: microseconds, and it cannot fail) is returned as it is, so that its limiters keep
+ * their synchronous path; the metrics then cover the Redis store.
+ */
 export function instrument(inner: Store, metrics: Metrics): Store {
-  const time = async <T>(operation: string, fn: () => Promise<T>): Promise<T> => {
-    const end = metrics.storeLatency.startTimer({ store: inner.kind, operation });
-    try {
-      return await fn();
-    } catch (err) {
-      metrics.storeErrors.inc({ store: inner.kind, operation });
-      throw err;
-    } finally {
-      end();
-    }
+  if (isSyncStore(inner)) return inner;
+  // One labelled child per operation, made once (labelling on every call hashes the labels).
+  const track = <T>(operation: string) => {
+    const latency = metrics.storeLatency.labels(inner.kind, operation);
+    const errors = metrics.storeErrors.labels(inner.kind, operation);
+    return (call: () => Promise<T>): Promise<T> => {
+      const end = latency.startTimer();
+      return call().then(
+        (v) => {
+          end();
+          return v;
+        },
+        (err: unknown) => {
+          end();
+          errors.inc();
+          throw err;
+        },
+      );
+    };
   };
+  const decide = track<StoreDecision>("decide");
+  const peek = track<StoreDecision>("peek");
+  const adjust = track<void>("adjust");
+  const release = track<boolean>("release");
+  const reset = track<void>("reset");
   const wrapped: Store = {
     kind: inner.kind,
-    decide: (req: StoreRequest): Promise<StoreDecision> => time("decide", () => inner.decide(req)),
-    peek: (req: StoreRequest): Promise<StoreDecision> => time("peek", () => inner.peek(req)),
+    decide: (req: StoreRequest) => decide(() => inner.decide(req)),
+    peek: (req: StoreRequest) => peek(() => inner.peek(req)),
     adjust: (policy: Policy, key: string, delta: number) =>
-      time("adjust", () => inner.adjust(policy, key, delta)),
+      adjust(() => inner.adjust(policy, key, delta)),
     release: (policy: Policy, key: string, leaseId: string) =>
-      time("release", () => inner.release(policy, key, leaseId)),
-    reset: (policy: Policy, key: string) => time("reset", () => inner.reset(policy, key)),
+      release(() => inner.release(policy, key, leaseId)),
+    reset: (policy: Policy, key: string) => reset(() => inner.reset(policy, key)),
     ...(inner.liveInstances ? { liveInstances: () => inner.liveInstances?.() } : {}),
     ...(inner.close ? { close: () => inner.close!() } : {}),
   };

@@ -144,7 +144,14 @@ class PolicyLimiter implements Limiter {
         return this.onStoreFailure(err, key, cost, true);
       }
     }
-    return this.store.decide({ policy: this.policy, key, cost }).then(
+    let pending: Promise<StoreDecision>;
+    try {
+      pending = this.store.decide({ policy: this.policy, key, cost });
+    } catch (err) {
+      // A store that throws instead of rejecting is a store failure all the same.
+      return this.onStoreFailure(err, key, cost, true);
+    }
+    return pending.then(
       (sd) => this.finish(sd, cost),
       (err: unknown) => this.onStoreFailure(err, key, cost, true),
     );
@@ -171,7 +178,13 @@ class PolicyLimiter implements Limiter {
         return this.onStoreFailure(err, key, cost, false);
       }
     }
-    return this.store.peek({ policy: this.policy, key, cost }).then(
+    let pending: Promise<StoreDecision>;
+    try {
+      pending = this.store.peek({ policy: this.policy, key, cost });
+    } catch (err) {
+      return this.onStoreFailure(err, key, cost, false);
+    }
+    return pending.then(
       (sd) => this.peeked(sd, cost),
       (err: unknown) => this.onStoreFailure(err, key, cost, false),
     );

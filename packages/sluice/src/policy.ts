@@ -194,9 +194,17 @@ export function isResolvedPolicy(value: unknown): value is Policy {
 
 /** Largest cost one request may have under this policy: the smallest rule capacity. */
 export function policyCapacity(policy: Policy): number {
-  const alg = algorithms[policy.algorithm];
-  return Math.min(...policy.rules.map((r) => alg.capacity(r)));
+  let capacity = capacities.get(policy);
+  if (capacity === undefined) {
+    const alg = algorithms[policy.algorithm];
+    capacity = Math.min(...policy.rules.map((r) => alg.capacity(r)));
+    capacities.set(policy, capacity);
+  }
+  return capacity;
 }
+
+/** {@link policyCapacity} per policy object (policies are frozen: it never changes). */
+const capacities = new WeakMap<Policy, number>();
 
 /** Converts a resolved policy back to its input form (for export, YAML, the admin API). */
 export function policyToInput(policy: Policy): PolicyInput {

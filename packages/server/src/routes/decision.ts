@@ -134,29 +134,41 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
       ]);
   };
 
+  /** `sluice_decisions_total`'s child for (policy, outcome, reason), labelled once. */
+  const counted = new Map<string, { inc(): void }>();
+  const count = (policy: string, outcome: string, reason: string): void => {
+    const id = `${policy}\u0000${outcome}\u0000${reason}`;
+    let child = counted.get(id);
+    if (child === undefined) {
+      child = metrics.decisions.labels(policy, outcome, reason);
+      counted.set(id, child);
+    }
+    child.inc();
+  };
+
   const decide = async (live: LivePolicy, key: string, cost: number): Promise<Answer> => {
     if (!live.doc.enabled) {
-      metrics.decisions.inc({ policy: live.policy.name, outcome: "allowed", reason: "disabled" });
+      count(live.policy.name, "allowed", "disabled");
       return disabledDecision(live.policy, cost);
     }
+    const options = cost === 1 ? undefined : { cost };
     const draft = live.draft;
+    if (draft === undefined) {
+      const d = await live.limiter.limit(key, options);
+      count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+      return d;
+    }
     const [d, dd] = await Promise.all([
-      live.limiter.limit(key, { cost }),
-      draft
-        ? draft.limiter.limit(key, { cost }).catch((err: unknown) => {
-            // A cost the draft can never fit counts as a denial; anything else is not the caller's business.
-            if (err instanceof ValidationError) return undefined;
-            ctx.logger.warn({ err, policy: live.policy.name }, "draft evaluation failed");
-            return null;
-          })
-        : null,
+      live.limiter.limit(key, options),
+      draft.limiter.limit(key, options).catch((err: unknown) => {
+        // A cost the draft can never fit counts as a denial; anything else is not the caller's business.
+        if (err instanceof ValidationError) return undefined;
+        ctx.logger.warn({ err, policy: live.policy.name }, "draft evaluation failed");
+        return null;
+      }),
     ]);
-    metrics.decisions.inc({
-      policy: live.policy.name,
-      outcome: d.allowed ? "allowed" : "denied",
-      reason: d.reason ?? "",
-    });
-    if (draft && dd !== null) {
+    count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+    if (dd !== null) {
       const draftAllowed = dd?.allowed ?? false;
       // The enforced verdict, shadow or not: what the enforced version would have done.
       const liveAllowed = d.allowed && d.reason !== "shadow";
