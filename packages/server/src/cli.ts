@@ -39,6 +39,10 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
   databaseTimeoutMs:
     "deadline of each SQL statement, connection and SQLite lock wait, ms (default 5000)",
   readinessTimeoutMs: "/readyz answers within this, naming what did not, ms (default 2000)",
+  grpcPort:
+    "serve Envoy's rate limit service (gRPC RLS v3) on this port, and POST /json (default: off)",
+  envoyHeaders:
+    "rate-limit headers the Envoy service returns: ietf|github|both|none (default ietf)",
 };
 
 type Key = keyof typeof CONFIG_KEYS;
@@ -152,9 +156,15 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
   const url = await service.listen();
+  const grpcPort = service.grpcPort();
+  const grpc =
+    grpcPort === undefined
+      ? undefined
+      : `${config.host.includes(":") ? `[${config.host}]` : config.host}:${grpcPort}`;
   logger.info(
     {
       url,
+      ...(grpc ? { envoyRateLimitService: grpc } : {}),
       database: config.databaseUrl ? redactUrl(config.databaseUrl) : `sqlite ${config.dataDir}`,
       counters: config.redisUrl ? "redis" : "memory",
     },
@@ -168,6 +178,7 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
       database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
       counters: service.context.counters.kind,
       createAdmin: needsAdmin ? createAdmin : undefined,
+      grpc,
     }),
   );
 }
@@ -179,6 +190,8 @@ function startBanner(o: {
   database: string;
   counters: string;
   createAdmin: string | undefined;
+  /** host:port of the Envoy rate limit service, when on. */
+  grpc: string | undefined;
 }): string {
   // On a wildcard address, the page is reached through loopback on this machine.
   const wildcard = o.host === "0.0.0.0" || o.host === "::";
@@ -188,6 +201,9 @@ function startBanner(o: {
     `sluice is listening on ${o.url}${wildcard ? " (every interface)" : ""}`,
     `  admin page:    ${local}/admin/`,
     `  decision API:  POST ${local}/v1/limit   (reference: ${local}/openapi.json)`,
+    ...(o.grpc
+      ? [`  Envoy RLS:     gRPC ${o.grpc} (envoy.service.ratelimit.v3), POST ${local}/json`]
+      : []),
     `  policies in:   ${o.database}`,
     `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
     "",

@@ -28,9 +28,21 @@ describe("loadConfig", () => {
       logLevel: "info",
       pollIntervalMs: 250,
       sessionTtlMs: 12 * 3_600_000,
+      grpcPort: undefined,
+      envoyHeaders: "ietf",
     });
     expect(c.dataDir).toBe(join(process.cwd(), ".sluice-data"));
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it("turns the Envoy rate limit service on with grpcPort, from a flag or SLUICE_GRPC_PORT", () => {
+    expect(loadConfig({ env: { SLUICE_GRPC_PORT: "8081" } }).grpcPort).toBe(8081);
+    expect(loadConfig({ flags: { grpcPort: "0" }, env: { SLUICE_GRPC_PORT: "8081" } }).grpcPort).toBe(0);
+    expect(loadConfig({ env: { SLUICE_ENVOY_HEADERS: "both" } }).envoyHeaders).toBe("both");
+    expect(issuesOf(() => loadConfig({ flags: { grpcPort: "70000", envoyHeaders: "x" } }))).toEqual([
+      'grpcPort: must be an integer from 0 to 65535 (got "70000") (from --grpc-port)',
+      "envoyHeaders: must be one of ietf, github, both, none (from --envoy-headers)",
+    ]);
   });
 
   it("takes flags over env over the config file over defaults", () => {
@@ -84,7 +96,7 @@ describe("loadConfig", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, "port: 99999\nlogLevel: chatty\nfoo: 1\n");
     expect(issuesOf(() => loadConfig({ file }))).toEqual([
-      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs`,
+      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs, grpcPort, envoyHeaders`,
       `port: must be an integer from 0 to 65535 (got 99999) (from ${file})`,
       `logLevel: must be one of fatal, error, warn, info, debug, trace, silent (from ${file})`,
     ]);

@@ -60,6 +60,17 @@ export interface ServerConfig {
   readonly databaseTimeoutMs: number;
   /** `/readyz` answers within this; a dependency that has not answered by then is down (ms). Default 2000. */
   readonly readinessTimeoutMs: number;
+  /**
+   * Port of the Envoy rate limit service (gRPC, RLS v3) on `host`; 0 picks a free one. Unset
+   * (the default): no gRPC server, and no `POST /json`.
+   */
+  readonly grpcPort: number | undefined;
+  /**
+   * The rate-limit headers the Envoy service asks Envoy to add (`response_headers_to_add`):
+   * `ietf` (`RateLimit-Policy` / `RateLimit`, the default), `github` (`X-RateLimit-*`), `both`,
+   * or `none`.
+   */
+  readonly envoyHeaders: "ietf" | "github" | "both" | "none";
 }
 
 /** A configuration error: every bad field with where its value came from. */
@@ -191,6 +202,10 @@ export const configSchema = z.object({
   maxConnections: int(1, 1_000_000).default(10_000),
   databaseTimeoutMs: int(100, 600_000).default(5000),
   readinessTimeoutMs: int(100, 60_000).default(2000),
+  grpcPort: int(0, 65535).optional(),
+  envoyHeaders: z
+    .enum(["ietf", "github", "both", "none"], { error: "must be one of ietf, github, both, none" })
+    .default("ietf"),
 });
 
 /** Every configuration key with its flag and environment variable (for `--help` and the docs). */
@@ -218,6 +233,8 @@ export const CONFIG_KEYS: Record<
   maxConnections: { flag: "--max-connections", env: ["SLUICE_MAX_CONNECTIONS"] },
   databaseTimeoutMs: { flag: "--database-timeout-ms", env: ["SLUICE_DATABASE_TIMEOUT_MS"] },
   readinessTimeoutMs: { flag: "--readiness-timeout-ms", env: ["SLUICE_READINESS_TIMEOUT_MS"] },
+  grpcPort: { flag: "--grpc-port", env: ["SLUICE_GRPC_PORT"] },
+  envoyHeaders: { flag: "--envoy-headers", env: ["SLUICE_ENVOY_HEADERS"] },
 };
 
 /** Where configuration comes from; each part optional. */
@@ -310,6 +327,8 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     maxConnections: c.maxConnections,
     databaseTimeoutMs: c.databaseTimeoutMs,
     readinessTimeoutMs: c.readinessTimeoutMs,
+    grpcPort: c.grpcPort,
+    envoyHeaders: c.envoyHeaders,
   });
 }
 

@@ -74,9 +74,12 @@ export function redisClientFromUrl(url: string): RedisClient {
 export function openCounters(options: {
   redisUrl?: string | undefined;
   metrics: Metrics;
+  /** The clock of the counters (tests); default: the memory store's own, Redis's `TIME`. */
+  now?: (() => number) | undefined;
 }): Counters {
+  const now = options.now ? { now: options.now } : {};
   if (!options.redisUrl) {
-    const store = memoryStore();
+    const store = memoryStore(now);
     return {
       store: instrument(store, options.metrics),
       kind: "memory",
@@ -87,7 +90,7 @@ export function openCounters(options: {
   const client = redisClientFromUrl(options.redisUrl);
   // Connection errors surface through the store as StoreErrors; ioredis also emits them here.
   client.on("error", () => {});
-  const store = redisStore({ client });
+  const store = redisStore({ client, ...now });
   return {
     store: instrument(store, options.metrics),
     kind: "redis",

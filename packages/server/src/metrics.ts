@@ -20,6 +20,17 @@ export interface Metrics {
   readonly revision: Gauge;
   /** HTTP requests being handled (headers received, response not yet finished). */
   readonly inFlight: Gauge;
+  /**
+   * Envoy descriptor decisions by domain, descriptor path (as configured: never a request's
+   * values) and outcome: `ok`, `over_limit`, `shadow`, `store_error`, `unlimited`.
+   */
+  readonly envoyDescriptors: Counter<"domain" | "descriptor" | "outcome">;
+  /** Envoy rate limit requests by domain (`(unknown)` for one not configured) and code: `ok`, `over_limit`, `invalid`. */
+  readonly envoyRequests: Counter<"domain" | "code">;
+  /** What Envoy domain drafts (evaluated in shadow) would have answered, by domain and code. */
+  readonly envoyDraftRequests: Counter<"domain" | "code">;
+  /** Envoy domains loaded on this node. */
+  readonly envoyDomains: Gauge;
 }
 
 /** Creates the metrics (and Node's default process metrics) on a new registry. */
@@ -66,6 +77,29 @@ export function createMetrics(): Metrics {
     inFlight: new Gauge({
       name: "sluice_http_requests_in_flight",
       help: "HTTP requests being handled",
+      registers: [registry],
+    }),
+    envoyDescriptors: new Counter({
+      name: "sluice_envoy_descriptor_decisions_total",
+      help: "Envoy descriptor decisions by domain, descriptor path and outcome",
+      labelNames: ["domain", "descriptor", "outcome"],
+      registers: [registry],
+    }),
+    envoyRequests: new Counter({
+      name: "sluice_envoy_requests_total",
+      help: "Envoy rate limit requests (gRPC and POST /json) by domain and code",
+      labelNames: ["domain", "code"],
+      registers: [registry],
+    }),
+    envoyDraftRequests: new Counter({
+      name: "sluice_envoy_draft_requests_total",
+      help: "What Envoy domain drafts (evaluated in shadow) would have answered",
+      labelNames: ["domain", "code"],
+      registers: [registry],
+    }),
+    envoyDomains: new Gauge({
+      name: "sluice_envoy_domains",
+      help: "Envoy domains loaded on this node",
       registers: [registry],
     }),
   };

@@ -18,6 +18,8 @@ function slowRepo() {
         policies: [],
         drafts: [],
         apps: [],
+        envoyDomains: [],
+        envoyDrafts: [],
         corrupt: [],
       });
     },

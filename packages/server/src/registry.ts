@@ -9,6 +9,8 @@ import type { Logger } from "pino";
 import { documentToInput, type PolicyDocument } from "./model.js";
 import type { AppKey, DraftStats, Repository, Snapshot } from "./repository.js";
 import { secretId, secretMatches } from "./secrets.js";
+import { loadEnvoyDomains } from "./envoy/live.js";
+import type { LiveEnvoyDomain } from "./envoy/rls.js";
 
 /** The draft of a policy, running in shadow. */
 export interface LiveDraft {
@@ -48,6 +50,7 @@ const DRAFT_FLUSH_MS = 1000;
 export class Registry {
   private policies = new Map<string, LivePolicy>();
   private apps = new Map<string, AppKey>();
+  private envoy = new Map<string, LiveEnvoyDomain>();
   private revision = -1;
   private timer: NodeJS.Timeout | undefined;
   /** The last load queued: every check and reload runs after the one before it. */
@@ -93,6 +96,22 @@ export class Registry {
   }
 
   private async writeDraftStats(): Promise<void> {
+    for (const live of this.envoy.values()) {
+      const draft = live.draft;
+      if (!draft || draft.stats.evaluated === 0) continue;
+      const s = draft.stats;
+      const delta = { ...s };
+      s.evaluated = s.wouldDeny = s.wouldDenyNewly = s.wouldAllowNewly = 0;
+      try {
+        await this.options.repo.addEnvoyDraftStats(draft.id, delta);
+      } catch (err) {
+        s.evaluated += delta.evaluated;
+        s.wouldDeny += delta.wouldDeny;
+        s.wouldDenyNewly += delta.wouldDenyNewly;
+        s.wouldAllowNewly += delta.wouldAllowNewly;
+        throw err;
+      }
+    }
     for (const live of this.policies.values()) {
       const draft = live.draft;
       if (!draft || draft.stats.evaluated === 0) continue;
@@ -125,6 +144,16 @@ export class Registry {
   /** Every live policy. */
   all(): LivePolicy[] {
     return [...this.policies.values()];
+  }
+
+  /** An Envoy domain by name. */
+  envoyDomain(name: string): LiveEnvoyDomain | undefined {
+    return this.envoy.get(name);
+  }
+
+  /** Every live Envoy domain, by name. */
+  envoyDomains(): ReadonlyMap<string, LiveEnvoyDomain> {
+    return this.envoy;
   }
 
   /** The app an API key belongs to (constant-time check of the key), or undefined. */
@@ -238,8 +267,13 @@ export class Registry {
     }
     const apps = new Map(snap.apps.map((a) => [a.keyId, a]));
     for (const a of this.apps.values()) if (corrupt.apps.has(a.name)) apps.set(a.keyId, a);
+    const envoy = loadEnvoyDomains(this.envoy, snap, {
+      limiter: (policy) => this.limiter(policy),
+      logger: this.options.logger,
+    });
     this.policies = next;
     this.apps = apps;
+    this.envoy = envoy;
     if (this.revision !== -1 && snap.revision !== this.revision) {
       this.options.logger.info(
         { revision: snap.revision, policies: next.size },

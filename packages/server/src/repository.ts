@@ -11,6 +11,7 @@
  * | `repository/policies.ts`    | policies, their versions, drafts and shadow counts, import     |
  * | `repository/identity.ts`    | apps and their API keys, users, sessions                       |
  * | `repository/audit.ts`       | the revision counter and the audit log                         |
+ * | `repository/envoy.ts`       | Envoy descriptor limits: one versioned document per domain     |
  * | `repository/grants.ts`      | policy ↔ app checks shared by the two above                    |
  * | `repository/common.ts`      | the write transaction, audit append, timestamps                |
  * | `repository/rows.ts`        | reading stored values back                                     |
@@ -22,10 +23,23 @@ import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
   type DraftRecord,
+  type ImportPlan,
   type PolicyRecord,
   PolicyRepository,
+  importPoliciesIn,
   livePolicies,
 } from "./repository/policies.js";
+import {
+  type EnvoyDomainRecord,
+  type EnvoyDraftRecord,
+  type EnvoyImportPlan,
+  EnvoyRepository,
+  importEnvoyDomainsIn,
+  liveEnvoyDomains,
+} from "./repository/envoy.js";
+import { writeTransaction } from "./repository/common.js";
+import type { PolicyDocument } from "./model.js";
+import type { EnvoyDomainDocument } from "./envoy/config.js";
 
 export type { AuditRecord } from "./repository/audit.js";
 export { CorruptRecordError } from "./repository/rows.js";
@@ -37,6 +51,12 @@ export type {
   PolicyRecord,
   PolicyVersionRecord,
 } from "./repository/policies.js";
+export type {
+  EnvoyDomainRecord,
+  EnvoyDomainVersionRecord,
+  EnvoyDraftRecord,
+  EnvoyImportPlan,
+} from "./repository/envoy.js";
 
 /** Everything a node needs to answer decisions, read in one go. */
 export interface Snapshot {
@@ -44,9 +64,14 @@ export interface Snapshot {
   readonly policies: readonly PolicyRecord[];
   readonly drafts: readonly DraftRecord[];
   readonly apps: readonly AppKey[];
+  /** Envoy descriptor limits: every domain's enforced document. */
+  readonly envoyDomains: readonly EnvoyDomainRecord[];
+  /** Every domain's draft. */
+  readonly envoyDrafts: readonly EnvoyDraftRecord[];
   /**
-   * Rows of `policies`, `policy_drafts` and `apps` that could not be read: left out of the
-   * lists above, so that one bad row does not hold back every other change.
+   * Rows of `policies`, `policy_drafts`, `apps`, `envoy_domains` and `envoy_domain_drafts` that
+   * could not be read: left out of the lists above, so that one bad row does not hold back every
+   * other change.
    */
   readonly corrupt: readonly CorruptRecordError[];
 }
@@ -67,6 +92,7 @@ export class Repository {
   private readonly policies: PolicyRepository;
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
+  private readonly envoy: EnvoyRepository;
 
   constructor(
     readonly database: Database,
@@ -75,6 +101,7 @@ export class Repository {
     this.policies = new PolicyRepository(database.db, database.dialect);
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
+    this.envoy = new EnvoyRepository(database.db, database.dialect);
   }
 
   /** Policies, drafts and app keys, consistent with one revision. */
@@ -83,12 +110,15 @@ export class Repository {
       const revision = await this.audit.revision(trx);
       const live = await livePolicies(trx);
       const keys = await appKeys(trx);
+      const envoy = await liveEnvoyDomains(trx);
       return {
         revision,
         policies: live.policies,
         drafts: live.drafts,
         apps: keys.apps,
-        corrupt: [...live.corrupt, ...keys.corrupt],
+        envoyDomains: envoy.domains,
+        envoyDrafts: envoy.drafts,
+        corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
       };
     });
   }
@@ -98,6 +128,10 @@ export class Repository {
   /** {@inheritDoc AuditRepository.revision} */
   revision() {
     return this.audit.revision();
+  }
+  /** {@inheritDoc AuditRepository.record} */
+  recordAudit(...a: Args<AuditRepository["record"]>) {
+    return this.audit.record(...a);
   }
   /** {@inheritDoc AuditRepository.listAudit} */
   listAudit(...a: Args<AuditRepository["listAudit"]>) {
@@ -165,6 +199,89 @@ export class Repository {
   /** {@inheritDoc PolicyRepository.importPolicies} */
   importPolicies(...a: Args<PolicyRepository["importPolicies"]>) {
     return this.policies.importPolicies(...a);
+  }
+
+  /**
+   * Imports sluice policies and Envoy domains together, in one transaction: all or nothing.
+   * `prune` deletes, of each kind present in the import, what the import does not hold (a file
+   * of domains alone prunes no policy, and the other way round).
+   */
+  async importAll(
+    input: { policies?: readonly PolicyDocument[]; domains?: readonly EnvoyDomainDocument[] },
+    actor: string,
+    options: { prune?: boolean } = {},
+  ): Promise<{ policies?: ImportPlan; domains?: EnvoyImportPlan }> {
+    return writeTransaction(this.database.db, async (trx) => ({
+      ...(input.policies
+        ? { policies: await importPoliciesIn(trx, input.policies, actor, options) }
+        : {}),
+      ...(input.domains
+        ? { domains: await importEnvoyDomainsIn(trx, input.domains, actor, options) }
+        : {}),
+    }));
+  }
+
+  // ---------------------------------------------------------------- Envoy domains
+
+  /** {@inheritDoc EnvoyRepository.listDomains} */
+  listEnvoyDomains() {
+    return this.envoy.listDomains();
+  }
+  /** {@inheritDoc EnvoyRepository.getDomain} */
+  getEnvoyDomain(domain: string) {
+    return this.envoy.getDomain(domain);
+  }
+  /** {@inheritDoc EnvoyRepository.listVersions} */
+  listEnvoyVersions(domain: string) {
+    return this.envoy.listVersions(domain);
+  }
+  /** {@inheritDoc EnvoyRepository.getVersion} */
+  getEnvoyVersion(domain: string, version: number) {
+    return this.envoy.getVersion(domain, version);
+  }
+  /** {@inheritDoc EnvoyRepository.getDraft} */
+  getEnvoyDraft(domain: string) {
+    return this.envoy.getDraft(domain);
+  }
+  /** {@inheritDoc EnvoyRepository.getDraftStats} */
+  getEnvoyDraftStats(draftId: number) {
+    return this.envoy.getDraftStats(draftId);
+  }
+  /** {@inheritDoc EnvoyRepository.addDraftStats} */
+  addEnvoyDraftStats(...a: Args<EnvoyRepository["addDraftStats"]>) {
+    return this.envoy.addDraftStats(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.putDomain} */
+  putEnvoyDomain(...a: Args<EnvoyRepository["putDomain"]>) {
+    return this.envoy.putDomain(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.deleteDomain} */
+  deleteEnvoyDomain(...a: Args<EnvoyRepository["deleteDomain"]>) {
+    return this.envoy.deleteDomain(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.restoreVersion} */
+  restoreEnvoyVersion(...a: Args<EnvoyRepository["restoreVersion"]>) {
+    return this.envoy.restoreVersion(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.putDraft} */
+  putEnvoyDraft(...a: Args<EnvoyRepository["putDraft"]>) {
+    return this.envoy.putDraft(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.deleteDraft} */
+  deleteEnvoyDraft(...a: Args<EnvoyRepository["deleteDraft"]>) {
+    return this.envoy.deleteDraft(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.promoteDraft} */
+  promoteEnvoyDraft(...a: Args<EnvoyRepository["promoteDraft"]>) {
+    return this.envoy.promoteDraft(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.planImport} */
+  planEnvoyImport(...a: Args<EnvoyRepository["planImport"]>) {
+    return this.envoy.planImport(...a);
+  }
+  /** {@inheritDoc EnvoyRepository.importDomains} */
+  importEnvoyDomains(...a: Args<EnvoyRepository["importDomains"]>) {
+    return this.envoy.importDomains(...a);
   }
 
   // ---------------------------------------------------------------- apps, users, sessions

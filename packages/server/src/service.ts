@@ -30,6 +30,9 @@ import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
 import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
 import { decisionRoutes } from "./routes/decision.js";
+import { envoyJsonRoute } from "./routes/envoy.js";
+import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
+import { RateLimitService } from "./envoy/rls.js";
 import type { ScryptParams } from "./secrets.js";
 
 /** What route handlers share. */
@@ -49,6 +52,10 @@ export interface ServiceContext {
   readonly clientIp: ClientIp;
   /** Whether the policy database can take writes (readiness). */
   readonly databaseHealth: DatabaseHealth;
+  /** The Envoy rate limit service, when `grpcPort` is set (gRPC and `POST /json`). */
+  readonly envoy: RateLimitService | undefined;
+  /** Now, in epoch ms: the clock of the service (injected in tests). */
+  readonly now: () => number;
 }
 
 /** A running (or ready to run) service. */
@@ -57,6 +64,8 @@ export interface Service {
   readonly context: ServiceContext;
   /** Listens on the configured host/port; resolves to the base URL. */
   listen(): Promise<string>;
+  /** The port of the Envoy rate limit service once listening (undefined when it is off). */
+  grpcPort(): number | undefined;
   /** Stops accepting requests, finishes those in flight, then closes stores. Idempotent. */
   close(): Promise<void>;
 }
@@ -70,6 +79,11 @@ export interface ServiceOptions {
    * where hashing time matters more than strength, such as tests.
    */
   scrypt?: ScryptParams;
+  /**
+   * The clock, in epoch ms (tests): the memory counter store's and the Redis store's (instead
+   * of Redis `TIME`), and the time rate-limit headers are computed at. Default `Date.now`.
+   */
+  now?: () => number;
 }
 
 /**
@@ -114,7 +128,7 @@ export async function createService(
     });
     // Taken at once, so the identity of the SQLite file is the one just opened.
     const health = databaseHealth(database);
-    counters = openCounters({ redisUrl: config.redisUrl, metrics });
+    counters = openCounters({ redisUrl: config.redisUrl, metrics, now: options.now });
     const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
     const reg = new Registry({
       repo,
@@ -124,6 +138,7 @@ export async function createService(
       onStoreError: throttledStoreErrorLog(logger),
       onLoad: (snap) => {
         metrics.policies.set(snap.policies.length);
+        metrics.envoyDomains.set(snap.envoyDomains.length);
         metrics.revision.set(snap.revision);
       },
     });
@@ -148,6 +163,25 @@ export async function createService(
       logger.warn(
         "trustProxy is true: the client IP is the left-most X-Forwarded-For entry, which any client can write; set a hop count or your proxies' addresses instead (docs/server.md)",
       );
+    const now = options.now ?? Date.now;
+    const envoy =
+      config.grpcPort === undefined
+        ? undefined
+        : new RateLimitService({
+            domain: (name) => reg.envoyDomain(name),
+            store: counters.store,
+            headers: config.envoyHeaders === "none" ? false : config.envoyHeaders,
+            now,
+            metrics: {
+              descriptor: (domain, descriptor, outcome) =>
+                metrics.envoyDescriptors.inc({ domain, descriptor, outcome }),
+              request: (domain, code) => metrics.envoyRequests.inc({ domain, code }),
+              draft: (domain, code) => metrics.envoyDraftRequests.inc({ domain, code }),
+            },
+            onStoreError: throttledStoreErrorLog(logger),
+            onDraftError: (err, domain) =>
+              logger.warn({ err, domain }, "Envoy domain draft evaluation failed"),
+          });
     const context: ServiceContext = {
       config,
       logger,
@@ -158,17 +192,21 @@ export async function createService(
       loginLimiters,
       clientIp: ip,
       databaseHealth: health,
+      envoy,
+      now,
     };
     const app = buildApp(context);
+    const grpc = envoy ? createRlsGrpcServer(envoy, logger) : undefined;
     logger.info(
       {
         database: `${database.dialect} ${database.location}`,
         counters: counters.kind,
         policies: reg.all().length,
+        envoyDomains: reg.envoyDomains().size,
       },
       "sluice service ready",
     );
-    return makeService(app, context, database);
+    return makeService(app, context, database, grpc);
   } catch (err) {
     await registry?.stop();
     await counters?.close().catch(() => {});
@@ -177,12 +215,21 @@ export async function createService(
   }
 }
 
-function makeService(app: FastifyInstance, context: ServiceContext, database: Database): Service {
+function makeService(
+  app: FastifyInstance,
+  context: ServiceContext,
+  database: Database,
+  grpc: RlsGrpcServer | undefined,
+): Service {
   let closing: Promise<void> | undefined;
+  let grpcPort: number | undefined;
   return {
     app,
     context,
+    grpcPort: () => grpcPort,
     async listen() {
+      if (grpc && context.config.grpcPort !== undefined)
+        grpcPort = await grpc.listen(context.config.host, context.config.grpcPort);
       await app.listen({ port: context.config.port, host: context.config.host });
       const addr = app.server.address();
       const port = typeof addr === "object" && addr ? addr.port : context.config.port;
@@ -194,8 +241,10 @@ function makeService(app: FastifyInstance, context: ServiceContext, database: Da
     close() {
       closing ??= (async () => {
         // Fastify stops accepting, answers 503 shutting_down on kept-alive connections (see
-        // buildApp), and waits for in-flight requests.
-        await app.close();
+        // buildApp), and waits for in-flight requests. The gRPC server stops taking calls
+        // (GOAWAY) and lets those in flight finish, within most of the shutdown deadline.
+        const graceMs = Math.max(100, Math.floor(context.config.shutdownTimeoutMs * 0.8));
+        await Promise.all([app.close(), grpc?.close(graceMs)]);
         await context.registry.stop();
         await context.counters
           .close()
@@ -332,6 +381,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   app.get("/openapi.json", () => openapi);
 
   decisionRoutes(app, ctx);
+  envoyJsonRoute(app, ctx);
   adminRoutes(app, ctx);
   void app.register(import("./routes/admin-ui.js")); // the admin web page at /admin/
   return app;

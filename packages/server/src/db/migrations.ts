@@ -246,6 +246,48 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         },
       },
     ],
+    // Envoy's descriptor limits: one versioned document per domain, with drafts and their
+    // shadow counts, beside the policies (docs/envoy.md).
+    "0005_envoy_domains": [
+      createTable("envoy_domains", (b) =>
+        b
+          .addColumn("domain", t.key, (c) => c.primaryKey())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("updated_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull())
+          .addColumn("updated_at", t.short, (c) => c.notNull())
+          .addColumn("version", "integer", (c) => c.notNull()),
+      ),
+      createTable("envoy_domain_versions", (b) =>
+        b
+          .addColumn("domain", t.key, (c) => c.notNull())
+          .addColumn("version", "integer", (c) => c.notNull())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("action", t.short, (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull())
+          .addPrimaryKeyConstraint("envoy_domain_versions_pk", ["domain", "version"]),
+      ),
+      createTable("envoy_domain_drafts", (b) =>
+        b
+          .addColumn("id", t.serial, autoId)
+          .addColumn("domain", t.key, (c) => c.notNull().unique())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("base_version", "integer", (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull()),
+      ),
+      createTable("envoy_draft_stats", (b) => {
+        const counter = (c: ColumnDefinitionBuilder) => c.notNull().defaultTo(0);
+        return b
+          .addColumn("draft_id", "integer", (c) => c.primaryKey())
+          .addColumn("evaluated", "bigint", counter)
+          .addColumn("would_deny", "bigint", counter)
+          .addColumn("would_deny_newly", "bigint", counter)
+          .addColumn("would_allow_newly", "bigint", counter);
+      }),
+    ],
   };
 }
 

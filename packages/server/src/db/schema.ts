@@ -104,6 +104,51 @@ export interface MetaTable {
   value: number;
 }
 
+/**
+ * One domain of Envoy descriptor limits (the reference rate limit service's file): the enforced
+ * version, as a canonical JSON document (see envoy/config.ts).
+ */
+export interface EnvoyDomainsTable {
+  domain: string;
+  /** JSON: the domain's document (`{ domain, descriptors }`). */
+  spec: string;
+  created_by: string;
+  updated_by: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** Every published version of every domain (kept after a delete, to restore it). */
+export interface EnvoyDomainVersionsTable {
+  domain: string;
+  version: number;
+  spec: string;
+  /** What made it: `create`, `update`, `restore`, `promote`, `import`. */
+  action: string;
+  created_by: string;
+  created_at: string;
+}
+
+/** At most one draft per domain, evaluated in shadow beside the enforced version. */
+export interface EnvoyDomainDraftsTable {
+  id: Generated<number>;
+  domain: string;
+  spec: string;
+  base_version: number;
+  created_by: string;
+  created_at: string;
+}
+
+/** What each domain draft would have done on live requests, summed over every node. */
+export interface EnvoyDraftStatsTable {
+  draft_id: number;
+  evaluated: number;
+  would_deny: number;
+  would_deny_newly: number;
+  would_allow_newly: number;
+}
+
 /** The whole database. */
 export interface Tables {
   policies: PoliciesTable;
@@ -115,4 +160,8 @@ export interface Tables {
   sessions: SessionsTable;
   audit: AuditTable;
   meta: MetaTable;
+  envoy_domains: EnvoyDomainsTable;
+  envoy_domain_versions: EnvoyDomainVersionsTable;
+  envoy_domain_drafts: EnvoyDomainDraftsTable;
+  envoy_draft_stats: EnvoyDraftStatsTable;
 }

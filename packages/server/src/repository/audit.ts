@@ -3,7 +3,7 @@
  * know when to reload) and the audit log, one entry per change with actor, time and detail.
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
-import type { Db } from "./common.js";
+import { type Db, json, now } from "./common.js";
 import { z } from "zod";
 import { intColumn, jsonColumn, readRow, text } from "./rows.js";
 
@@ -42,6 +42,23 @@ export class AuditRepository {
       .where("key", "=", "revision")
       .executeTakeFirst();
     return row ? readRow("meta", { key: "revision" }, metaRow, row).value : 0;
+  }
+
+  /**
+   * Records an action that changes no stored configuration (a counter reset, say): one audit
+   * entry, and no revision bump (no node has anything to reload).
+   */
+  async record(
+    actor: string,
+    action: string,
+    targetType: string,
+    target: string,
+    detail: unknown,
+  ): Promise<void> {
+    await this.db
+      .insertInto("audit")
+      .values({ at: now(), actor, action, target_type: targetType, target, detail: json(detail) })
+      .execute();
   }
 
   /** The audit log, newest first; `before` pages by id. */

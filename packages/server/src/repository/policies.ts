@@ -412,43 +412,54 @@ export class PolicyRepository {
    * Imports validated documents in one transaction: creates, updates (only what changed) and,
    * with `prune`, deletes the rest. Any failure (an unknown app, say) writes nothing.
    */
-  async importPolicies(
+  importPolicies(
     docs: readonly PolicyDocument[],
     actor: string,
     options: { prune?: boolean } = {},
   ): Promise<ImportPlan> {
-    return writeTransaction(this.db, async (trx) => {
-      const issues = [];
-      for (const [i, d] of docs.entries()) {
-        const missing = await missingApps(trx, d.apps);
-        if (missing.length > 0)
-          issues.push({
-            path: `policies.${i}.apps`,
-            message: `unknown app(s): ${missing.join(", ")}`,
-          });
-      }
-      if (issues.length > 0) throw invalid("Import refused, nothing was changed", issues);
-      const rows = await trx.selectFrom("policies").selectAll().execute();
-      const current = new Map(rows.map((r) => [r.name, toPolicyRecord(r)]));
-      const plan = planFor(current, docs, options.prune ?? false);
-      for (const d of docs) {
-        const before = current.get(d.name);
-        if (before && sameDocument(before.doc, d)) continue;
-        await writePolicy(trx, d, before, actor, "import");
-      }
-      for (const name of plan.delete) {
-        await trx.deleteFrom("policies").where("name", "=", name).execute();
-        await dropDraft(trx, name);
-        const before = current.get(name);
-        await appendAudit(trx, actor, "policy.delete", "policy", name, {
-          via: "import",
-          version: before?.version,
-          before: before?.doc,
-        });
-      }
-      return plan;
+    return writeTransaction(this.db, (trx) => importPoliciesIn(trx, docs, actor, options));
+  }
+}
+
+/**
+ * Imports validated documents inside a write transaction (see
+ * {@link PolicyRepository.importPolicies}); throws, writing nothing, when an app is unknown.
+ */
+export async function importPoliciesIn(
+  trx: Tx,
+  docs: readonly PolicyDocument[],
+  actor: string,
+  options: { prune?: boolean } = {},
+): Promise<ImportPlan> {
+  const issues = [];
+  for (const [i, d] of docs.entries()) {
+    const missing = await missingApps(trx, d.apps);
+    if (missing.length > 0)
+      issues.push({
+        path: `policies.${i}.apps`,
+        message: `unknown app(s): ${missing.join(", ")}`,
+      });
+  }
+  if (issues.length > 0) throw invalid("Import refused, nothing was changed", issues);
+  const rows = await trx.selectFrom("policies").selectAll().execute();
+  const current = new Map(rows.map((r) => [r.name, toPolicyRecord(r)]));
+  const plan = planFor(current, docs, options.prune ?? false);
+  for (const d of docs) {
+    const before = current.get(d.name);
+    if (before && sameDocument(before.doc, d)) continue;
+    await writePolicy(trx, d, before, actor, "import");
+  }
+  for (const name of plan.delete) {
+    await trx.deleteFrom("policies").where("name", "=", name).execute();
+    await dropDraft(trx, name);
+    const before = current.get(name);
+    await appendAudit(trx, actor, "policy.delete", "policy", name, {
+      via: "import",
+      version: before?.version,
+      before: before?.doc,
     });
   }
+  return plan;
 }
 
 /** Writes the enforced row and a new version, and audits the change. */

@@ -24,9 +24,10 @@ import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../policy
 import type { PolicyRecord, UserRecord } from "../repository.js";
 import type { ServiceContext } from "../service.js";
 import { bearer, missingBearer } from "./decision.js";
+import { envoyAdminRoutes } from "./envoy.js";
 
 /** The signed-in user of a request. */
-interface Session {
+export interface Session {
   readonly user: UserRecord;
   readonly sessionId: string;
 }
@@ -90,11 +91,16 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
       return payload;
     });
     routes(admin, ctx);
+    envoyAdminRoutes(admin, ctx);
   });
 }
 
-function routes(app: FastifyInstance, ctx: ServiceContext): void {
-  const { repo, registry } = ctx;
+/** Sign-in checks of the admin routes: the session of a request, and a role among some. */
+export function authHelpers(ctx: ServiceContext): {
+  session(req: FastifyRequest): Promise<Session>;
+  role(req: FastifyRequest, ...allowed: Role[]): Promise<Session>;
+} {
+  const { repo } = ctx;
 
   const session = async (req: FastifyRequest): Promise<Session> => {
     const token = bearer(req);
@@ -120,6 +126,12 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
       throw forbidden(`this needs role ${allowed.join(" or ")}; you are ${s.user.role}`);
     return s;
   };
+  return { session, role };
+}
+
+function routes(app: FastifyInstance, ctx: ServiceContext): void {
+  const { repo, registry } = ctx;
+  const { session, role } = authHelpers(ctx);
   const actor = (s: Session) => s.user.username;
   const params = (req: FastifyRequest) => parseOr400(nameParam, req.params, "Invalid path");
   const versionParam = (req: FastifyRequest) =>
