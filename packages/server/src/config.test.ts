@@ -37,12 +37,16 @@ describe("loadConfig", () => {
 
   it("turns the Envoy rate limit service on with grpcPort, from a flag or SLUICE_GRPC_PORT", () => {
     expect(loadConfig({ env: { SLUICE_GRPC_PORT: "8081" } }).grpcPort).toBe(8081);
-    expect(loadConfig({ flags: { grpcPort: "0" }, env: { SLUICE_GRPC_PORT: "8081" } }).grpcPort).toBe(0);
+    expect(
+      loadConfig({ flags: { grpcPort: "0" }, env: { SLUICE_GRPC_PORT: "8081" } }).grpcPort,
+    ).toBe(0);
     expect(loadConfig({ env: { SLUICE_ENVOY_HEADERS: "both" } }).envoyHeaders).toBe("both");
-    expect(issuesOf(() => loadConfig({ flags: { grpcPort: "70000", envoyHeaders: "x" } }))).toEqual([
-      'grpcPort: must be an integer from 0 to 65535 (got "70000") (from --grpc-port)',
-      "envoyHeaders: must be one of ietf, github, both, none (from --envoy-headers)",
-    ]);
+    expect(issuesOf(() => loadConfig({ flags: { grpcPort: "70000", envoyHeaders: "x" } }))).toEqual(
+      [
+        'grpcPort: must be an integer from 0 to 65535 (got "70000") (from --grpc-port)',
+        "envoyHeaders: must be one of ietf, github, both, none (from --envoy-headers)",
+      ],
+    );
   });
 
   it("takes flags over env over the config file over defaults", () => {

@@ -111,6 +111,8 @@ export async function startService(
     dataDir?: string;
     /** The service's logger (default: silent). */
     logger?: Logger;
+    /** The service's clock (default: the real one). */
+    now?: () => number;
   } = {},
 ): Promise<TestService> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "sluice-server-"));
@@ -129,6 +131,7 @@ export async function startService(
   const service = await createService(config, {
     logger: options.logger ?? pino({ level: "silent" }),
     scrypt: options.scrypt ?? TEST_SCRYPT,
+    ...(options.now ? { now: options.now } : {}),
   });
   const url = await service.listen();
   const repo = service.context.repo;

@@ -70,7 +70,9 @@ export const envoyLimitSchema = z.strictObject({
   policy: z
     .string()
     .nullable()
-    .meta({ description: "The sluice policy name its counters live under (none when unlimited or 0)." }),
+    .meta({
+      description: "The sluice policy name its counters live under (none when unlimited or 0).",
+    }),
   name: z.string().nullable(),
   replaces: names,
   unlimited: z.boolean(),

@@ -176,7 +176,10 @@ export function compileDomain(doc: EnvoyDomainDocument, options: CompileOptions)
     const wildcards: Wildcard[] = [];
     for (const d of descriptors) {
       const composite = d.value === undefined ? d.key : `${d.key}_${d.value}`;
-      const elements = [...parent, { key: d.key, ...(d.value !== undefined ? { value: d.value } : {}) }];
+      const elements = [
+        ...parent,
+        { key: d.key, ...(d.value !== undefined ? { value: d.value } : {}) },
+      ];
       let limit: CompiledLimit | undefined;
       const rl = d.rate_limit;
       if (rl) {
@@ -222,7 +225,11 @@ export function compileDomain(doc: EnvoyDomainDocument, options: CompileOptions)
     }
     return { children, wildcards };
   };
-  const root: MatchNode = { ...level(doc.descriptors, []), limit: undefined, sharedValue: undefined };
+  const root: MatchNode = {
+    ...level(doc.descriptors, []),
+    limit: undefined,
+    sharedValue: undefined,
+  };
   return { domain: doc.domain, root, limits };
 }
 

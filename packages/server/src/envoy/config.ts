@@ -379,7 +379,8 @@ function checkRateLimit(c: Checker, v: unknown, path: string): EnvoyRateLimit | 
     if (!r) return;
     const n = str(c, r.name, join(p, "name")) ?? "";
     if (n === "") c.add(join(p, "name"), "should not have an empty replaces entry");
-    else if (n === name) c.add(join(p, "name"), "replaces should not contain name of same descriptor");
+    else if (n === name)
+      c.add(join(p, "name"), "replaces should not contain name of same descriptor");
     replaces.push({ name: n });
   });
 
@@ -394,8 +395,7 @@ function checkRateLimit(c: Checker, v: unknown, path: string): EnvoyRateLimit | 
         );
   } else if (rules !== undefined) {
     for (const k of ["unit", "period", "requests_per_unit", "burst"] as const)
-      if (m[k] !== undefined)
-        c.add(join(path, k), "goes inside each of rules when rules is given");
+      if (m[k] !== undefined) c.add(join(path, k), "goes inside each of rules when rules is given");
   } else if (m.unit === undefined && m.period === undefined) {
     c.add(join(path, "unit"), `is required: one of ${ENVOY_UNITS.join(", ")} (or a period)`);
   } else if (m.unit !== undefined && m.period !== undefined) {
@@ -432,10 +432,7 @@ function checkDescriptors(c: Checker, v: unknown, path: string): EnvoyDescriptor
     const composite = value === "" ? key : `${key}_${value}`;
     const first = seen.get(composite);
     if (key !== "" && first !== undefined)
-      c.add(
-        p,
-        `duplicate descriptor composite key '${composite}' (also at ${join(path, first)})`,
-      );
+      c.add(p, `duplicate descriptor composite key '${composite}' (also at ${join(path, first)})`);
     else seen.set(composite, i);
     const shareThreshold = bool(c, m.share_threshold, join(p, "share_threshold")) ?? false;
     if (shareThreshold && !composite.includes("*"))
@@ -466,7 +463,8 @@ function checkDescriptors(c: Checker, v: unknown, path: string): EnvoyDescriptor
       ...(rateLimit ? { rate_limit: rateLimit } : {}),
       ...(children.length > 0 ? { descriptors: children } : {}),
     };
-    for (const [k, on] of Object.entries(flags)) if (on) (d as unknown as Record<string, unknown>)[k] = true;
+    for (const [k, on] of Object.entries(flags))
+      if (on) (d as unknown as Record<string, unknown>)[k] = true;
     if (metadata) d.metadata = metadata;
     out.push(d);
   });
@@ -606,7 +604,10 @@ export function parseEnvoyYaml(text: string): YamlDocument[] {
   for (const d of docs) {
     if (d.errors.length > 0) {
       out.push({
-        issues: d.errors.map((e) => ({ path: "", message: `error loading config file: ${e.message}` })),
+        issues: d.errors.map((e) => ({
+          path: "",
+          message: `error loading config file: ${e.message}`,
+        })),
       });
       continue;
     }

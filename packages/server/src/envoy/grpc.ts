@@ -62,16 +62,14 @@ export function requestFromWire(wire: WireRequest): RlsRequest {
   return {
     domain: wire.domain ?? "",
     hitsAddend: wire.hitsAddend ?? 0,
-    descriptors: (wire.descriptors ?? []).map(
-      (d): RlsDescriptor => ({
-        entries: (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" })),
-        limit: d.limit
-          ? { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: d.limit.unit ?? 0 }
-          : undefined,
-        // A UInt64Value: absent means "not set"; its value arrives as a decimal string.
-        hitsAddend: d.hitsAddend ? Number(d.hitsAddend.value ?? 0) : undefined,
-      }),
-    ),
+    descriptors: (wire.descriptors ?? []).map((d): RlsDescriptor => ({
+      entries: (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" })),
+      limit: d.limit
+        ? { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: d.limit.unit ?? 0 }
+        : undefined,
+      // A UInt64Value: absent means "not set"; its value arrives as a decimal string.
+      hitsAddend: d.hitsAddend ? Number(d.hitsAddend.value ?? 0) : undefined,
+    })),
   };
 }
 

@@ -93,16 +93,24 @@ function list(v: unknown, path: string, issues: ValidationIssue[]): unknown[] {
 }
 
 /** Reads a protojson `RateLimitRequest`; every problem is an issue with its JSON path. */
-export function requestFromJson(body: unknown): { request: RlsRequest } | { issues: ValidationIssue[] } {
+export function requestFromJson(
+  body: unknown,
+): { request: RlsRequest } | { issues: ValidationIssue[] } {
   const issues: ValidationIssue[] = [];
   const root = fieldsOf(
     body,
     "",
-    { domain: "domain", descriptors: "descriptors", hitsAddend: "hitsAddend", hits_addend: "hitsAddend" },
+    {
+      domain: "domain",
+      descriptors: "descriptors",
+      hitsAddend: "hitsAddend",
+      hits_addend: "hitsAddend",
+    },
     issues,
   );
   if (!root) {
-    if (issues.length === 0) issues.push({ path: "", message: "must be a RateLimitRequest object" });
+    if (issues.length === 0)
+      issues.push({ path: "", message: "must be a RateLimitRequest object" });
     return { issues };
   }
   const domain = string(root.domain, "domain", issues);
@@ -124,7 +132,10 @@ export function requestFromJson(body: unknown): { request: RlsRequest } | { issu
     const entries = list(d.entries, at(p, "entries"), issues).map((e, j) => {
       const ep = at(at(p, "entries"), j);
       const f = fieldsOf(e, ep, { key: "key", value: "value" }, issues) ?? {};
-      return { key: string(f.key, at(ep, "key"), issues), value: string(f.value, at(ep, "value"), issues) };
+      return {
+        key: string(f.key, at(ep, "key"), issues),
+        value: string(f.value, at(ep, "value"), issues),
+      };
     });
     const lp = at(p, "limit");
     const l = fieldsOf(
@@ -136,7 +147,8 @@ export function requestFromJson(body: unknown): { request: RlsRequest } | { issu
     let limit: { requestsPerUnit: number; unit: number } | undefined;
     if (l) {
       let unit = 0;
-      if (typeof l.unit === "string" && l.unit in OVERRIDE_UNIT_NAMES) unit = OVERRIDE_UNIT_NAMES[l.unit]!;
+      if (typeof l.unit === "string" && l.unit in OVERRIDE_UNIT_NAMES)
+        unit = OVERRIDE_UNIT_NAMES[l.unit]!;
       else if (typeof l.unit === "number" && Number.isInteger(l.unit)) unit = l.unit;
       else if (l.unit !== undefined)
         issues.push({
@@ -144,7 +156,12 @@ export function requestFromJson(body: unknown): { request: RlsRequest } | { issu
           message: `must be one of ${Object.keys(OVERRIDE_UNIT_NAMES).join(", ")} (got ${JSON.stringify(l.unit)})`,
         });
       limit = {
-        requestsPerUnit: unsigned(l.requestsPerUnit, at(lp, "requestsPerUnit"), 0xffff_ffff, issues),
+        requestsPerUnit: unsigned(
+          l.requestsPerUnit,
+          at(lp, "requestsPerUnit"),
+          0xffff_ffff,
+          issues,
+        ),
         unit,
       };
     }
@@ -174,7 +191,8 @@ export function responseToJson(r: RlsResponse): Record<string, unknown> {
         status.currentLimit = c;
       }
       if (s.limitRemaining) status.limitRemaining = s.limitRemaining;
-      if (s.durationUntilResetS !== undefined) status.durationUntilReset = `${s.durationUntilResetS}s`;
+      if (s.durationUntilResetS !== undefined)
+        status.durationUntilReset = `${s.durationUntilResetS}s`;
       return status;
     });
   if (r.responseHeadersToAdd.length > 0)

@@ -242,14 +242,33 @@ export class RateLimitService {
     const outcomes = await Promise.all(
       req.descriptors.map((d, i): Outcome | Promise<Outcome> => {
         const f = found[i];
-        if (!f) return { limit: undefined, status: NO_LIMIT, decision: undefined, over: false, failedClosed: false };
+        if (!f)
+          return {
+            limit: undefined,
+            status: NO_LIMIT,
+            decision: undefined,
+            over: false,
+            failedClosed: false,
+          };
         const limit = f.limit;
         if (limit.unlimited) {
           if (record) this.options.metrics?.descriptor(req.domain, limit.path, "unlimited");
-          return { limit, status: UNLIMITED, decision: undefined, over: false, failedClosed: false };
+          return {
+            limit,
+            status: UNLIMITED,
+            decision: undefined,
+            over: false,
+            failedClosed: false,
+          };
         }
         if (limit.name !== undefined && replaced.has(limit.name))
-          return { limit: undefined, status: NO_LIMIT, decision: undefined, over: false, failedClosed: false };
+          return {
+            limit: undefined,
+            status: NO_LIMIT,
+            decision: undefined,
+            over: false,
+            failedClosed: false,
+          };
         const hits = d.hitsAddend ?? Math.max(1, req.hitsAddend);
         return this.decide(limit, f.identifier, hits).then((o) => {
           if (record) this.options.metrics?.descriptor(req.domain, limit.path, outcomeLabel(o));
@@ -296,7 +315,8 @@ export class RateLimitService {
       const problem = failedClosed
         ? storeUnavailableProblem(violating[0]!.decision!)
         : overLimitProblem(violating.filter((o) => !o.failedClosed).map((o) => o.decision!));
-      if (problem.retryAfter !== undefined) headers.push(["Retry-After", String(problem.retryAfter)]);
+      if (problem.retryAfter !== undefined)
+        headers.push(["Retry-After", String(problem.retryAfter)]);
       headers.push(["Content-Type", PROBLEM_CONTENT_TYPE]);
       rawBody = new TextEncoder().encode(JSON.stringify(problem));
     }
@@ -326,7 +346,14 @@ export class RateLimitService {
       const name = base?.policy?.name ?? envoyPolicyName(prefix, domainName, elements);
       const onStoreError = base?.onStoreError ?? "allow";
       return {
-        limit: this.override(name, domainName, elements, d.limit.requestsPerUnit, unit, onStoreError),
+        limit: this.override(
+          name,
+          domainName,
+          elements,
+          d.limit.requestsPerUnit,
+          unit,
+          onStoreError,
+        ),
         identifier: descriptorIdentifier(d.entries, match?.shared),
       };
     }
@@ -346,7 +373,9 @@ export class RateLimitService {
     const hit = this.overrides.get(cacheKey);
     if (hit) return hit;
     const path = descriptorPath(domain, elements);
-    const rules = [{ requestsPerUnit, periodMs: UNIT_SECONDS[unit] * 1000, unit, burst: undefined }];
+    const rules = [
+      { requestsPerUnit, periodMs: UNIT_SECONDS[unit] * 1000, unit, burst: undefined },
+    ];
     const policy = limitPolicy({
       name,
       algorithm: "fixed-window",
@@ -465,7 +494,8 @@ export class RateLimitService {
           unit: r.unit ? UNIT_CODES[r.unit] : 0,
           name: limit.name ?? "",
         },
-        limitRemaining: over || shadowOver ? 0 : Math.min(Math.max(0, Math.floor(d.remaining)), MAX_UINT32),
+        limitRemaining:
+          over || shadowOver ? 0 : Math.min(Math.max(0, Math.floor(d.remaining)), MAX_UINT32),
         durationUntilResetS,
       },
     };

@@ -213,11 +213,7 @@ export class EnvoyRepository {
   }
 
   /** Makes an earlier version the enforced one again (as a new version); works after a delete too. */
-  async restoreVersion(
-    domain: string,
-    version: number,
-    actor: string,
-  ): Promise<EnvoyDomainRecord> {
+  async restoreVersion(domain: string, version: number, actor: string): Promise<EnvoyDomainRecord> {
     return writeTransaction(this.db, async (trx) => {
       const kept = await this.getVersion(domain, version, trx);
       if (!kept) throw new ApiError("not_found", `domain "${domain}" has no version ${version}`);
@@ -333,10 +329,7 @@ export class EnvoyRepository {
   }
 
   /** What importing `docs` would do (with `prune`, domains absent from `docs` are deleted). */
-  async planImport(
-    docs: readonly EnvoyDomainDocument[],
-    prune: boolean,
-  ): Promise<EnvoyImportPlan> {
+  async planImport(docs: readonly EnvoyDomainDocument[], prune: boolean): Promise<EnvoyImportPlan> {
     const current = new Map((await this.listDomains()).map((d) => [d.doc.domain, d]));
     return planFor(current, docs, prune);
   }
@@ -409,7 +402,14 @@ async function writeDomain(
   }
   await trx
     .insertInto("envoy_domain_versions")
-    .values({ domain: doc.domain, version, spec: row.spec, action, created_by: actor, created_at: at })
+    .values({
+      domain: doc.domain,
+      version,
+      spec: row.spec,
+      action,
+      created_by: actor,
+      created_at: at,
+    })
     .execute();
   await appendAudit(trx, actor, `envoy.${action}`, AUDIT_TARGET, doc.domain, {
     version,

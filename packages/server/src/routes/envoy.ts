@@ -52,12 +52,12 @@ export function envoyJsonRoute(app: FastifyInstance, ctx: ServiceContext): void 
       try {
         res = await service.shouldRateLimit(parsed.request);
       } catch (err) {
-        if (err instanceof RlsInputError) throw invalid("Invalid rate limit request", [...err.issues]);
+        if (err instanceof RlsInputError)
+          throw invalid("Invalid rate limit request", [...err.issues]);
         throw err;
       }
       // 503 when only a failed counter store (and limits that fail closed) says no.
-      const status =
-        res.overallCode === CODE.OVER_LIMIT ? (res.failedClosed ? 503 : 429) : 200;
+      const status = res.overallCode === CODE.OVER_LIMIT ? (res.failedClosed ? 503 : 429) : 200;
       return reply.status(status).send(responseToJson(res));
     });
   });
@@ -193,8 +193,7 @@ export function envoyAdminRoutes(app: FastifyInstance, ctx: ServiceContext): voi
     let list = (await repo.listEnvoyDomains()).map((r) => r.doc);
     if (q.domain !== undefined) {
       list = list.filter((d) => d.domain === q.domain);
-      if (list.length === 0)
-        throw new ApiError("not_found", `domain "${q.domain}" does not exist`);
+      if (list.length === 0) throw new ApiError("not_found", `domain "${q.domain}" does not exist`);
     }
     if (q.format === "json") return { domains: list };
     return reply
