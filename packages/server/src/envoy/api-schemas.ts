@@ -67,12 +67,9 @@ export const envoyDomainWriteSchema = z.looseObject({
 /** A descriptor limit as the node runs it. */
 export const envoyLimitSchema = z.strictObject({
   path: z.string().meta({ description: "The descriptor path: domain.key_value.key." }),
-  policy: z
-    .string()
-    .nullable()
-    .meta({
-      description: "The sluice policy name its counters live under (none when unlimited or 0).",
-    }),
+  policy: z.string().nullable().meta({
+    description: "The sluice policy name its counters live under (none when unlimited or 0).",
+  }),
   name: z.string().nullable(),
   replaces: names,
   unlimited: z.boolean(),

@@ -611,7 +611,8 @@ export function parseEnvoyYaml(text: string): YamlDocument[] {
       });
       continue;
     }
-    if (d.contents === null) continue;
+    // An empty document (a trailing `---`) holds nothing.
+    if (d.contents === null || (isScalar(d.contents) && d.contents.value === null)) continue;
     try {
       out.push({ value: fromYaml(d.contents as Node, d) });
     } catch (err) {
