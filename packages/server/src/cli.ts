@@ -1,13 +1,16 @@
 /**
  * The `sluice` command: `serve`, `admin create-user`, `policy export|import|validate`, `check`.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import type { ValidationIssue } from "sluice";
 import { Command, Option } from "commander";
 import { ZodError } from "zod";
 import { userCreateSchema } from "./api-schemas.js";
 import { CONFIG_KEYS, ConfigError, type ServerConfig, loadConfig, redactUrl } from "./config.js";
 import { ApiError, zodIssues } from "./errors.js";
-import { documentToInput } from "./model.js";
+import { type PolicyDocument, documentToInput } from "./model.js";
+import type { EnvoyDomainDocument } from "./envoy/config.js";
 import { exportPolicyFile, parsePolicyFile } from "./policy-file.js";
 import type { Repository } from "./repository.js";
 
@@ -271,68 +274,117 @@ export function program(): Command {
 
   const policy = cli
     .command("policy")
-    .description("export, import and validate policy files (YAML, for GitOps)");
+    .description(
+      "export, import and validate policy files (YAML, for GitOps) and Envoy rate limit service files",
+    );
   addConfigOptions(
     policy
       .command("export")
-      .description("write every policy as a YAML policy file")
-      .option("-o, --output <file>", "write to a file instead of stdout"),
+      .description(
+        "write every policy as a YAML policy file (--envoy: every Envoy domain in the reference format)",
+      )
+      .option(
+        "-o, --output <file|dir>",
+        "write to a file instead of stdout (--envoy and a directory: one <domain>.yaml each)",
+      )
+      .option("--envoy", "export the Envoy domains (the reference rate limit service's files)"),
     DB_KEYS,
   ).action(async (opts: Record<string, unknown>) => {
     const config = configFrom(opts, DB_KEYS);
+    const output = typeof opts.output === "string" ? opts.output : undefined;
+    if (opts.envoy) {
+      const { exportEnvoyYaml } = await import("./envoy/config.js");
+      const docs = await withRepo(config, async (repo) =>
+        (await repo.listEnvoyDomains()).map((r) => r.doc),
+      );
+      if (output !== undefined && (output.endsWith("/") || isDirectory(output))) {
+        mkdirSync(output, { recursive: true });
+        const used = new Set<string>();
+        for (const d of docs) {
+          const base = d.domain.replace(/[^A-Za-z0-9._-]/g, "_");
+          let name = `${base}.yaml`;
+          for (let i = 2; used.has(name); i++) name = `${base}-${i}.yaml`;
+          used.add(name);
+          writeFileSync(join(output, name), exportEnvoyYaml(d));
+        }
+        process.stdout.write(`wrote ${docs.length} domain file(s) to ${output}\n`);
+        return;
+      }
+      const text = docs.map((d) => exportEnvoyYaml(d)).join("---\n");
+      if (output !== undefined) writeFileSync(output, text);
+      else process.stdout.write(text);
+      return;
+    }
     const text = await withRepo(config, async (repo) =>
       exportPolicyFile(await repo.listPolicies()),
     );
-    if (typeof opts.output === "string") writeFileSync(opts.output, text);
+    if (output !== undefined) writeFileSync(output, text);
     else process.stdout.write(text);
   });
   addConfigOptions(
     policy
-      .command("import <file>")
+      .command("import <file|dir>")
       .description(
-        "validate every policy in the file, then apply them in one transaction (nothing changes on any error)",
+        "validate every policy and Envoy domain in the file (or the directory's .yaml/.yml/.json files), then apply them in one transaction (nothing changes on any error)",
       )
-      .option("--prune", "delete policies that are not in the file")
+      .option(
+        "--prune",
+        "delete what the import does not hold: policies if it holds policy files, Envoy domains if it holds Envoy files",
+      )
       .option("--dry-run", "print what would change; change nothing")
       .option("--actor <name>", "name recorded in the audit log", "cli"),
     DB_KEYS,
-  ).action(async (file: string, opts: Record<string, unknown>) => {
+  ).action(async (path: string, opts: Record<string, unknown>) => {
     const config = configFrom(opts, DB_KEYS);
-    const parsed = parsePolicyFile(readText(file));
-    if ("issues" in parsed) {
-      printIssues(`${file}: import refused, nothing was changed`, parsed.issues);
+    const input = await readImport(path);
+    if ("issues" in input) {
+      printIssues(`${path}: import refused, nothing was changed`, input.issues);
       process.exit(1);
     }
     const prune = opts.prune === true;
-    const plan = await withRepo(config, (repo) =>
-      opts.dryRun
-        ? repo.planImport(parsed.docs, prune)
-        : repo.importPolicies(parsed.docs, String(opts.actor), { prune }),
+    const dry = opts.dryRun === true;
+    const { policies, domains } = input;
+    const plans = await withRepo(config, async (repo) =>
+      dry
+        ? {
+            ...(policies ? { policies: await repo.planImport(policies, prune) } : {}),
+            ...(domains ? { domains: await repo.planEnvoyImport(domains, prune) } : {}),
+          }
+        : repo.importAll({ policies, domains }, String(opts.actor), { prune }),
     );
-    const verb = opts.dryRun ? "would " : "";
-    process.stdout.write(
-      `${opts.dryRun ? "dry run: " : ""}${verb}create ${plan.create.length}, ${verb}update ${plan.update.length}, ${verb}delete ${plan.delete.length}, unchanged ${plan.unchanged.length}\n` +
-        [
-          ...plan.create.map((n) => `  + ${n}`),
-          ...plan.update.map((n) => `  ~ ${n}`),
-          ...plan.delete.map((n) => `  - ${n}`),
-        ]
-          .map((l) => `${l}\n`)
-          .join(""),
-    );
+    const verb = dry ? "would " : "";
+    const describePlan = (
+      what: string,
+      plan: { create: string[]; update: string[]; delete: string[]; unchanged: string[] },
+    ) =>
+      `${dry ? "dry run: " : ""}${what}${verb}create ${plan.create.length}, ${verb}update ${plan.update.length}, ${verb}delete ${plan.delete.length}, unchanged ${plan.unchanged.length}\n` +
+      [
+        ...plan.create.map((n) => `  + ${n}`),
+        ...plan.update.map((n) => `  ~ ${n}`),
+        ...plan.delete.map((n) => `  - ${n}`),
+      ]
+        .map((l) => `${l}\n`)
+        .join("");
+    if (plans.policies) process.stdout.write(describePlan("", plans.policies));
+    if (plans.domains) process.stdout.write(describePlan("Envoy domains: ", plans.domains));
   });
   policy
-    .command("validate <file>")
-    .description("check a policy file without touching any database")
-    .action((file: string) => {
-      const parsed = parsePolicyFile(readText(file));
-      if ("issues" in parsed) {
-        printIssues(`${file} is invalid`, parsed.issues);
+    .command("validate <file|dir>")
+    .description(
+      "check a policy file or Envoy rate limit service file (or a directory of them) without touching any database",
+    )
+    .action(async (path: string) => {
+      const input = await readImport(path);
+      if ("issues" in input) {
+        printIssues(`${path} is invalid`, input.issues);
         process.exit(1);
       }
-      process.stdout.write(
-        `${file}: ${parsed.docs.length} valid ${parsed.docs.length === 1 ? "policy" : "policies"}\n`,
-      );
+      const parts = [];
+      const n = input.policies?.length;
+      if (n !== undefined) parts.push(`${n} valid ${n === 1 ? "policy" : "policies"}`);
+      const d = input.domains?.length;
+      if (d !== undefined) parts.push(`${d} valid Envoy ${d === 1 ? "domain" : "domains"}`);
+      process.stdout.write(`${path}: ${parts.join(", ")}\n`);
     });
 
   addConfigOptions(
@@ -371,6 +423,93 @@ export function program(): Command {
   });
 
   return cli;
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * What `policy import` and `validate` read: one file (`-`: stdin) or every .yaml/.yml/.json file
+ * of a directory, each a sluice policy file or an Envoy rate limit service file (it has `domain`).
+ * Issues are prefixed with the file's name when a directory is read.
+ */
+async function readImport(path: string): Promise<
+  | {
+      policies: PolicyDocument[] | undefined;
+      domains: EnvoyDomainDocument[] | undefined;
+    }
+  | { issues: ValidationIssue[] }
+> {
+  const { looksLikeEnvoyFile, parseEnvoyFile } = await import("./envoy/config.js");
+  const { parseAllDocuments } = await import("yaml");
+  const dir = path !== "-" && isDirectory(path);
+  const files = dir
+    ? readdirSync(path)
+        .filter((f) => /\.(ya?ml|json)$/i.test(f))
+        .sort()
+        .map((f) => join(path, f))
+    : [path];
+  if (dir && files.length === 0)
+    return { issues: [{ path: "", message: "holds no .yaml, .yml or .json file" }] };
+  let policies: PolicyDocument[] | undefined;
+  let domains: EnvoyDomainDocument[] | undefined;
+  const issues: ValidationIssue[] = [];
+  const policyFrom = new Map<string, string>();
+  const domainFrom = new Map<string, string>();
+  for (const file of files) {
+    const text = readText(file);
+    const at = (p: string) => (dir ? (p ? `${basename(file)}: ${p}` : basename(file)) : p);
+    // Only to tell the two formats apart (the first document that holds something); each
+    // parser then reports its own errors.
+    let first: unknown;
+    try {
+      for (const d of parseAllDocuments(text)) {
+        first = d.toJS();
+        if (first !== null && first !== undefined) break;
+      }
+    } catch {
+      first = undefined;
+    }
+    if (looksLikeEnvoyFile(first)) {
+      const r = parseEnvoyFile(text);
+      if ("issues" in r) {
+        issues.push(...r.issues.map((i) => ({ ...i, path: at(i.path) })));
+        continue;
+      }
+      for (const d of r.docs) {
+        const seen = domainFrom.get(d.domain);
+        if (seen !== undefined)
+          issues.push({
+            path: at("domain"),
+            message: `duplicate domain '${d.domain}' (also in ${seen})`,
+          });
+        domainFrom.set(d.domain, basename(file));
+      }
+      domains = [...(domains ?? []), ...r.docs];
+    } else {
+      const r = parsePolicyFile(text);
+      if ("issues" in r) {
+        issues.push(...r.issues.map((i) => ({ ...i, path: at(i.path) })));
+        continue;
+      }
+      for (const d of r.docs) {
+        const seen = policyFrom.get(d.name);
+        if (seen !== undefined && dir)
+          issues.push({
+            path: at("policies"),
+            message: `policy "${d.name}" is also defined in ${seen}`,
+          });
+        policyFrom.set(d.name, basename(file));
+      }
+      policies = [...(policies ?? []), ...r.docs];
+    }
+  }
+  return issues.length > 0 ? { issues } : { policies, domains };
 }
 
 function readText(file: string): string {
