@@ -3,6 +3,19 @@
  * the OpenAPI document is generated from them.
  */
 import { ALGORITHMS } from "sluice";
+import {
+  envoyCounterAnswerSchema,
+  envoyCounterRequestSchema,
+  envoyDomainDocumentSchema,
+  envoyDomainListSchema,
+  envoyDomainRecordSchema,
+  envoyDomainWriteSchema,
+  envoyDraftSchema,
+  envoyImportRequestSchema,
+  envoyImportResultSchema,
+  envoyVersionListSchema,
+  envoyVersionSchema,
+} from "./envoy/api-schemas.js";
 import { z } from "zod";
 import { APP_NAME, ROLES, USERNAME, policyDocumentSchema, ruleSchema } from "./model.js";
 
@@ -347,6 +360,17 @@ export const importResultSchema = z.strictObject({
 
 /** Schemas named in the OpenAPI document's components. */
 export const namedSchemas = {
+  EnvoyDomainDocument: envoyDomainDocumentSchema,
+  EnvoyDomainWrite: envoyDomainWriteSchema,
+  EnvoyDomainRecord: envoyDomainRecordSchema,
+  EnvoyDomainList: envoyDomainListSchema,
+  EnvoyVersion: envoyVersionSchema,
+  EnvoyVersionList: envoyVersionListSchema,
+  EnvoyDraft: envoyDraftSchema,
+  EnvoyImportRequest: envoyImportRequestSchema,
+  EnvoyImportResult: envoyImportResultSchema,
+  EnvoyCounterRequest: envoyCounterRequestSchema,
+  EnvoyCounterAnswer: envoyCounterAnswerSchema,
   Rule: ruleSchema,
   PolicyDocument: policyDocumentSchema,
   PolicyWrite: policyWriteSchema,

@@ -34,6 +34,16 @@ describe("validatePolicyDocument", () => {
       { path: "rules.0.limit", message: "limit must be a positive integer (got 1.5)" },
       { path: "name", message: 'names starting with "sluice." are reserved for the service' },
     ]);
+    const envoy = validatePolicyDocument({
+      name: "envoy.api",
+      rules: [{ limit: 1, period: "1s" }],
+    });
+    expect("issues" in envoy && envoy.issues).toEqual([
+      {
+        path: "name",
+        message: 'names starting with "envoy." are reserved for Envoy descriptor limits',
+      },
+    ]);
     // A field of the wrong type is reported as such, not as missing.
     const typed = validatePolicyDocument({
       name: "x",

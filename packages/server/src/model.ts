@@ -21,6 +21,11 @@ export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
 /** Policy names starting with this are reserved for the service's own limiters. */
 export const RESERVED_PREFIX = "sluice.";
 /**
+ * Policy names starting with this are the Envoy descriptor limits' (docs/envoy.md): a policy so
+ * named would count on their keys.
+ */
+export const ENVOY_PREFIX = "envoy.";
+/**
  * Policy names that are words of the admin API's routes (`/v1/admin/policies/export`,
  * `/v1/admin/policies/import`): a policy so named could not be read at `…/policies/{name}`.
  */
@@ -126,6 +131,12 @@ export function validatePolicyDocument(
     issues.push({
       path: "name",
       message: `names starting with "${RESERVED_PREFIX}" are reserved for the service`,
+    });
+  }
+  if (typeof rest.name === "string" && rest.name.startsWith(ENVOY_PREFIX)) {
+    issues.push({
+      path: "name",
+      message: `names starting with "${ENVOY_PREFIX}" are reserved for Envoy descriptor limits`,
     });
   }
   if (typeof rest.name === "string" && RESERVED_NAMES.includes(rest.name)) {

@@ -89,6 +89,10 @@ export function buildOpenApi(): Json {
     op(summary, { tags: ["admin"], errs: [400, 401, 403, 404], ...o });
   const nameParam = { name: "name", in: "path", required: true, schema: { type: "string" } };
   const withName = (o: Json) => ({ parameters: [nameParam], ...o });
+  const envoy = (summary: string, o: Partial<Parameters<typeof op>[1]> = {}) =>
+    op(summary, { tags: ["envoy"], errs: [400, 401, 403, 404], ...o });
+  const domainParam = { name: "domain", in: "path", required: true, schema: { type: "string" } };
+  const withDomain = (o: Json) => ({ parameters: [domainParam], ...o });
 
   return {
     openapi: "3.1.0",
@@ -249,6 +253,106 @@ export function buildOpenApi(): Json {
       "/v1/admin/audit": {
         get: admin("The audit log, newest first (?limit, ?before, ?target)", { ok: "AuditList" }),
       },
+      "/json": {
+        post: {
+          summary:
+            "Envoy rate limit service, protojson form of ShouldRateLimit (on when grpcPort is set): 200 OK, 429 over limit, 503 only the counter store failing says no",
+          tags: ["envoy"],
+          security: [],
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: { type: "object" } } },
+          },
+          responses: {
+            "200": { description: "RateLimitResponse, overallCode OK" },
+            "429": { description: "RateLimitResponse, overallCode OVER_LIMIT" },
+            "503": {
+              description:
+                "RateLimitResponse, OVER_LIMIT because the counter store failed and the limits fail closed",
+            },
+            ...errors(400),
+          },
+        },
+      },
+      "/v1/admin/envoy/domains": {
+        get: envoy("List Envoy domains", { ok: "EnvoyDomainList" }),
+      },
+      "/v1/admin/envoy/export": {
+        get: envoy(
+          "Export Envoy domains in the reference format: YAML (one document per domain), or ?format=json; ?domain= for one",
+        ),
+      },
+      "/v1/admin/envoy/import": {
+        post: envoy(
+          "Import reference-format files (YAML with Content-Type application/yaml, one document per domain; or JSON) all or nothing (admin)",
+          { body: "EnvoyImportRequest", ok: "EnvoyImportResult", errs: [400, 401, 403] },
+        ),
+      },
+      "/v1/admin/envoy/domains/{domain}": withDomain({
+        get: envoy("One domain, with its limits as this node runs them", {
+          ok: "EnvoyDomainRecord",
+        }),
+        put: envoy(
+          "Create or replace a domain (admin): JSON, or the reference YAML with Content-Type application/yaml",
+          { body: "EnvoyDomainWrite", ok: "EnvoyDomainRecord", errs: [400, 401, 403, 409] },
+        ),
+        delete: envoy("Delete a domain (admin; its versions are kept)", {
+          ok: "none",
+          okStatus: 204,
+        }),
+      }),
+      "/v1/admin/envoy/domains/{domain}/versions": withDomain({
+        get: envoy("Every version, newest first", { ok: "EnvoyVersionList" }),
+      }),
+      "/v1/admin/envoy/domains/{domain}/versions/{version}": {
+        parameters: [
+          domainParam,
+          { name: "version", in: "path", required: true, schema: { type: "integer" } },
+        ],
+        get: envoy("One version", { ok: "EnvoyVersion" }),
+      },
+      "/v1/admin/envoy/domains/{domain}/versions/{version}/restore": {
+        parameters: [
+          domainParam,
+          { name: "version", in: "path", required: true, schema: { type: "integer" } },
+        ],
+        post: envoy("Make an earlier version the enforced one (admin)", {
+          ok: "EnvoyDomainRecord",
+        }),
+      },
+      "/v1/admin/envoy/domains/{domain}/draft": withDomain({
+        get: envoy("The draft and what it would have changed on live requests", {
+          ok: "EnvoyDraft",
+        }),
+        put: envoy("Write the draft, evaluated in shadow (admin)", {
+          body: "EnvoyDomainWrite",
+          ok: "EnvoyDraft",
+          errs: [400, 401, 403, 404, 409],
+        }),
+        delete: envoy("Discard the draft (admin)", { ok: "none", okStatus: 204 }),
+      }),
+      "/v1/admin/envoy/domains/{domain}/draft/promote": withDomain({
+        post: envoy("Make the draft the enforced version (admin)", {
+          body: "PromoteRequest",
+          bodyOptional: true,
+          ok: "EnvoyDomainRecord",
+          errs: [400, 401, 403, 404, 409],
+        }),
+      }),
+      "/v1/admin/envoy/domains/{domain}/counters/peek": withDomain({
+        post: envoy("What a descriptor's counter holds now (no charge)", {
+          body: "EnvoyCounterRequest",
+          ok: "EnvoyCounterAnswer",
+          errs: [400, 401, 404, 503],
+        }),
+      }),
+      "/v1/admin/envoy/domains/{domain}/counters/reset": withDomain({
+        post: envoy("Clear a descriptor's counter (admin; audited)", {
+          body: "EnvoyCounterRequest",
+          ok: "EnvoyCounterAnswer",
+          errs: [400, 401, 403, 404, 503],
+        }),
+      }),
       "/healthz": { get: op("Liveness", { security: "none", errs: [], tags: ["operations"] }) },
       "/readyz": {
         get: op("Readiness: database and counter store reachable", {

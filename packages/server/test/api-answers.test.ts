@@ -20,6 +20,15 @@ import {
   userSchema,
   versionListSchema,
 } from "../src/api-schemas.js";
+import {
+  envoyCounterAnswerSchema,
+  envoyDomainListSchema,
+  envoyDomainRecordSchema,
+  envoyDraftSchema,
+  envoyImportResultSchema,
+  envoyVersionListSchema,
+  envoyVersionSchema,
+} from "../src/envoy/api-schemas.js";
 import { buildOpenApi } from "../src/openapi.js";
 import { type TestService, startService } from "./helpers.js";
 
@@ -125,6 +134,55 @@ describe("admin API answers match their schemas", () => {
     expect(audit.entries.length).toBeGreaterThanOrEqual(10);
   });
 
+  it("Envoy domains, versions, drafts, import and counters", async () => {
+    const yaml =
+      "domain: edge\ndescriptors:\n  - key: ip\n    rate_limit: { unit: day, requests_per_unit: 2 }\n";
+    const r = await s.call("PUT", "/v1/admin/envoy/domains/edge", {
+      raw: yaml,
+      contentType: "application/yaml",
+    });
+    expect(r.status).toBe(201);
+    expect(envoyDomainRecordSchema.parse(r.body).limits).toHaveLength(1);
+    await answer(envoyDomainRecordSchema, "PUT", "/v1/admin/envoy/domains/edge", {
+      descriptors: [{ key: "ip", rate_limit: { unit: "day", requests_per_unit: 3 } }],
+    });
+    await answer(envoyDomainRecordSchema, "GET", "/v1/admin/envoy/domains/edge");
+    const list = await answer(envoyDomainListSchema, "GET", "/v1/admin/envoy/domains");
+    expect(list.domains.map((d) => [d.domain, d.version])).toEqual([["edge", 2]]);
+    await answer(envoyVersionListSchema, "GET", "/v1/admin/envoy/domains/edge/versions");
+    await answer(envoyVersionSchema, "GET", "/v1/admin/envoy/domains/edge/versions/1");
+    await answer(
+      envoyDomainRecordSchema,
+      "POST",
+      "/v1/admin/envoy/domains/edge/versions/1/restore",
+    );
+    await answer(envoyDraftSchema, "PUT", "/v1/admin/envoy/domains/edge/draft", {
+      descriptors: [],
+    });
+    await answer(envoyDraftSchema, "GET", "/v1/admin/envoy/domains/edge/draft");
+    await answer(envoyDomainRecordSchema, "POST", "/v1/admin/envoy/domains/edge/draft/promote");
+    await answer(envoyImportResultSchema, "POST", "/v1/admin/envoy/import", {
+      domains: [{ domain: "other", descriptors: [] }],
+      dryRun: true,
+    });
+    await answer(
+      envoyDomainRecordSchema,
+      "POST",
+      "/v1/admin/envoy/domains/edge/versions/1/restore",
+    );
+    const entries = [{ key: "ip", value: "1.2.3.4" }];
+    const peek = await answer(
+      envoyCounterAnswerSchema,
+      "POST",
+      "/v1/admin/envoy/domains/edge/counters/peek",
+      { entries },
+    );
+    expect(peek.identifier).toBe("ip=1.2.3.4");
+    await answer(envoyCounterAnswerSchema, "POST", "/v1/admin/envoy/domains/edge/counters/reset", {
+      entries,
+    });
+  });
+
   it("are named in the OpenAPI document for every admin route that answers JSON", () => {
     type Op = { responses: Record<string, { content?: Record<string, { schema: unknown }> }> };
     const doc = buildOpenApi() as { paths: Record<string, Record<string, Op>> };
@@ -139,7 +197,8 @@ describe("admin API answers match their schemas", () => {
         }
       }
     }
-    // The export answers a policy file (YAML, or the same as JSON): the policy-file format.
-    expect(untyped).toEqual(["get /v1/admin/policies/export"]);
+    // The exports answer files (YAML, or the same as JSON): the policy-file format and the
+    // reference rate limit service's format.
+    expect(untyped).toEqual(["get /v1/admin/policies/export", "get /v1/admin/envoy/export"]);
   });
 });

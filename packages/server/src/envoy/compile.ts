@@ -22,6 +22,7 @@ import {
   type Policy,
   definePolicy,
 } from "sluice";
+import { ENVOY_PREFIX } from "../model.js";
 import {
   type EnvoyDescriptor,
   type EnvoyDomainDocument,
@@ -42,7 +43,7 @@ export interface Entry {
 }
 
 /** The prefix of every descriptor limit's policy name (reserved: no policy of the admin API may use it). */
-export const ENVOY_POLICY_PREFIX = "envoy.";
+export const ENVOY_POLICY_PREFIX = ENVOY_PREFIX;
 
 /** Longest policy name sluice accepts. */
 const MAX_NAME = 128;

@@ -6,7 +6,7 @@
  * enum names, fields at their default value left out, durations as `"60s"`, bytes as base64.
  */
 import type { ValidationIssue } from "sluice";
-import { CODE, type RlsRequest, type RlsResponse } from "./rls.js";
+import type { RlsRequest, RlsResponse } from "./rls.js";
 
 /** `envoy.type.v3.RateLimitUnit` by name. */
 const OVERRIDE_UNIT_NAMES: Readonly<Record<string, number>> = {
@@ -198,6 +198,5 @@ export function responseToJson(r: RlsResponse): Record<string, unknown> {
   if (r.responseHeadersToAdd.length > 0)
     out.responseHeadersToAdd = r.responseHeadersToAdd.map(([key, value]) => ({ key, value }));
   if (r.rawBody && r.rawBody.length > 0) out.rawBody = Buffer.from(r.rawBody).toString("base64");
-  void CODE;
   return out;
 }

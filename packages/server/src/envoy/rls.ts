@@ -240,7 +240,7 @@ export class RateLimitService {
     const replaced = new Set<string>();
     for (const f of found) for (const r of f?.limit.replaces ?? []) replaced.add(r);
     const outcomes = await Promise.all(
-      req.descriptors.map((d, i): Outcome | Promise<Outcome> => {
+      req.descriptors.map(async (d, i): Promise<Outcome> => {
         const f = found[i];
         if (!f)
           return {
@@ -270,10 +270,9 @@ export class RateLimitService {
             failedClosed: false,
           };
         const hits = d.hitsAddend ?? Math.max(1, req.hitsAddend);
-        return this.decide(limit, f.identifier, hits).then((o) => {
-          if (record) this.options.metrics?.descriptor(req.domain, limit.path, outcomeLabel(o));
-          return o;
-        });
+        const o = await this.decide(limit, f.identifier, hits);
+        if (record) this.options.metrics?.descriptor(req.domain, limit.path, outcomeLabel(o));
+        return o;
       }),
     );
 
