@@ -6,6 +6,7 @@ import { Api, ApiError, type Session, loadSession, saveSession } from "./api.js"
 import { h, mount } from "./dom.js";
 import { appsPage } from "./pages/apps.js";
 import { auditPage } from "./pages/audit.js";
+import { envoyDomainPage, envoyPage } from "./pages/envoy.js";
 import { policiesPage, policyFormPage, policyPage } from "./pages/policies.js";
 import { simulatorPage } from "./pages/simulator.js";
 import { trafficPage } from "./pages/traffic.js";
@@ -19,6 +20,7 @@ const NAV: readonly (readonly [string, string])[] = [
   ["/audit", "Audit log"],
   ["/traffic", "Traffic"],
   ["/simulator", "Simulator"],
+  ["/envoy", "Envoy"],
 ];
 
 const root = document.getElementById("app") ?? document.body;
@@ -185,6 +187,10 @@ async function render(): Promise<void> {
         break;
       case "simulator":
         await simulatorPage(ctx);
+        break;
+      case "envoy":
+        if (parts[1] === undefined) await envoyPage(ctx);
+        else await envoyDomainPage(ctx, parts[1]);
         break;
       default:
         navigate("/policies");

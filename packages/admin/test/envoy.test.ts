@@ -1,0 +1,212 @@
+/**
+ * The admin page's Envoy view in a real browser against the real service (the built
+ * `sluice serve` with its Envoy service on, SQLite in a temp dir, Debian's Chromium through
+ * playwright-core): import a reference-format file, see the descriptor tree, peek and reset a
+ * descriptor's counter after real gRPC decisions, save a draft, and a viewer's read-only view.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { type Browser, type Page, chromium } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../test/support/ports.js";
+import { rlsClient } from "../../server/test/envoy-client.js";
+
+const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+const CLI = join(ROOT, "packages/server/dist/cli.js");
+const ADMIN_DIST = join(ROOT, "packages/admin/dist/index.html");
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const run = promisify(execFile);
+
+const ADMIN = { username: "root", password: "root-password-1" };
+const VIEWER = { username: "vera", password: "vera-password-1" };
+const CONFIG = `domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: day
+      requests_per_unit: 3
+  - key: path
+    value: /api/*
+    shadow_mode: true
+    rate_limit:
+      name: api
+      unit: minute
+      requests_per_unit: 100
+`;
+
+let dataDir: string;
+let shots: string;
+let base: string;
+let grpcPort: number;
+let server: ChildProcess | undefined;
+let serverLog = "";
+let browser: Browser | undefined;
+let page: Page;
+const pageErrors: string[] = [];
+
+async function signIn(p: Page, u: { username: string; password: string }): Promise<void> {
+  await p.goto(`${base}/admin`);
+  await p.fill("#login-form input[name=username]", u.username);
+  await p.fill("#login-form input[name=password]", u.password);
+  await p.click("#sign-in");
+  await p.waitForSelector("#whoami");
+}
+
+beforeAll(async () => {
+  for (const file of [CLI, ADMIN_DIST, CHROMIUM])
+    if (!existsSync(file))
+      throw new Error(`missing ${file} (npm run build; scripts/install-test-deps.sh)`);
+  dataDir = mkdtempSync(join(tmpdir(), "sluice-admin-envoy-"));
+  shots =
+    process.env.SLUICE_ADMIN_SCREENSHOTS ?? mkdtempSync(join(tmpdir(), "sluice-admin-shots-"));
+  mkdirSync(shots, { recursive: true });
+  for (const [u, role] of [
+    [ADMIN, "admin"],
+    [VIEWER, "viewer"],
+  ] as const)
+    await run(process.execPath, [
+      CLI,
+      "admin",
+      "create-user",
+      "--data-dir",
+      dataDir,
+      "--username",
+      u.username,
+      "--password",
+      u.password,
+      "--role",
+      role,
+    ]);
+  const port = await freePort();
+  grpcPort = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  server = spawn(
+    process.execPath,
+    [
+      CLI,
+      "serve",
+      "--port",
+      String(port),
+      "--grpc-port",
+      String(grpcPort),
+      "--data-dir",
+      dataDir,
+      "--log-level",
+      "warn",
+    ],
+    { stdio: ["ignore", "pipe", "pipe"] },
+  );
+  server.stdout?.on("data", (d: Buffer) => (serverLog += d.toString()));
+  server.stderr?.on("data", (d: Buffer) => (serverLog += d.toString()));
+  const deadline = Date.now() + 20_000;
+  while (
+    !(await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    ))
+  ) {
+    if (server.exitCode !== null) throw new Error(`sluice serve exited:\n${serverLog}`);
+    if (Date.now() > deadline) throw new Error(`sluice serve did not start:\n${serverLog}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  });
+  page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+  page.setDefaultTimeout(10_000);
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    const exited = new Promise((r) => server?.once("exit", r));
+    server.kill("SIGTERM");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    if (server.exitCode === null) server.kill("SIGKILL");
+  }
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("the Envoy page in Chromium", () => {
+  it("imports a reference file and shows the domain's descriptor tree", async () => {
+    await signIn(page, ADMIN);
+    await page.goto(`${base}/admin/#/envoy`);
+    await page.waitForSelector("#envoy-empty");
+    // A bad file is refused with the service's message.
+    await page.fill("#envoy-import-yaml", CONFIG.replace("unit: day", "unit: eon"));
+    await page.click("#envoy-import-submit");
+    await expect
+      .poll(() => page.textContent("#envoy-import .form-error"))
+      .toMatch(/invalid rate limit unit 'eon'/);
+    await page.fill("#envoy-import-yaml", CONFIG);
+    await page.click("#envoy-import-submit");
+    await page.waitForSelector("#envoy-domains tr[data-domain=edge]");
+    expect(await page.textContent("#flash")).toContain("Imported: 1 created");
+    await page.screenshot({ path: join(shots, "envoy-domains.png"), fullPage: true });
+    await page.click("#envoy-domains a");
+    await page.waitForSelector("#envoy-limits");
+    const rows = await page.$$eval("#envoy-limits tbody tr", (trs) =>
+      trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 5).map((td) => td.textContent)),
+    );
+    expect(rows).toEqual([
+      ["edge.remote_address", "3 / day", "fixed-window", "", ""],
+      ["edge.path_/api/*", "100 / minute", "fixed-window", "shadow", "api"],
+    ]);
+    expect(await page.inputValue("#envoy-yaml")).toContain("requests_per_unit: 3");
+  });
+
+  it("peeks and resets a descriptor's counter after real gRPC decisions", async () => {
+    const rls = rlsClient(`127.0.0.1:${grpcPort}`);
+    try {
+      for (let i = 0; i < 2; i++)
+        await rls.shouldRateLimit({
+          domain: "edge",
+          descriptors: [{ entries: [{ key: "remote_address", value: "10.0.0.7" }] }],
+        });
+    } finally {
+      rls.close();
+    }
+    await page.fill("#envoy-entries", "remote_address=10.0.0.7");
+    await page.click("#envoy-peek");
+    await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 1 of 3");
+    expect(await page.textContent("#envoy-counter")).toContain("key: remote_address=10.0.0.7");
+    await page.click("#envoy-reset");
+    await expect.poll(() => page.textContent("#envoy-counter")).toContain("counter reset");
+    await page.click("#envoy-peek");
+    await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 3 of 3");
+  });
+
+  it("saves an edit as a draft that runs in shadow", async () => {
+    await page.fill("#envoy-yaml", CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 1"));
+    await page.click("#envoy-save-draft");
+    await page.waitForSelector("#envoy-draft");
+    expect(await page.textContent("#envoy-draft")).toMatch(/Draft \d+ \(from v1, by root\)/);
+    await page.screenshot({ path: join(shots, "envoy-domain.png"), fullPage: true });
+  });
+
+  it("shows a viewer the same views, read-only", async () => {
+    const viewerPage = await page.context().browser()!.newPage();
+    try {
+      await signIn(viewerPage, VIEWER);
+      await viewerPage.goto(`${base}/admin/#/envoy`);
+      await viewerPage.waitForSelector("#envoy-domains");
+      expect(await viewerPage.$("#envoy-import")).toBeNull();
+      await viewerPage.goto(`${base}/admin/#/envoy/edge`);
+      await viewerPage.waitForSelector("#envoy-limits");
+      expect(await viewerPage.$("#envoy-save")).toBeNull();
+      expect(await viewerPage.$("#envoy-reset")).toBeNull();
+      expect(
+        await viewerPage.$eval("#envoy-yaml", (t) => (t as HTMLTextAreaElement).readOnly),
+      ).toBe(true);
+    } finally {
+      await viewerPage.close();
+    }
+    expect(pageErrors).toEqual([]);
+  });
+});
