@@ -359,7 +359,7 @@ export function planFor({ quick, only, port, log }) {
   if (want("service")) {
     add(
       "service",
-      "service: sluice serve vs bare Fastify (autocannon)",
+      "service: sluice serve (HTTP and gRPC) vs bare Fastify",
       async () => {
         results.service = await measureService({ ...config.service, redisPort: port, log });
         return results.service;
@@ -367,7 +367,7 @@ export function planFor({ quick, only, port, log }) {
       (r) =>
         r.skipped
           ? r.skipped
-          : `sluice ${fmtRate(r.sluice?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+          : `sluice ${fmtRate(r.sluice?.rps)}/s, gRPC ${fmtRate(r.grpc?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
     );
   }
 

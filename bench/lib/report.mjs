@@ -463,9 +463,12 @@ function sections(r, config) {
       add("bare Fastify route", svc.fastify);
       add("`sluice serve`, Redis counters", svc.sluice);
       add("`sluice serve`, memory counters", svc.sluiceMemory);
+      add("`sluice serve` gRPC (Envoy RLS), Redis counters", svc.grpc);
+      add("`sluice serve` gRPC (Envoy RLS), memory counters", svc.grpcMemory);
       parts.push(
         `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each after ${svc.warmupS ?? 0} s of warm-up, POST /v1/limit with \`{ policy, key }\` over ` +
-          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis. autocannon itself needs about a core: near its ceiling the ratio understates how much faster the bare route is.\n\n` +
+          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis. autocannon itself needs about a core: near its ceiling the ratio understates how much faster the bare route is. ` +
+          `The gRPC rows are the Envoy rate limit service of the same servers: ShouldRateLimit with one descriptor \`remote_address=<identifier>\` (the same GCRA of 1000 per minute, in the reference format with \`algorithm: gcra\`), ${svc.connections} calls in flight on one channel (as Envoy multiplexes its calls), from one @grpc/grpc-js client process, which needs more CPU per call than the server (a gRPC client, like autocannon, is near its own ceiling here: the figure understates the server); "of bare Fastify" compares decisions/s with the bare HTTP route's requests/s.\n\n` +
           table(["server", "requests/s", "p50", "p99", "of bare Fastify"], rows),
       );
     }

@@ -9,6 +9,16 @@ import { BENCH_DIR, ROOT, freePort, run, runVisible, sleep } from "./util.mjs";
 
 const CLI = join(ROOT, "packages/server/dist/cli.js");
 const POLICY = "bench";
+/** The Envoy domain of the gRPC figure: the same GCRA of 1000 per minute as the policy. */
+const DOMAIN = "bench";
+const DOMAIN_YAML = `domain: ${DOMAIN}
+descriptors:
+  - key: remote_address
+    rate_limit:
+      algorithm: gcra
+      requests_per_unit: 1000
+      unit: minute
+`;
 
 /** Spawns a server process; resolves { child, stop } once `ready()` resolves true. */
 async function startServer(args, ready, env = {}) {
@@ -89,6 +99,7 @@ export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
   if (created.code !== 0)
     throw new Error(`admin create-user failed: ${created.stderr || created.stdout}`);
   const port = await freePort();
+  const grpcPort = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const args = [
     ...nodeArgs,
@@ -96,6 +107,8 @@ export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
     "serve",
     "--port",
     String(port),
+    "--grpc-port",
+    String(grpcPort),
     "--log-level",
     "warn",
     ...common,
@@ -133,9 +146,18 @@ export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
       if (Date.now() > deadline) throw new Error(`POST /v1/limit: ${d.status} ${d.text}`);
       await sleep(100);
     }
+    // The Envoy domain of the gRPC figure (the reference format, through the admin API).
+    const put = await fetch(`${url}/v1/admin/envoy/domains/${DOMAIN}`, {
+      method: "PUT",
+      headers: { "content-type": "application/yaml", authorization: `Bearer ${admin}` },
+      body: DOMAIN_YAML,
+    });
+    if (put.status !== 201)
+      throw new Error(`create Envoy domain: ${put.status} ${await put.text()}`);
     return {
       url,
       apiKey,
+      grpcAddress: `127.0.0.1:${grpcPort}`,
       stop: async () => {
         await server.stop();
         rmSync(dir, { recursive: true, force: true });
@@ -175,8 +197,9 @@ export async function startBare() {
 
 /**
  * Requests/s of `sluice serve` (Redis counters, then memory counters) and of the bare Fastify
- * route, one after another, same autocannon settings. Resolves `{ skipped }` when the service
- * cannot be built or started yet.
+ * route, one after another, same autocannon settings; and, on the same servers, gRPC decisions/s
+ * of the Envoy rate limit service (ShouldRateLimit, as many calls in flight as autocannon has
+ * connections). Resolves `{ skipped }` when the service cannot be built or started yet.
  */
 export async function measureService({
   durationS,
@@ -205,6 +228,26 @@ export async function measureService({
     }
     return r;
   };
+  const grpcLoad = (target, seconds) =>
+    runCaseRetry("grpc", "load", {
+      address: target.grpcAddress,
+      domain: DOMAIN,
+      distinct,
+      durationS: seconds,
+      connections,
+    });
+  const grpcOf = async (target) => {
+    try {
+      if (warmupS > 0) await grpcLoad(target, warmupS);
+      const r = await grpcLoad(target, durationS);
+      if (r.errors > 0 || r.non2xx > 0)
+        throw new Error(`${r.errors} errors, ${r.non2xx} over-limit answers out of ${r.total}`);
+      return r;
+    } catch (err) {
+      log(`\nbench: gRPC not measured: ${err.message}`);
+      return { error: String(err.message) };
+    }
+  };
   const out = { connections, durationS, warmupS };
   const bare = await startBare();
   try {
@@ -223,6 +266,7 @@ export async function measureService({
     }
     try {
       out[counters === "redis" ? "sluice" : "sluiceMemory"] = await loadOf(svc);
+      out[counters === "redis" ? "grpc" : "grpcMemory"] = await grpcOf(svc);
     } finally {
       await svc.stop();
     }
