@@ -1,6 +1,7 @@
 // The gRPC load generator: ShouldRateLimit calls (Envoy's rate limit service protocol, through
 // @grpc/grpc-js and the server's .proto files) kept `connections` in flight for a while.
 import { join } from "node:path";
+import { performance } from "node:perf_hooks";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ROOT, makeKeys } from "../lib/util.mjs";

@@ -152,7 +152,7 @@ describe("the Envoy page in Chromium", () => {
     await page.click("#envoy-domains a");
     await page.waitForSelector("#envoy-limits");
     const rows = await page.$$eval("#envoy-limits tbody tr", (trs) =>
-      trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 5).map((td) => td.textContent)),
+      trs.map((tr) => Array.from(tr.querySelectorAll("td"), (td) => td.textContent).slice(0, 5)),
     );
     expect(rows).toEqual([
       ["edge.remote_address", "3 / day", "fixed-window", "", ""],
