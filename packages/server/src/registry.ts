@@ -1,5 +1,5 @@
 /**
- * The node's live view of policies and apps, kept in step with the database: every
+ * The node's live view of policies, apps and Envoy domains, kept in step with the database: every
  * `pollIntervalMs` it reads the `revision` counter (one tiny query, same on SQLite and
  * PostgreSQL) and, when it moved, reloads the snapshot and swaps it in whole. A snapshot that
  * fails to load leaves the last good one in force.
