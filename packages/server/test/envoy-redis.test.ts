@@ -2,11 +2,11 @@
  * The Envoy rate limit service on Redis: exactness across processes and nodes (4 client OS
  * processes × 250 concurrent gRPC calls, through two `sluice serve` processes sharing one
  * Redis, at a limit of 5 on one descriptor: exactly 5 pass), on standalone Redis and on a
- * Cluster; and a real redis-server stopped under a running service, where each limit's
+ * Cluster (the nodes are the built CLI: `npm test` builds first); and a real redis-server stopped under a running service, where each limit's
  * `onStoreError` answers.
  */
-import { type ChildProcess, fork } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { type ChildProcess, fork, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,9 +18,10 @@ import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisCluster, startCluster } from "../../../test/support/redis-cluster.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { type TestRequest, rlsClient } from "./envoy-client.js";
-import { type ServeProcess, type TestService, call, spawnServe, startService } from "./helpers.js";
+import { ROOT, type TestService, call, startService } from "./helpers.js";
 
 const WORKER = fileURLToPath(new URL("./envoy-worker.ts", import.meta.url));
+const CLI = join(ROOT, "packages/server/dist/cli.js");
 
 // A year-long window: no window edge can fall inside the burst.
 const HOT = `
@@ -102,17 +103,42 @@ async function dataDirWith(yaml: string): Promise<string> {
   return dir;
 }
 
+/** A `sluice serve` process of the built CLI (it starts faster than the sources through tsx). */
+interface Node {
+  stop(): Promise<void>;
+}
+
+async function startNode(args: string[]): Promise<Node> {
+  if (!existsSync(CLI)) throw new Error(`missing ${CLI}: run npm run build (npm test does)`);
+  const port = await freePort();
+  const child = spawn(process.execPath, [CLI, "serve", "--port", String(port), ...args], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, SLUICE_LOG_LEVEL: "warn" },
+  });
+  let err = "";
+  child.stderr?.on("data", (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  await waitFor(async () => {
+    if (child.exitCode !== null) throw new Error(`sluice serve exited: ${err}`);
+    return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok === true;
+  }, 30_000);
+  return {
+    async stop() {
+      if (child.exitCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
 /** Two `sluice serve` nodes on one data directory and one Redis; their gRPC addresses. */
 async function startNodes(
   dir: string,
   redisUrl: string,
-): Promise<{ nodes: ServeProcess[]; addresses: string[] }> {
+): Promise<{ nodes: Node[]; addresses: string[] }> {
   const ports = [await freePort(), await freePort()];
   const nodes = await Promise.all(
     ports.map((p) =>
-      spawnServe(["--data-dir", dir, "--redis-url", redisUrl, "--grpc-port", String(p)], {
-        SLUICE_LOG_LEVEL: "warn",
-      }),
+      startNode(["--data-dir", dir, "--redis-url", redisUrl, "--grpc-port", String(p)]),
     ),
   );
   const addresses = ports.map((p) => `127.0.0.1:${p}`);
@@ -139,7 +165,7 @@ describe("exactly the limit passes, across processes and nodes", () => {
   let workers: ChildProcess[] = [];
   let redis: RedisServer | undefined;
   let cluster: RedisCluster | undefined;
-  const nodes: ServeProcess[] = [];
+  const nodes: Node[] = [];
   const dirs: string[] = [];
 
   beforeAll(async () => {

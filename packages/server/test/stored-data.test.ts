@@ -151,6 +151,14 @@ forEachDatabase((database) => {
     expect(later.body.limit).toBe(6);
   });
 
+  /** The tables made by the migrations after 0003 (0005: Envoy domains). */
+  const LATER_TABLES = [
+    "envoy_domains",
+    "envoy_domain_versions",
+    "envoy_domain_drafts",
+    "envoy_draft_stats",
+  ];
+
   it("migration 0003 takes apps away from users who are not owners", async () => {
     const dataDir = mkdtempSync(join(tmpdir(), "sluice-migrate-"));
     const where = { databaseUrl: await database().fresh(), dataDir };
@@ -168,10 +176,11 @@ forEachDatabase((database) => {
         .insertInto("users")
         .values([user("v", "viewer"), user("a", "admin"), user("o", "owner")])
         .execute();
-      // As if these rows predated the migration: forget it ran, and open the database again.
-      await sql`delete from kysely_migration where name = '0003_only_owners_own_apps'`.execute(
-        first.db,
-      );
+      // As if these rows predated the migration: forget that it and the later migrations ran
+      // (Kysely runs migrations in order only), drop what the later ones made, and open the
+      // database again.
+      await sql`delete from kysely_migration where name >= '0003'`.execute(first.db);
+      for (const table of LATER_TABLES) await first.db.schema.dropTable(table).execute();
       await first.close();
       const again = await openDatabase(where);
       const rows = await again.db
