@@ -11,6 +11,7 @@
  * | `repository/policies.ts`    | policies, their versions, drafts and shadow counts, import     |
  * | `repository/identity.ts`    | apps and their API keys, users, sessions                       |
  * | `repository/audit.ts`       | the revision counter and the audit log                         |
+ * | `repository/traffic.ts`     | traffic history and heavy hitters (observations, not changes)  |
  * | `repository/grants.ts`      | policy ↔ app checks shared by the two above                    |
  * | `repository/common.ts`      | the write transaction, audit append, timestamps                |
  * | `repository/rows.ts`        | reading stored values back                                     |
@@ -18,6 +19,7 @@
 import type { Database } from "./db/connect.js";
 import type { ScryptParams } from "./secrets.js";
 import { AuditRepository } from "./repository/audit.js";
+import { TrafficRepository } from "./repository/traffic.js";
 import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
@@ -27,7 +29,14 @@ import {
   livePolicies,
 } from "./repository/policies.js";
 
-export type { AuditRecord } from "./repository/audit.js";
+export type { AuditQuery, AuditRecord } from "./repository/audit.js";
+export type {
+  KeyKind,
+  KeyRow,
+  TrafficCounts,
+  TrafficRow,
+  TrafficRepository,
+} from "./repository/traffic.js";
 export { CorruptRecordError } from "./repository/rows.js";
 export type { AppKey, AppRecord, UserRecord } from "./repository/identity.js";
 export type {
@@ -67,6 +76,8 @@ export class Repository {
   private readonly policies: PolicyRepository;
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
+  /** Traffic history (see repository/traffic.ts): written by every node, read by the console. */
+  readonly traffic: TrafficRepository;
 
   constructor(
     readonly database: Database,
@@ -75,6 +86,7 @@ export class Repository {
     this.policies = new PolicyRepository(database.db, database.dialect);
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
+    this.traffic = new TrafficRepository(database.db, database.dialect);
   }
 
   /** Policies, drafts and app keys, consistent with one revision. */
@@ -102,6 +114,10 @@ export class Repository {
   /** {@inheritDoc AuditRepository.listAudit} */
   listAudit(...a: Args<AuditRepository["listAudit"]>) {
     return this.audit.listAudit(...a);
+  }
+  /** {@inheritDoc AuditRepository.record} */
+  recordAudit(...a: Args<AuditRepository["record"]>) {
+    return this.audit.record(...a);
   }
 
   // ---------------------------------------------------------------- policies
@@ -204,6 +220,10 @@ export class Repository {
   /** {@inheritDoc IdentityRepository.createUser} */
   createUser(...a: Args<IdentityRepository["createUser"]>) {
     return this.identity.createUser(...a);
+  }
+  /** {@inheritDoc IdentityRepository.createFirstAdmin} */
+  createFirstAdmin(...a: Args<IdentityRepository["createFirstAdmin"]>) {
+    return this.identity.createFirstAdmin(...a);
   }
   /** {@inheritDoc IdentityRepository.updateUser} */
   updateUser(...a: Args<IdentityRepository["updateUser"]>) {

@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyInstance,
   LogController,
 } from "fastify";
+import { randomBytes } from "node:crypto";
 import { type Logger, pino } from "pino";
 import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
 import { type ClientIp, clientIp } from "./client-ip.js";
@@ -31,6 +32,9 @@ import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
 import { decisionRoutes } from "./routes/decision.js";
 import type { ScryptParams } from "./secrets.js";
+import { SetupToken } from "./setup.js";
+import { TrafficQueries } from "./traffic/queries.js";
+import { TrafficRecorder } from "./traffic/recorder.js";
 
 /** What route handlers share. */
 export interface ServiceContext {
@@ -49,6 +53,14 @@ export interface ServiceContext {
   readonly clientIp: ClientIp;
   /** Whether the policy database can take writes (readiness). */
   readonly databaseHealth: DatabaseHealth;
+  /** This node's decision counts and heavy hitters, written to the database every second. */
+  readonly traffic: TrafficRecorder;
+  /** The console's reads of the traffic history (every node's, from the database). */
+  readonly trafficQueries: TrafficQueries;
+  /** The one-time token that creates the first admin (see setup.ts). */
+  readonly setup: SetupToken;
+  /** This node's clock (epoch ms): traffic buckets, setup token expiry. */
+  readonly now: () => number;
 }
 
 /** A running (or ready to run) service. */
@@ -70,6 +82,10 @@ export interface ServiceOptions {
    * where hashing time matters more than strength, such as tests.
    */
   scrypt?: ScryptParams;
+  /** The clock of the traffic history and the setup token (default `Date.now`); tests inject one. */
+  now?: () => number;
+  /** This node's id in the traffic tables (default: random per start). */
+  nodeId?: string;
 }
 
 /**
@@ -105,6 +121,7 @@ export async function createService(
   let database: Database | undefined;
   let counters: Counters | undefined;
   let registry: Registry | undefined;
+  let traffic: TrafficRecorder | undefined;
   try {
     database = await openDatabase({
       databaseUrl: config.databaseUrl,
@@ -129,6 +146,14 @@ export async function createService(
     });
     registry = reg;
     await reg.start();
+    const now = options.now ?? Date.now;
+    traffic = new TrafficRecorder({
+      sink: repo.traffic,
+      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
+      now,
+      logger,
+    });
+    traffic.start();
     // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
     // down, each node counts on its own (insurance) rather than lock every admin out.
     const logStoreError = throttledStoreErrorLog(logger);
@@ -158,6 +183,10 @@ export async function createService(
       loginLimiters,
       clientIp: ip,
       databaseHealth: health,
+      traffic,
+      trafficQueries: new TrafficQueries(repo.traffic, now),
+      setup: new SetupToken(now),
+      now,
     };
     const app = buildApp(context);
     logger.info(
@@ -170,6 +199,7 @@ export async function createService(
     );
     return makeService(app, context, database);
   } catch (err) {
+    await traffic?.stop();
     await registry?.stop();
     await counters?.close().catch(() => {});
     await database?.close().catch(() => {});
@@ -196,6 +226,8 @@ function makeService(app: FastifyInstance, context: ServiceContext, database: Da
         // Fastify stops accepting, answers 503 shutting_down on kept-alive connections (see
         // buildApp), and waits for in-flight requests.
         await app.close();
+        // The last counts go to the database before it closes.
+        await context.traffic.stop();
         await context.registry.stop();
         await context.counters
           .close()
