@@ -449,7 +449,7 @@ export const trafficOverviewSchema = z.strictObject({
       hasDraft: z.boolean(),
       apps: names,
       rate: z.number().meta({ description: "Decisions per second over the last recentSec." }),
-      recent: counts.meta({ description: "Totals over about the last windowSec." }),
+      recent: counts.meta({ description: "Totals over the last windowSec (the sparkline's)." }),
       spark: z.array(counts),
     }),
   ),

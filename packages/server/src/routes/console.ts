@@ -14,6 +14,7 @@ import {
 } from "../api-schemas.js";
 import { ApiError, parseOr400 } from "../errors.js";
 import type { LivePolicy } from "../registry.js";
+import { OVERVIEW } from "../traffic/queries.js";
 import type { ServiceContext } from "../service.js";
 import type { AuthHelpers } from "./admin.js";
 import { assertCanEditPolicy } from "./admin.js";
@@ -53,10 +54,10 @@ export function consoleRoutes(app: FastifyInstance, ctx: ServiceContext, auth: A
     );
     return {
       at: o.at,
-      recentSec: 10,
-      windowSec: 300,
+      recentSec: OVERVIEW.recentSec,
+      windowSec: OVERVIEW.windowSec,
       sparkFrom: o.sparkFrom,
-      sparkStepSec: 30,
+      sparkStepSec: OVERVIEW.sparkStepSec,
       policies: o.rows,
     };
   });

@@ -24,11 +24,14 @@ export const KEY_WINDOWS = { "1m": 1, "5m": 5, "15m": 15, "1h": 60 } as const;
 /** A top-keys window: `1m`, `5m`, `15m`, `1h`. */
 export type KeyWindow = keyof typeof KEY_WINDOWS;
 
-/** The overview's windows: the current rate over the last 10 s, the rest over 5 minutes. */
+/**
+ * The overview's windows: the current rate over the last 10 s; the totals and the sparkline
+ * (30 points of 10 s) over the last 5 minutes.
+ */
 export const OVERVIEW = {
   recentSec: 10,
   windowSec: 300,
-  sparkStepSec: 30,
+  sparkStepSec: 10,
   sparkPoints: 30,
 } as const;
 
@@ -53,7 +56,7 @@ export interface OverviewRow extends OverviewPolicyInput {
   readonly rate: number;
   /** Totals over the last {@link OVERVIEW.windowSec} seconds. */
   readonly recent: TrafficCounts;
-  /** Per {@link OVERVIEW.sparkStepSec} s over the last 15 minutes, oldest first. */
+  /** Per {@link OVERVIEW.sparkStepSec} s over the last 5 minutes, oldest first. */
   readonly spark: TrafficCounts[];
 }
 
@@ -94,7 +97,6 @@ export class TrafficQueries {
       this.repo.buckets({ span: 1, stepSec: step, fromSec: from, toSec: to, by: "policy" }),
       this.repo.totalsBy("policy", nowSec - OVERVIEW.recentSec, nowSec),
     ]);
-    const windowFrom = nowSec - OVERVIEW.windowSec;
     const rows = policies.map((p): OverviewRow => {
       const buckets = spark.get(p.name);
       const points: TrafficCounts[] = [];
@@ -102,7 +104,7 @@ export class TrafficQueries {
       for (let at = from; at < to; at += step) {
         const c = buckets?.get(at) ?? zero();
         points.push({ ...c });
-        if (at + step > windowFrom) add(window, c);
+        add(window, c);
       }
       const r = recent.get(p.name);
       return {
