@@ -20,11 +20,20 @@ export const WINDOWS: readonly (readonly [TrafficWindow, string])[] = [
   ["24h", "last 24 hours"],
 ];
 
-/** Runs `fn` now and every `ms` until the page is left (one run at a time). */
-export function every(ctx: Ctx, ms: number, fn: () => Promise<void>): void {
+/**
+ * Runs `fn` now and every `ms` until the page is left — or, with `watch`, until that element
+ * is no longer in the document (its part of the page was drawn again) — one run at a time.
+ */
+export function every(ctx: Ctx, ms: number, fn: () => Promise<void>, watch?: Element): void {
   let timer: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
+  let first = true;
   const tick = async () => {
+    if (!first && watch && !watch.isConnected) {
+      stopped = true;
+      return;
+    }
+    first = false;
     try {
       await fn();
     } finally {
@@ -181,7 +190,7 @@ export function trafficCard(
       status.className = "error-text small";
     }
   };
-  every(ctx, REFRESH_MS, load);
+  every(ctx, REFRESH_MS, load, body);
   return h(
     "section",
     { class: "card", id: "traffic" },

@@ -65,7 +65,9 @@ export function accountPage(ctx: Ctx): Promise<void> {
     h(
       "p",
       { class: "muted small" },
-      "Locked out? An admin can set a new password on the Users page, or on the server: ",
+      "Locked out? An admin sets a new password with ",
+      h("code", {}, "PATCH /v1/admin/users/<name>"),
+      ", or on the server (also for the last admin): ",
       h("code", {}, "npx sluice admin set-password --username <name>"),
       ".",
     ),

@@ -26,7 +26,7 @@ import {
 } from "../ui.js";
 
 const KEY_WINDOWS: readonly (readonly [KeyWindow, string])[] = [
-  ["1m", "this minute and the last"],
+  ["1m", "last minute"],
   ["5m", "last 5 minutes"],
   ["15m", "last 15 minutes"],
   ["1h", "last hour"],
@@ -246,7 +246,7 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
       mount(body, h("p", { class: "error-text" }, `Cannot read the top keys: ${messageOf(err)}`));
     }
   };
-  every(ctx, REFRESH_MS, load);
+  every(ctx, REFRESH_MS, load, body);
   return h(
     "section",
     { class: "card", id: "top-keys" },
@@ -266,7 +266,7 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
     h(
       "p",
       { class: "muted small" },
-      "From every node: each keeps the 50 heaviest keys per policy and minute (Space-Saving), merged here. Counts marked ≤ may be over by a little.",
+      "From every node: each keeps the 50 heaviest keys per policy and minute (Space-Saving), merged here; whole minutes and the current one. Counts marked ≤ may be over by a little.",
     ),
     body,
   );

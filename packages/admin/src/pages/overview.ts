@@ -227,44 +227,54 @@ export async function overviewPage(ctx: Ctx): Promise<void> {
     body,
   );
   let apps: AppRecord[] | undefined;
-  every(ctx, REFRESH_MS, async () => {
-    try {
-      const [o, a] = await Promise.all([
-        ctx.api.trafficOverview(),
-        apps ? Promise.resolve(apps) : ctx.api.apps(),
-      ]);
-      apps = a;
-      const anyTraffic = o.policies.some(
-        (p) => total(p.recent) > 0 || p.spark.some((s) => s.allowed + s.denied + s.shadow > 0),
-      );
-      const denials = o.policies.reduce((t, p) => t + p.recent.denied + p.recent.shadow, 0);
-      const rate = o.policies.reduce((t, p) => t + p.rate, 0);
-      mount(
-        body,
-        anyTraffic ? null : gettingStarted(ctx, a, o),
-        o.policies.length === 0
-          ? null
-          : [
-              h(
-                "div",
-                { class: "summary", id: "overview-summary" },
-                h("div", {}, h("strong", {}, String(o.policies.length)), " policies"),
-                h("div", {}, h("strong", {}, `${Math.round(rate * 10) / 10}/s`), " decisions now"),
+  every(
+    ctx,
+    REFRESH_MS,
+    async () => {
+      try {
+        const [o, a] = await Promise.all([
+          ctx.api.trafficOverview(),
+          apps ? Promise.resolve(apps) : ctx.api.apps(),
+        ]);
+        apps = a;
+        const anyTraffic = o.policies.some(
+          (p) => total(p.recent) > 0 || p.spark.some((s) => s.allowed + s.denied + s.shadow > 0),
+        );
+        const denials = o.policies.reduce((t, p) => t + p.recent.denied + p.recent.shadow, 0);
+        const rate = o.policies.reduce((t, p) => t + p.rate, 0);
+        mount(
+          body,
+          anyTraffic ? null : gettingStarted(ctx, a, o),
+          o.policies.length === 0
+            ? null
+            : [
                 h(
                   "div",
-                  { class: denials > 0 ? "bad" : undefined },
-                  h("strong", {}, count(denials)),
-                  " denied in 5 min",
+                  { class: "summary", id: "overview-summary" },
+                  h("div", {}, h("strong", {}, String(o.policies.length)), " policies"),
+                  h(
+                    "div",
+                    {},
+                    h("strong", {}, `${Math.round(rate * 10) / 10}/s`),
+                    " decisions now",
+                  ),
+                  h(
+                    "div",
+                    { class: denials > 0 ? "bad" : undefined },
+                    h("strong", {}, count(denials)),
+                    " denied in 5 min",
+                  ),
                 ),
-              ),
-              overviewTable(o),
-            ],
-      );
-      status.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`;
-      status.className = "muted small";
-    } catch (err) {
-      status.textContent = `Cannot read the traffic: ${messageOf(err)}`;
-      status.className = "error-text small";
-    }
-  });
+                overviewTable(o),
+              ],
+        );
+        status.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`;
+        status.className = "muted small";
+      } catch (err) {
+        status.textContent = `Cannot read the traffic: ${messageOf(err)}`;
+        status.className = "error-text small";
+      }
+    },
+    body,
+  );
 }

@@ -172,8 +172,8 @@ export class TrafficQueries {
   }
 
   /**
-   * The heaviest keys of a policy over the last `window` (the current minute and the whole
-   * minutes before it): every node's summary of every minute, merged. Counts are upper bounds;
+   * The heaviest keys of a policy over the last `window`: that many whole minutes and the
+   * current one, every node's summary of each minute, merged. Counts are upper bounds;
    * `count − overcount` is a lower bound.
    */
   async topKeys(
@@ -186,7 +186,7 @@ export class TrafficQueries {
     denied: readonly HeavyHitter[];
   }> {
     const nowSec = this.nowSec();
-    const from = nowSec - (nowSec % 60) - (KEY_WINDOWS[window] - 1) * 60;
+    const from = nowSec - (nowSec % 60) - KEY_WINDOWS[window] * 60;
     const read = async (kind: KeyKind) => {
       const rows = await this.repo.keyRows(policy, kind, from);
       const summaries = new Map<string, { entries: HeavyHitter[]; floor: number }>();
