@@ -39,7 +39,9 @@ interface Slot {
 export class SpaceSaving {
   private readonly slots = new Map<string, Slot>();
   private readonly dirty = new Set<string>();
-  private minFloor = 0;
+  /** The smallest count, and how many slots hold it (0: not known, scan again). */
+  private minCount = 0;
+  private atMin = 0;
 
   /** @param capacity - the most keys watched (its memory bound). */
   constructor(readonly capacity: number) {
@@ -54,32 +56,56 @@ export class SpaceSaving {
 
   /** Upper bound of the count of any key not watched: the smallest count once every slot is taken. */
   get floor(): number {
-    return this.minFloor;
+    if (this.slots.size < this.capacity) return 0;
+    this.knowMin();
+    return this.minCount;
   }
 
-  /** Counts `weight` (a positive integer) occurrences of `key`. */
+  /**
+   * Counts `weight` (a positive integer) occurrences of `key`. Amortized O(1): the smallest
+   * count is tracked with how many slots hold it, and found again by a scan only once every
+   * slot has left it (once per `capacity` evictions when new keys keep coming).
+   */
   offer(key: string, weight = 1): void {
     const slot = this.slots.get(key);
     if (slot) {
+      if (this.atMin > 0 && slot.count === this.minCount) this.atMin--;
       slot.count += weight;
     } else if (this.slots.size < this.capacity) {
       this.slots.set(key, { count: weight, overcount: 0 });
+      this.atMin = 0; // a new smallest count, maybe
     } else {
-      // Evict the key with the smallest count; the newcomer inherits it as its possible overcount.
-      let minKey = "";
-      let min = Infinity;
+      // Evict a key with the smallest count; the newcomer inherits it as its possible overcount.
+      this.knowMin();
+      const min = this.minCount;
+      // Map order is insertion order: the oldest slots, which hold the smallest counts most
+      // often (newcomers start above the minimum), come first.
       for (const [k, s] of this.slots) {
-        if (s.count < min) {
-          min = s.count;
-          minKey = k;
+        if (s.count === min) {
+          this.slots.delete(k);
+          this.dirty.delete(k);
+          break;
         }
       }
-      this.slots.delete(minKey);
-      this.dirty.delete(minKey);
+      this.atMin--;
       this.slots.set(key, { count: min + weight, overcount: min });
     }
     this.dirty.add(key);
-    if (this.slots.size === this.capacity) this.minFloor = this.smallest();
+  }
+
+  /** Makes `minCount` and `atMin` true (a scan, when no slot is known to hold the minimum). */
+  private knowMin(): void {
+    if (this.atMin > 0) return;
+    let min = Infinity;
+    let n = 0;
+    for (const s of this.slots.values()) {
+      if (s.count < min) {
+        min = s.count;
+        n = 1;
+      } else if (s.count === min) n++;
+    }
+    this.minCount = min === Infinity ? 0 : min;
+    this.atMin = n;
   }
 
   /** The `n` keys with the largest counts, largest first (ties by key). */
@@ -109,12 +135,6 @@ export class SpaceSaving {
   /** Marks keys as changed again (their report could not be delivered). */
   markDirty(keys: Iterable<string>): void {
     for (const k of keys) if (this.slots.has(k)) this.dirty.add(k);
-  }
-
-  private smallest(): number {
-    let min = Infinity;
-    for (const s of this.slots.values()) if (s.count < min) min = s.count;
-    return min === Infinity ? 0 : min;
   }
 }
 
