@@ -432,7 +432,11 @@ export async function migrate(
         ),
       ),
   };
-  const migrator = new Migrator({ db, provider });
+  // Migrations are numbered by the order they were planned, not the order they ship in: a
+  // database may have run 0006 before 0004 exists (one built from a branch, or a test that
+  // re-runs an earlier migration). Each migration is independent of those numbered after it,
+  // so the ones missing run, whatever their place.
+  const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true });
   for (let attempt = 1; ; attempt++) {
     let error: unknown;
     try {
