@@ -7,6 +7,7 @@
  * Debian's Chromium (playwright-core) over each page and writes docs/admin/*.png.
  *
  * Needs `npm run build` first and /usr/bin/chromium (or CHROMIUM_PATH). Takes about a minute.
+ * The pictures are replaced (the folder is emptied first), so a page dropped here leaves none.
  */
 /* global fetch */
 import { spawn } from "node:child_process";
@@ -79,6 +80,7 @@ try {
     return text ? JSON.parse(text) : undefined;
   };
 
+  rmSync(OUT, { recursive: true, force: true });
   mkdirSync(OUT, { recursive: true });
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -235,13 +237,11 @@ try {
   await p2.goto(`${base}/admin/`);
   await p2.fill("#login-form input[name=username]", "vera");
   await p2.fill("#login-form input[name=password]", "vera-password-1");
-  await p2.screenshot({ path: join(OUT, "15-sign-in-phone.png") });
-  console.log("docs/admin/15-sign-in-phone.png");
   await p2.click("#sign-in");
   await p2.waitForSelector("#overview tbody tr");
   await sleep(150);
-  await p2.screenshot({ path: join(OUT, "16-overview-phone.png") });
-  console.log("docs/admin/16-overview-phone.png");
+  await p2.screenshot({ path: join(OUT, "15-overview-phone.png") });
+  console.log("docs/admin/15-overview-phone.png");
   await phone.close();
 } finally {
   await browser?.close();

@@ -19,8 +19,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Browser, type Page, chromium } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freePort } from "../../../test/support/ports.js";
+
+// What the page shows comes from a real service that hashes passwords at full cost (scrypt
+// N=2^17) and writes its counts every second: a poll waits up to 10 s, not vitest's 1 s.
+vi.setConfig({ expect: { poll: { timeout: 10_000, interval: 50 } } });
 
 const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const CLI = join(ROOT, "packages/server/dist/cli.js");
