@@ -72,6 +72,42 @@ export type UserCreate = z.input<typeof schemas.userCreateSchema>;
 /** The body of `PATCH /v1/admin/users/:username`. */
 export type UserUpdate = z.input<typeof schemas.userUpdateSchema>;
 
+/** Every policy with its traffic, in order of attention. */
+export type TrafficOverview = z.infer<typeof schemas.trafficOverviewSchema>;
+
+/** One row of the overview. */
+export type OverviewPolicy = TrafficOverview["policies"][number];
+
+/** A traffic history: allowed / denied / shadow per bucket, summed over every node. */
+export type TrafficHistory = z.infer<typeof schemas.trafficHistorySchema>;
+
+/** Allowed / denied / shadow would-deny. */
+export type Counts = TrafficHistory["totals"];
+
+/** A history window. */
+export type TrafficWindow = NonNullable<z.input<typeof schemas.trafficQuerySchema>["window"]>;
+
+/** The heaviest keys of a policy. */
+export type TopKeys = z.infer<typeof schemas.topKeysSchema>;
+
+/** A top-keys window. */
+export type KeyWindow = NonNullable<z.input<typeof schemas.topKeysQuerySchema>["window"]>;
+
+/** What a key has left under a policy (and its draft). */
+export type KeyState = z.infer<typeof schemas.keyStateSchema>;
+
+/** A decision of the library, as the service sends it. */
+export type Decision = z.infer<typeof schemas.decisionSchema>;
+
+/** Whether the first admin is still to be made. */
+export type SetupStatus = z.infer<typeof schemas.setupStatusSchema>;
+
+/** Filters of the audit log. */
+export type AuditQuery = Omit<z.input<typeof schemas.auditQuerySchema>, "limit" | "before"> & {
+  limit?: number;
+  before?: number;
+};
+
 const SESSION_KEY = "sluice.admin.session";
 
 /** The stored session, if any (and not expired). */
@@ -145,7 +181,8 @@ export class Api {
         e?.message ?? (text || res.statusText),
         e?.issues ?? [],
       );
-      if (res.status === 401 && path !== "/login") this.onUnauthorized();
+      // A refused password or setup token is the caller's mistake, not an ended session.
+      if (res.status === 401 && path !== "/login" && path !== "/setup") this.onUnauthorized();
       throw err;
     }
     return data as T;
@@ -158,6 +195,43 @@ export class Api {
   /** Ends the session on the service. */
   logout(): Promise<void> {
     return this.request<void>("POST", "/logout");
+  }
+  /** Whether the first admin is still to be made (no session needed). */
+  setupStatus(): Promise<SetupStatus> {
+    return this.request("GET", "/setup");
+  }
+  /** Creates the first admin with the setup token; the answer is a session. */
+  setup(token: string, username: string, password: string): Promise<Session> {
+    return this.request("POST", "/setup", { token, username, password });
+  }
+  /** Changes the signed-in user's password (the current one is checked). */
+  changePassword(currentPassword: string, newPassword: string): Promise<void> {
+    return this.request("POST", "/me/password", { currentPassword, newPassword });
+  }
+
+  /** Every policy with its current rate, recent totals and sparkline. */
+  trafficOverview(): Promise<TrafficOverview> {
+    return this.request("GET", "/traffic/overview");
+  }
+  /** The history of a policy or an app over a window. */
+  traffic(q: { policy?: string; app?: string; window: TrafficWindow }): Promise<TrafficHistory> {
+    const p = new URLSearchParams({ window: q.window });
+    if (q.policy) p.set("policy", q.policy);
+    if (q.app) p.set("app", q.app);
+    return this.request("GET", `/traffic?${p.toString()}`);
+  }
+  /** The busiest and most denied keys of a policy. */
+  topKeys(policy: string, window: KeyWindow): Promise<TopKeys> {
+    const p = new URLSearchParams({ policy, window });
+    return this.request("GET", `/traffic/keys?${p.toString()}`);
+  }
+  /** What a key has left under a policy (charges nothing). */
+  keyState(policy: string, key: string): Promise<KeyState> {
+    return this.request("GET", `/policies/${enc(policy)}/key?key=${enc(key)}`);
+  }
+  /** Unblocks a key: resets its counters (audited). */
+  resetKey(policy: string, key: string): Promise<KeyState> {
+    return this.request("POST", `/policies/${enc(policy)}/key/reset`, { key });
   }
 
   async policies(): Promise<PolicyRecord[]> {
@@ -253,24 +327,11 @@ export class Api {
     return this.request("DELETE", `/users/${enc(username)}`);
   }
 
-  async audit(
-    q: { limit?: number; before?: number; target?: string } = {},
-  ): Promise<AuditRecord[]> {
+  /** The audit log, newest first, filtered (see {@link AuditQuery}). */
+  async audit(q: AuditQuery = {}): Promise<AuditRecord[]> {
     const p = new URLSearchParams();
-    if (q.limit) p.set("limit", String(q.limit));
-    if (q.before) p.set("before", String(q.before));
-    if (q.target) p.set("target", q.target);
+    for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
     const qs = p.toString();
     return list<AuditRecord>(await this.request("GET", `/audit${qs ? `?${qs}` : ""}`), "entries");
-  }
-
-  /** The service's Prometheus metrics (outside `/v1/admin`). */
-  async metricsText(): Promise<string> {
-    const res = await fetch("/metrics", {
-      headers: this.token ? { authorization: `Bearer ${this.token}` } : {},
-    });
-    if (!res.ok)
-      throw new ApiError(res.status, `http_${res.status}`, `GET /metrics: ${res.status}`);
-    return res.text();
   }
 }

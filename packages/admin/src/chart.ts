@@ -14,6 +14,8 @@ export interface Series {
   readonly values: readonly number[];
   /** Draw dashed (e.g. what a draft would do, or offered traffic). */
   readonly dashed?: boolean;
+  /** `data-series` of the drawn element, when it differs from `name`. */
+  readonly id?: string;
 }
 
 /** Options of {@link chart}. */
@@ -107,7 +109,7 @@ export function chart(o: ChartOptions): HTMLElement {
         s(
           "g",
           {
-            "data-series": ser.name,
+            "data-series": ser.id ?? ser.name,
             "data-total": sum(ser.values),
             "data-last": ser.values.at(-1) ?? 0,
           },
@@ -125,7 +127,7 @@ export function chart(o: ChartOptions): HTMLElement {
           stroke: ser.color,
           "stroke-width": 2,
           "stroke-dasharray": ser.dashed ? "5 4" : undefined,
-          "data-series": ser.name,
+          "data-series": ser.id ?? ser.name,
           "data-total": sum(ser.values),
           "data-last": ser.values.at(-1) ?? 0,
         }),
@@ -180,4 +182,78 @@ export function shortDuration(ms: number): string {
   if (ms < 60_000) return `${+(ms / 1000).toFixed(1)}s`;
   if (ms < 3_600_000) return `${+(ms / 60_000).toFixed(1)}m`;
   return `${+(ms / 3_600_000).toFixed(1)}h`;
+}
+
+/** The colours of decisions, everywhere in the console. */
+export const OUTCOME_COLORS = {
+  allowed: "#2e7d32",
+  shadow: "#ef8f00",
+  denied: "#c62828",
+} as const;
+
+/** One point of a sparkline: decisions by outcome. */
+export interface SparkPoint {
+  readonly allowed: number;
+  readonly denied: number;
+  readonly shadow: number;
+}
+
+/**
+ * A sparkline: tiny stacked bars (allowed, shadow would-deny, denied) with no axes, for a table
+ * cell. Its `data-total` and `data-denied` attributes hold the sums (tests read them).
+ */
+export function sparkline(points: readonly SparkPoint[], title: string): SVGElement {
+  const width = 120;
+  const height = 28;
+  const n = Math.max(1, points.length);
+  const max = Math.max(1, ...points.map((p) => p.allowed + p.denied + p.shadow));
+  const slot = width / n;
+  const bars: SVGElement[] = [];
+  let total = 0;
+  let denied = 0;
+  points.forEach((p, i) => {
+    let base = 0;
+    total += p.allowed + p.denied + p.shadow;
+    denied += p.denied + p.shadow;
+    for (const k of ["allowed", "shadow", "denied"] as const) {
+      const v = p[k];
+      if (v <= 0) continue;
+      const hgt = Math.max(1, (v / max) * (height - 2));
+      bars.push(
+        s("rect", {
+          x: (i * slot + 0.5).toFixed(1),
+          y: (height - base - hgt).toFixed(1),
+          width: Math.max(1, slot - 1).toFixed(1),
+          height: hgt.toFixed(1),
+          fill: OUTCOME_COLORS[k],
+        }),
+      );
+      base += hgt;
+    }
+  });
+  return s(
+    "svg",
+    {
+      class: "spark",
+      viewBox: `0 0 ${width} ${height}`,
+      width,
+      height,
+      role: "img",
+      "aria-label": title,
+      "data-total": total,
+      "data-denied": denied,
+    },
+    s("title", {}, title),
+    s("line", { x1: 0, x2: width, y1: height - 0.5, y2: height - 0.5, class: "base" }),
+    bars,
+  );
+}
+
+/** A time (epoch seconds) as a short label: `14:05` for whole minutes, `14:05:30` otherwise. */
+export function clockLabel(epochSec: number): string {
+  const d = new Date(epochSec * 1000);
+  const hh = String(d.getHours()).padStart(2, "0");
+  const mm = String(d.getMinutes()).padStart(2, "0");
+  const ss = d.getSeconds();
+  return ss === 0 ? `${hh}:${mm}` : `${hh}:${mm}:${String(ss).padStart(2, "0")}`;
 }

@@ -1,43 +1,39 @@
 /**
- * The sluice admin page: a small single-page app on hash routes (`#/policies`, `#/apps`, …),
+ * The sluice console: a small single-page app on hash routes (`#/`, `#/policies/api`, …),
  * signed in with a bearer token kept in sessionStorage. Served by `sluice serve` at `/admin/`.
+ * The pages and the navigation come from one list (pages/index.ts, see nav.ts); this file is
+ * the shell around them: sign-in and first-run setup, the top bar, messages, routing.
  */
 import { Api, ApiError, type Session, loadSession, saveSession } from "./api.js";
 import { h, mount } from "./dom.js";
-import { appsPage } from "./pages/apps.js";
-import { auditPage } from "./pages/audit.js";
-import { envoyDomainPage, envoyPage } from "./pages/envoy.js";
-import { policiesPage, policyFormPage, policyPage } from "./pages/policies.js";
-import { simulatorPage } from "./pages/simulator.js";
-import { trafficPage } from "./pages/traffic.js";
-import { usersPage } from "./pages/users.js";
+import { navFor } from "./nav.js";
+import { PAGES } from "./pages/index.js";
 import { type Ctx, failed, field, formError, input, showIssues } from "./ui.js";
-
-const NAV: readonly (readonly [string, string])[] = [
-  ["/policies", "Policies"],
-  ["/apps", "Apps"],
-  ["/users", "Users"],
-  ["/audit", "Audit log"],
-  ["/traffic", "Traffic"],
-  ["/simulator", "Simulator"],
-  ["/envoy", "Envoy"],
-];
 
 const root = document.getElementById("app") ?? document.body;
 const api = new Api(loadSession()?.token);
 let leave: Array<() => void> = [];
-/** The last message shown; the next page shows it too when it comes right after (a save, then its page). */
-let lastFlash: { message: string; kind: "ok" | "error"; at: number } | undefined;
+/** A message for the next page rendered (and only that one): set by `ctx.navigate(…, { flash })`. */
+let pendingFlash: string | undefined;
 
-function route(): { path: string; query: URLSearchParams } {
-  const raw = location.hash.replace(/^#/, "") || "/policies";
-  const [path = "/policies", qs = ""] = raw.split("?");
-  return { path, query: new URLSearchParams(qs) };
+function route(): { parts: string[]; query: URLSearchParams } {
+  const raw = location.hash.replace(/^#/, "") || "/";
+  const [path = "/", qs = ""] = raw.split("?");
+  return {
+    parts: path.split("/").filter(Boolean).map(decodeURIComponent),
+    query: new URLSearchParams(qs),
+  };
 }
 
-function navigate(path: string): void {
+function navigate(path: string, flash?: string): void {
+  pendingFlash = flash;
   if (location.hash === `#${path}`) void render();
   else location.hash = path;
+}
+
+function leavePage(): void {
+  for (const fn of leave) fn();
+  leave = [];
 }
 
 function signIn(notice?: string): void {
@@ -57,8 +53,8 @@ function signIn(notice?: string): void {
           const session = await api.login(username.value.trim(), password.value);
           saveSession(session);
           api.token = session.token;
-          const { path } = route();
-          navigate(path === "/login" ? "/policies" : path);
+          const { parts } = route();
+          navigate(parts[0] === "setup" ? "/" : location.hash.replace(/^#/, "") || "/");
         } catch (err) {
           showIssues(form, err);
         } finally {
@@ -66,8 +62,8 @@ function signIn(notice?: string): void {
         }
       },
     },
-    h("h1", {}, "sluice admin"),
-    h("p", { class: "muted" }, "Sign in to manage rate-limit policies."),
+    h("h1", {}, "sluice"),
+    h("p", { class: "muted" }, "Sign in to the rate-limit console."),
     notice ? h("div", { class: "notice", id: "signed-out" }, notice) : null,
     formError(),
     field("Username", "username", username),
@@ -78,6 +74,86 @@ function signIn(notice?: string): void {
   username.focus();
 }
 
+/**
+ * The first run: no admin exists yet. The one-time setup token from `sluice serve`'s start lines
+ * (prefilled from the link it prints) creates the first admin, who is signed in at once.
+ */
+function setup(tokenActive: boolean, presetToken: string): void {
+  const token = input({ name: "token", value: presetToken, autocomplete: "off" });
+  const username = input({ name: "username", autocomplete: "username", placeholder: "admin" });
+  const password = input({ name: "password", type: "password", autocomplete: "new-password" });
+  const repeat = input({ name: "repeat", type: "password", autocomplete: "new-password" });
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      class: "card login",
+      id: "setup-form",
+      novalidate: true,
+      onsubmit: async (e: Event) => {
+        e.preventDefault();
+        if (password.value !== repeat.value) {
+          showIssues(
+            form,
+            new ApiError(400, "invalid_request", "", [
+              { path: "repeat", message: "does not match the password" },
+            ]),
+          );
+          return;
+        }
+        try {
+          const session = await api.setup(
+            token.value.trim(),
+            username.value.trim(),
+            password.value,
+          );
+          saveSession(session);
+          api.token = session.token;
+          history.replaceState(null, "", "#/");
+          navigate(
+            "/",
+            `Welcome, ${session.user.username}: you are the first admin. Next: create an app, then a policy.`,
+          );
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 409) {
+            signIn(err.message);
+            return;
+          }
+          showIssues(form, err);
+        }
+      },
+    },
+    h("h1", {}, "Welcome to sluice"),
+    h(
+      "p",
+      {},
+      "No admin exists yet. Create the first one: it can then add apps, policies and users.",
+    ),
+    tokenActive || presetToken
+      ? null
+      : h(
+          "p",
+          { class: "notice", id: "no-token" },
+          "The setup link is printed by ",
+          h("code", {}, "sluice serve"),
+          " when it starts with no admin (it works once, for an hour, on that node). Restart it for a new one, or run ",
+          h("code", {}, "npx sluice admin create-user --role admin"),
+          ".",
+        ),
+    formError(),
+    field("Setup token", "token", token, "From the link sluice serve printed."),
+    field("Username", "username", username),
+    field("Password", "password", password, "At least 8 characters."),
+    field("Password again", "repeat", repeat),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", id: "create-admin" }, "Create the first admin"),
+    ),
+  );
+  mount(root, h("main", { class: "center" }, form));
+  (presetToken ? username : token).focus();
+}
+
 function shell(session: Session, active: string): HTMLElement {
   const main = h("main", { id: "main" });
   const flash = h("div", { id: "flash", role: "status", "aria-live": "polite" });
@@ -86,22 +162,30 @@ function shell(session: Session, active: string): HTMLElement {
     h(
       "header",
       { class: "top" },
-      h("a", { class: "brand", href: "#/policies" }, "sluice"),
+      h("a", { class: "brand", href: "#/" }, "sluice"),
       h(
         "nav",
-        {},
-        NAV.map(([path, label]) =>
+        { "aria-label": "Pages" },
+        navFor(PAGES, session.user.role).map((p) =>
           h(
             "a",
-            { href: `#${path}`, class: active.startsWith(path) ? "active" : undefined },
-            label,
+            {
+              href: `#/${p.path}`,
+              class: p.path === active ? "active" : undefined,
+              "data-page": p.path || "overview",
+            },
+            p.label,
           ),
         ),
       ),
       h(
         "div",
         { class: "who" },
-        h("span", { id: "whoami" }, `${session.user.username} (${session.user.role})`),
+        h(
+          "a",
+          { id: "whoami", href: "#/account", title: "Your account and password" },
+          `${session.user.username} (${session.user.role})`,
+        ),
         h(
           "button",
           {
@@ -116,6 +200,7 @@ function shell(session: Session, active: string): HTMLElement {
               }
               saveSession(undefined);
               api.token = undefined;
+              leavePage();
               signIn();
             },
           },
@@ -130,32 +215,48 @@ function shell(session: Session, active: string): HTMLElement {
 }
 
 function showFlash(message: string, kind: "ok" | "error" = "ok"): void {
-  lastFlash = { message, kind, at: Date.now() };
   const el = document.getElementById("flash");
   if (el) mount(el, h("div", { class: `notice ${kind === "error" ? "error" : "ok"}` }, message));
 }
 
 async function render(): Promise<void> {
-  for (const fn of leave) fn();
-  leave = [];
+  leavePage();
+  const flash = pendingFlash;
+  pendingFlash = undefined;
+  const { parts, query } = route();
   const session = loadSession();
   if (!session) {
     api.token = undefined;
-    signIn();
+    let status = { needed: false, tokenActive: false };
+    try {
+      status = await api.setupStatus();
+    } catch {
+      // Sign-in says what is wrong if the service cannot be reached.
+    }
+    if (status.needed)
+      setup(status.tokenActive, parts[0] === "setup" ? (query.get("token") ?? "") : "");
+    else signIn(parts[0] === "setup" ? "An admin already exists: sign in." : undefined);
     return;
   }
   api.token = session.token;
-  const { path, query } = route();
-  const main = shell(session, path);
-  if (lastFlash && Date.now() - lastFlash.at < 2000) showFlash(lastFlash.message, lastFlash.kind);
-  lastFlash = undefined;
+  if (parts[0] === "setup") {
+    navigate("/");
+    return;
+  }
+  const page = PAGES.find((p) => p.path === (parts[0] ?? ""));
+  if (!page) {
+    navigate("/");
+    return;
+  }
+  const main = shell(session, page.path);
+  if (flash) showFlash(flash);
   const ctx: Ctx = {
     api,
     session,
     main,
     query,
-    navigate(p) {
-      navigate(p);
+    navigate(p, options) {
+      navigate(p, options?.flash);
     },
     flash(message, kind = "ok") {
       showFlash(message, kind);
@@ -164,38 +265,8 @@ async function render(): Promise<void> {
       leave.push(fn);
     },
   };
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   try {
-    switch (parts[0]) {
-      case "policies":
-        if (parts[1] === undefined) await policiesPage(ctx);
-        else if (parts[1] === "new" && parts.length === 2) await policyFormPage(ctx, undefined);
-        else if (parts[2] === "edit") await policyFormPage(ctx, parts[1]);
-        else await policyPage(ctx, parts[1]);
-        break;
-      case "apps":
-        await appsPage(ctx);
-        break;
-      case "users":
-        await usersPage(ctx);
-        break;
-      case "audit":
-        await auditPage(ctx);
-        break;
-      case "traffic":
-        await trafficPage(ctx);
-        break;
-      case "simulator":
-        await simulatorPage(ctx);
-        break;
-      case "envoy":
-        if (parts[1] === undefined) await envoyPage(ctx);
-        else await envoyDomainPage(ctx, parts[1]);
-        break;
-      default:
-        navigate("/policies");
-        return;
-    }
+    await page.render(ctx, parts.slice(1));
   } catch (err) {
     if (err instanceof ApiError && err.status === 401) return;
     mount(main, failed(err));
@@ -204,8 +275,7 @@ async function render(): Promise<void> {
 
 api.onUnauthorized = () => {
   saveSession(undefined);
-  for (const fn of leave) fn();
-  leave = [];
+  leavePage();
   signIn("Your session has ended; sign in again.");
 };
 

@@ -13,9 +13,12 @@ export interface Ctx {
   readonly main: HTMLElement;
   /** Query parameters of the current route (`#/simulator?policy=x`). */
   readonly query: URLSearchParams;
-  /** Goes to a route (`/policies/x`). */
-  navigate(path: string): void;
-  /** Shows a short message at the top of the page. */
+  /**
+   * Goes to a route (`/policies/x`); `flash` is shown on the page it leads to (and on no later
+   * one). Any other message is left behind with the page it was shown on.
+   */
+  navigate(path: string, options?: { flash?: string }): void;
+  /** Shows a short message at the top of this page (it does not follow you to the next one). */
   flash(message: string, kind?: "ok" | "error"): void;
   /** Registers a cleanup run when the page is left (timers). */
   onLeave(fn: () => void): void;
@@ -41,6 +44,114 @@ export function canEditPolicy(ctx: Ctx, doc: PolicyDoc | undefined): boolean {
   if (u.role !== "owner") return false;
   if (!doc) return true;
   return (doc.apps ?? []).some((a) => u.apps.includes(a));
+}
+
+/**
+ * True when the user may delete this policy: admins; owners only when they own every app it is
+ * granted to (deleting revokes every grant, and only an admin may revoke another team's).
+ */
+export function canDeletePolicy(ctx: Ctx, doc: PolicyDoc): boolean {
+  const u = ctx.session.user;
+  if (u.role === "admin") return true;
+  if (u.role !== "owner") return false;
+  const apps = doc.apps ?? [];
+  return apps.length > 0 && apps.every((a) => u.apps.includes(a));
+}
+
+/** The message of anything thrown. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * A button that asks for a second click before doing something destructive. Whatever the
+ * action's outcome — done or refused — the button is disarmed again.
+ */
+export function confirmButton(
+  label: string,
+  action: () => Promise<void>,
+  props: Record<string, unknown> = {},
+): HTMLButtonElement {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const disarm = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    b.textContent = label;
+    b.classList.remove("armed");
+  };
+  const b: HTMLButtonElement = h(
+    "button",
+    {
+      type: "button",
+      class: "danger",
+      ...props,
+      onclick: async () => {
+        if (timer === undefined) {
+          b.textContent = `Click again to ${label.toLowerCase()}`;
+          b.classList.add("armed");
+          timer = setTimeout(disarm, 4000);
+          return;
+        }
+        disarm();
+        b.disabled = true;
+        try {
+          await action();
+        } finally {
+          b.disabled = false;
+        }
+      },
+    },
+    label,
+  );
+  return b;
+}
+
+/** A horizontally scrolling box for a wide table (narrow screens scroll it, not the page). */
+export function scroller(table: HTMLElement): HTMLElement {
+  return h("div", { class: "scroll" }, table);
+}
+
+/**
+ * A copy-ready block of text (a command, a snippet) with a Copy button. Where the clipboard is
+ * refused, the text is selected instead.
+ */
+export function copyBlock(text: string, props: Record<string, unknown> = {}): HTMLElement {
+  const code = h("code", {}, text);
+  return h(
+    "div",
+    { class: "copy-block", ...props },
+    h("pre", {}, code),
+    h(
+      "button",
+      {
+        type: "button",
+        class: "secondary copy",
+        onclick: async (e: Event) => {
+          const button = e.currentTarget as HTMLButtonElement;
+          try {
+            await navigator.clipboard.writeText(text);
+            button.textContent = "Copied";
+          } catch {
+            getSelection()?.selectAllChildren(code);
+            button.textContent = "Selected — press Ctrl+C";
+          }
+        },
+      },
+      "Copy",
+    ),
+  );
+}
+
+/** A small select of windows (`5m`, `15m`…) whose change calls `onChange`. */
+export function windowSelect<W extends string>(
+  id: string,
+  choices: readonly (readonly [W, string])[],
+  value: W,
+  onChange: (w: W) => void,
+): HTMLSelectElement {
+  const el = select(choices, value, { id, "aria-label": "Window" });
+  el.addEventListener("change", () => onChange(el.value as W));
+  return el;
 }
 
 /**
@@ -86,8 +197,30 @@ export function clearIssues(form: HTMLElement): void {
  */
 export function showIssues(form: HTMLElement, err: unknown): void {
   clearIssues(form);
-  const rest: string[] = [];
   const issues: readonly Issue[] = err instanceof ApiError ? err.issues : [];
+  const rest = placeIssues(form, issues);
+  const top = form.querySelector<HTMLElement>(".form-error");
+  const message =
+    issues.length === 0
+      ? err instanceof Error
+        ? err.message
+        : String(err)
+      : rest.length > 0
+        ? `Not saved: ${rest.join("; ")}`
+        : "Not saved: fix the fields marked below.";
+  if (top) {
+    top.textContent = message;
+    top.hidden = false;
+  }
+  form.querySelector<HTMLElement>(".invalid input, .invalid select, .invalid textarea")?.focus();
+}
+
+/**
+ * Writes each issue next to the field it names (or the nearest enclosing field) in `form`, and
+ * returns those that name no field there, as `path: message` text.
+ */
+export function placeIssues(form: HTMLElement, issues: readonly Issue[]): string[] {
+  const rest: string[] = [];
   for (const issue of issues) {
     let path = issue.path;
     let target: HTMLElement | null = null;
@@ -109,20 +242,7 @@ export function showIssues(form: HTMLElement, err: unknown): void {
       rest.push(issue.path ? `${issue.path}: ${issue.message}` : issue.message);
     }
   }
-  const top = form.querySelector<HTMLElement>(".form-error");
-  const message =
-    issues.length === 0
-      ? err instanceof Error
-        ? err.message
-        : String(err)
-      : rest.length > 0
-        ? `Not saved: ${rest.join("; ")}`
-        : "Not saved: fix the fields marked below.";
-  if (top) {
-    top.textContent = message;
-    top.hidden = false;
-  }
-  form.querySelector<HTMLElement>(".invalid input, .invalid select, .invalid textarea")?.focus();
+  return rest;
 }
 
 /** A box for form-level errors; {@link showIssues} fills it. */
@@ -308,11 +428,23 @@ export function heading(title: string, ...actions: Child[]): HTMLElement {
 
 /** Shows an error in place of a page. */
 export function failed(err: unknown): HTMLElement {
-  const msg = err instanceof Error ? err.message : String(err);
+  const msg = messageOf(err);
   const forbidden = err instanceof ApiError && err.status === 403;
   return h(
     "div",
     { class: "notice error", role: "alert" },
     forbidden ? `You do not have access to this page: ${msg}` : msg,
   );
+}
+
+/** Formats a count with thousands separators. */
+export function count(n: number): string {
+  return n.toLocaleString("en-US");
+}
+
+/** A share as a percentage (`12.5%`, `0%`, `—` for nothing at all). */
+export function percent(part: number, whole: number): string {
+  if (whole === 0) return "—";
+  const p = (100 * part) / whole;
+  return `${p >= 10 || p === 0 ? Math.round(p) : p.toFixed(1)}%`;
 }

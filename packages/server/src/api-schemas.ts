@@ -218,6 +218,19 @@ export const userUpdateSchema = z.strictObject({
   apps: ownedApps.optional(),
 });
 
+/** An ISO 8601 time in a query (`2026-03-01T12:00:00Z`), as UTC ISO text. */
+const isoTime = z
+  .string({ error: "must be an ISO 8601 time, e.g. 2026-03-01T12:00:00Z" })
+  .refine(
+    (v) =>
+      /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?)?(Z|[+-]\d{2}:?\d{2})?$/.test(v) &&
+      !Number.isNaN(Date.parse(v)),
+    {
+      error: "must be an ISO 8601 time, e.g. 2026-03-01T12:00:00Z",
+    },
+  )
+  .transform((v) => new Date(v).toISOString());
+
 /** Query of `GET /v1/admin/audit`. */
 export const auditQuerySchema = z.strictObject({
   limit: z.coerce
@@ -231,8 +244,75 @@ export const auditQuerySchema = z.strictObject({
     .int({ error: "must be an audit id" })
     .positive({ error: "must be an audit id" })
     .optional(),
-  target: z.string().max(200).optional(),
+  target: z.string().max(200).optional().meta({ description: "The target's exact name." }),
+  actor: z.string().max(200).optional().meta({ description: "Who acted (exact)." }),
+  action: z.string().max(200).optional().meta({
+    description: "The action, or a prefix of it ending at a dot: `policy` matches `policy.update`.",
+  }),
+  object: z.string().max(200).optional().meta({
+    description: "A case-insensitive substring of the target's name.",
+  }),
+  since: isoTime.optional().meta({ description: "Entries at or after this time." }),
+  until: isoTime.optional().meta({ description: "Entries before this time." }),
 });
+
+/** `POST /v1/admin/setup`: the first admin, with the setup token `sluice serve` printed. */
+export const setupRequestSchema = z.strictObject({
+  token: z
+    .string({ error: "must be a string (the setup token sluice serve printed)" })
+    .min(1, { error: "must not be empty (the setup token sluice serve printed)" })
+    .max(200, { error: "is not a setup token" }),
+  username: z
+    .string({ error: "must be a string" })
+    .regex(USERNAME, { error: "must be 1–64 letters, digits, '.', '_', '-' or '@'" }),
+  password: z
+    .string({ error: "must be a string" })
+    .min(8, { error: "must be at least 8 characters" })
+    .max(1024, { error: "must be at most 1024 characters" }),
+});
+
+/** `GET /v1/admin/setup`: whether the first admin is still to be made. */
+export const setupStatusSchema = z.strictObject({
+  needed: z.boolean().meta({ description: "True while no admin exists." }),
+  tokenActive: z
+    .boolean()
+    .meta({ description: "Whether this node holds a usable setup token (it printed one)." }),
+});
+
+/** `POST /v1/admin/me/password`: change your own password. */
+export const passwordChangeSchema = z.strictObject({
+  currentPassword: z
+    .string({ error: "must be a string" })
+    .min(1, { error: "must not be empty" })
+    .max(1024, { error: "must be at most 1024 characters" }),
+  newPassword: z
+    .string({ error: "must be a string" })
+    .min(8, { error: "must be at least 8 characters" })
+    .max(1024, { error: "must be at most 1024 characters" }),
+});
+
+/** Query of `GET /v1/admin/traffic`. */
+export const trafficQuerySchema = z.strictObject({
+  policy: policyName.optional().meta({ description: "One policy (default: every policy)." }),
+  app: z.string().max(128).optional().meta({ description: "One app (default: every app)." }),
+  window: z
+    .enum(["5m", "15m", "1h", "6h", "24h"], { error: "must be one of 5m, 15m, 1h, 6h, 24h" })
+    .default("15m"),
+});
+
+/** Query of `GET /v1/admin/traffic/keys`. */
+export const topKeysQuerySchema = z.strictObject({
+  policy: policyName,
+  window: z
+    .enum(["1m", "5m", "15m", "1h"], { error: "must be one of 1m, 5m, 15m, 1h" })
+    .default("5m"),
+});
+
+/** Query of `GET /v1/admin/policies/:name/key`. */
+export const keyQuerySchema = z.strictObject({ key });
+
+/** `POST /v1/admin/policies/:name/key/reset`. */
+export const keyResetRequestSchema = z.strictObject({ key });
 
 /** A path's version number. */
 export const versionParamSchema = z.coerce
@@ -358,6 +438,84 @@ export const importResultSchema = z.strictObject({
   plan: z.strictObject({ create: names, update: names, unchanged: names, delete: names }),
 });
 
+const counts = z.strictObject({
+  allowed: z.number().int(),
+  denied: z.number().int(),
+  shadow: z
+    .number()
+    .int()
+    .meta({ description: "Allowed by shadow mode where the policy would have denied." }),
+});
+
+/** `GET /v1/admin/traffic/overview`: every policy, in order of attention. */
+export const trafficOverviewSchema = z.strictObject({
+  at: z.number().int().meta({ description: "The node's time, epoch seconds." }),
+  recentSec: z.number().int(),
+  windowSec: z.number().int(),
+  sparkFrom: z.number().int().meta({ description: "Start of the first sparkline point." }),
+  sparkStepSec: z.number().int(),
+  policies: z.array(
+    z.strictObject({
+      name: z.string(),
+      enabled: z.boolean(),
+      shadow: z.boolean(),
+      hasDraft: z.boolean(),
+      apps: names,
+      rate: z.number().meta({ description: "Decisions per second over the last recentSec." }),
+      recent: counts.meta({ description: "Totals over the last windowSec (the sparkline's)." }),
+      spark: z.array(counts),
+    }),
+  ),
+});
+
+/** `GET /v1/admin/traffic`: a history, summed over every node. */
+export const trafficHistorySchema = z.strictObject({
+  policy: z.string().optional(),
+  app: z.string().optional(),
+  window: z.string(),
+  from: z.number().int(),
+  to: z.number().int(),
+  stepSec: z.number().int(),
+  points: z.array(counts.extend({ at: z.number().int() })),
+  totals: counts,
+  by: z
+    .array(z.strictObject({ name: z.string(), counts }))
+    .meta({ description: "Totals per app (for a policy) or per policy." }),
+});
+
+const heavyHitter = z.strictObject({
+  key: z.string(),
+  count: z.number().int().meta({ description: "Upper bound of the key's decisions." }),
+  overcount: z.number().int().meta({
+    description: "At most this much of count may be over (count − overcount is a floor).",
+  }),
+});
+
+/** `GET /v1/admin/traffic/keys`: the heaviest keys of a policy. */
+export const topKeysSchema = z.strictObject({
+  policy: z.string(),
+  window: z.string(),
+  from: z.number().int().meta({ description: "Start of the first minute counted, epoch seconds." }),
+  busiest: z.array(heavyHitter),
+  denied: z.array(heavyHitter).meta({ description: "Denied, or would be (shadow), most first." }),
+});
+
+/** `GET /v1/admin/policies/:name/key`: what a key has left. */
+export const keyStateSchema = z.strictObject({
+  policy: z.string(),
+  key: z.string(),
+  counters: z
+    .string()
+    .meta({ description: "Where the counters are: memory (this node) or redis." }),
+  decision: decisionSchema.meta({ description: "What a cost-1 request would get now." }),
+  draft: decisionSchema.optional().meta({ description: "The same under the policy's draft." }),
+});
+
+/** `POST /v1/admin/policies/:name/key/reset`. */
+export const keyResetSchema = keyStateSchema.extend({
+  reset: z.literal(true),
+});
+
 /** Schemas named in the OpenAPI document's components. */
 export const namedSchemas = {
   EnvoyDomainDocument: envoyDomainDocumentSchema,
@@ -402,4 +560,13 @@ export const namedSchemas = {
   AppWithKey: appWithKeySchema,
   AuditList: auditListSchema,
   ImportResult: importResultSchema,
+  SetupRequest: setupRequestSchema,
+  SetupStatus: setupStatusSchema,
+  PasswordChange: passwordChangeSchema,
+  TrafficOverview: trafficOverviewSchema,
+  TrafficHistory: trafficHistorySchema,
+  TopKeys: topKeysSchema,
+  KeyResetRequest: keyResetRequestSchema,
+  KeyState: keyStateSchema,
+  KeyReset: keyResetSchema,
 } as const;

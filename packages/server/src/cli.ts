@@ -1,12 +1,14 @@
 /**
- * The `sluice` command: `serve`, `admin create-user`, `policy export|import|validate`, `check`.
+ * The `sluice` command: `serve`, `admin create-user|set-password`, `policy export|import|validate`,
+ * `check`, `key peek|reset`.
  */
 import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import type { ValidationIssue } from "sluice";
 import { Command, Option } from "commander";
 import { ZodError } from "zod";
-import { userCreateSchema } from "./api-schemas.js";
+import type { Limiter } from "sluice";
+import { passwordChangeSchema, userCreateSchema } from "./api-schemas.js";
 import { CONFIG_KEYS, ConfigError, type ServerConfig, loadConfig, redactUrl } from "./config.js";
 import { ApiError, zodIssues } from "./errors.js";
 import { type PolicyDocument, documentToInput } from "./model.js";
@@ -126,8 +128,12 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
   const service = await createService(config, { logger });
   const needsAdmin = (await service.context.repo.countAdmins()) === 0;
   const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
+  // The one-time setup token goes to the terminal only (stderr), never to the JSON log.
+  const setup = needsAdmin ? service.context.setup.issue() : undefined;
   if (needsAdmin)
-    logger.warn(`No admin user exists yet. Create the first one with: ${createAdmin}`);
+    logger.warn(
+      `No admin user exists yet. Open the setup link printed on this node's terminal (stderr), or run: ${createAdmin}`,
+    );
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) {
@@ -182,6 +188,7 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
       counters: service.context.counters.kind,
       createAdmin: needsAdmin ? createAdmin : undefined,
       grpc,
+      setupToken: setup?.token,
     }),
   );
 }
@@ -195,6 +202,7 @@ function startBanner(o: {
   createAdmin: string | undefined;
   /** host:port of the Envoy rate limit service, when on. */
   grpc: string | undefined;
+  setupToken: string | undefined;
 }): string {
   // On a wildcard address, the page is reached through loopback on this machine.
   const wildcard = o.host === "0.0.0.0" || o.host === "::";
@@ -211,7 +219,14 @@ function startBanner(o: {
     `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
     "",
     ...(o.createAdmin
-      ? ["No admin user exists yet. Create the first one with:", `  ${o.createAdmin}`, ""]
+      ? [
+          "No admin user exists yet. Create the first one in the browser with this one-time link",
+          "(it works once, on this node, for an hour):",
+          `  ${local}/admin/#/setup?token=${o.setupToken ?? ""}`,
+          "or here:",
+          `  ${o.createAdmin}`,
+          "",
+        ]
       : []),
   ];
   return `${lines.join("\n")}\n`;
@@ -270,6 +285,37 @@ export function program(): Command {
       process.exit(1);
     });
     process.stdout.write(`created ${user.role} "${user.username}"\n`);
+  });
+
+  addConfigOptions(
+    admin
+      .command("set-password")
+      .description(
+        "set a user's password directly in the database (a locked-out admin); their sessions end",
+      )
+      .requiredOption("--username <name>", "username")
+      .option(
+        "--password <password>",
+        "the new password (at least 8 characters; or env SLUICE_ADMIN_PASSWORD)",
+      ),
+    DB_KEYS,
+  ).action(async (opts: Record<string, unknown>) => {
+    const config = configFrom(opts, DB_KEYS);
+    const password = opts.password ?? process.env.SLUICE_ADMIN_PASSWORD;
+    const r = passwordChangeSchema.shape.newPassword.safeParse(password);
+    if (!r.success) {
+      printIssues(
+        "Invalid password",
+        zodIssues(r.error, "", password).map((i) => ({ ...i, path: "--password" })),
+      );
+      process.exit(1);
+    }
+    const username = String(opts.username);
+    await withRepo(config, async (repo) => {
+      if (!(await repo.getUser(username))) fail(`unknown user "${username}"`);
+      await repo.updateUser(username, { password: r.data }, "cli", { via: "cli" });
+    });
+    process.stdout.write(`password of "${username}" set; their sessions have ended\n`);
   });
 
   const policy = cli
@@ -391,38 +437,124 @@ export function program(): Command {
     cli
       .command("check <policy> <key>")
       .description(
-        "decide one request against the configured stores and print the decision (exit 0 allowed, 2 denied)",
+        "decide one request against the shared counters (--redis-url) and print the decision (exit 0 allowed, 2 denied)",
       )
       .option("--cost <n>", "units to charge", "1")
-      .option("--peek", "do not charge; show what a request of --cost units would get"),
+      .option("--peek", "do not charge; show what a request of --cost units would get")
+      .option(
+        "--memory",
+        "without Redis: decide on fresh counters in this process (what an unused key gets)",
+      ),
     [...DB_KEYS, "redisUrl"],
   ).action(async (name: string, key: string, opts: Record<string, unknown>) => {
-    const config = configFrom(opts, [...DB_KEYS, "redisUrl"]);
-    const rec = await withRepo(config, (repo) => repo.getPolicy(name));
-    if (!rec) fail(`unknown policy "${name}"`, 1);
     const cost = Number(opts.cost);
-    const { createLimiter, definePolicy, memoryStore } = await import("sluice");
-    const [{ openCounters }, { createMetrics }] = await Promise.all([
-      import("./counters.js"),
-      import("./metrics.js"),
-    ]);
+    await withLimiter(opts, name, "check", async (limiter) => {
+      const d = opts.peek ? await limiter.peek(key, { cost }) : await limiter.limit(key, { cost });
+      process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+      process.exitCode = d.allowed ? 0 : 2;
+    });
+  });
+
+  const keyCmd = cli
+    .command("key")
+    .description("look up and unblock one key of a policy on the shared counters (Redis)");
+  addConfigOptions(
+    keyCmd
+      .command("peek <policy> <key>")
+      .description(
+        "what the key has left: the decision a cost-1 request would get (charges nothing)",
+      ),
+    [...DB_KEYS, "redisUrl"],
+  ).action(async (name: string, key: string, opts: Record<string, unknown>) => {
+    await withLimiter(opts, name, "key peek", async (limiter) => {
+      const d = await limiter.peek(key);
+      process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
+    });
+  });
+  addConfigOptions(
+    keyCmd
+      .command("reset <policy> <key>")
+      .description("unblock the key: reset its counters (recorded in the audit log)")
+      .option("--actor <name>", "name recorded in the audit log", "cli"),
+    [...DB_KEYS, "redisUrl"],
+  ).action(async (name: string, key: string, opts: Record<string, unknown>) => {
+    await withLimiter(opts, name, "key reset", async (limiter, repo) => {
+      const before = await limiter.peek(key);
+      await limiter.reset(key);
+      const after = await limiter.peek(key);
+      const brief = (d: typeof before) => ({
+        allowed: d.allowed,
+        remaining: d.remaining,
+        retryAfterMs: d.retryAfterMs,
+      });
+      await repo.recordAudit(String(opts.actor), "key.reset", "policy", name, {
+        key,
+        counters: "redis",
+        via: "cli",
+        before: brief(before),
+        after: brief(after),
+      });
+      process.stdout.write(
+        `reset "${key}" under "${name}": ${after.remaining} of ${after.limit} left (was ${before.remaining}${before.allowed ? "" : ", denied"})\n`,
+      );
+    });
+  });
+
+  return cli;
+}
+
+/**
+ * Runs `fn` with a limiter of the stored policy `name` on the shared counters (Redis). Without a
+ * Redis URL it refuses: a service's memory counters live inside its own process, and fresh ones
+ * here would say nothing about them — except for `check --memory`, which asks for exactly that.
+ */
+async function withLimiter(
+  opts: Record<string, unknown>,
+  name: string,
+  command: string,
+  fn: (limiter: Limiter, repo: Repository) => Promise<void>,
+): Promise<void> {
+  const config = configFrom(opts, [...DB_KEYS, "redisUrl"]);
+  if (!config.redisUrl && !(command === "check" && opts.memory === true)) {
+    fail(
+      [
+        `sluice ${command}: no Redis given (--redis-url or REDIS_URL).`,
+        "A service with memory counters keeps them inside its own process: this command cannot",
+        "see them, and fresh counters here would say nothing about them.",
+        command === "check"
+          ? "Pass --redis-url to decide on the shared counters, or --memory to try the policy on fresh counters in this process."
+          : "Pass --redis-url to use the shared counters, or use the admin page or API of the node (its Keys page, GET /v1/admin/policies/{name}/key).",
+      ].join("\n"),
+    );
+  }
+  const { createLimiter, definePolicy, memoryStore } = await import("sluice");
+  const [{ openCounters }, { createMetrics }] = await Promise.all([
+    import("./counters.js"),
+    import("./metrics.js"),
+  ]);
+  await withRepo(config, async (repo) => {
+    const rec = await repo.getPolicy(name);
+    if (!rec) fail(`unknown policy "${name}"`, 1);
     const counters = config.redisUrl
       ? openCounters({ redisUrl: config.redisUrl, metrics: createMetrics() })
       : { store: memoryStore(), close: () => Promise.resolve() };
     try {
+      let storeError: unknown;
       const limiter = createLimiter({
         store: counters.store,
         policy: definePolicy(documentToInput(rec.doc)),
+        onError: (err) => (storeError ??= err),
       });
-      const d = opts.peek ? await limiter.peek(key, { cost }) : await limiter.limit(key, { cost });
-      process.stdout.write(`${JSON.stringify(d, null, 2)}\n`);
-      process.exitCode = d.allowed ? 0 : 2;
+      await fn(limiter, repo);
+      // `check` prints what the policy's onStoreError decided; the key commands report the failure.
+      if (storeError !== undefined && command !== "check")
+        fail(
+          `sluice ${command}: the counter store failed: ${storeError instanceof Error ? storeError.message : String(storeError)}`,
+        );
     } finally {
       await counters.close();
     }
   });
-
-  return cli;
 }
 
 function isDirectory(path: string): boolean {

@@ -19,6 +19,12 @@ export type {
   AppRecord,
   UserRecord,
   AuditRecord,
+  AuditQuery,
+  KeyKind,
+  KeyRow,
+  TrafficCounts,
+  TrafficRow,
+  TrafficRepository,
   DraftStats,
   ImportPlan,
   Snapshot,
@@ -41,5 +47,13 @@ export { SCRYPT_PARAMS } from "./secrets.js";
 export type { ScryptParams } from "./secrets.js";
 export { DatabaseUnavailableError } from "./db/health.js";
 export type { DatabaseHealth } from "./db/health.js";
+export { SetupToken, SETUP_TOKEN_TTL_MS } from "./setup.js";
+export type { SetupCheck } from "./setup.js";
+export { TrafficRecorder } from "./traffic/recorder.js";
+export type { TrafficOutcome, TrafficRecorderOptions, TrafficSink } from "./traffic/recorder.js";
+export { TrafficQueries, TRAFFIC_WINDOWS, KEY_WINDOWS } from "./traffic/queries.js";
+export type { TrafficWindow, KeyWindow, OverviewRow, TrafficPoint } from "./traffic/queries.js";
+export { SpaceSaving, mergeSummaries } from "./traffic/sketch.js";
+export type { HeavyHitter, Summary } from "./traffic/sketch.js";
 export type { ClientIp } from "./client-ip.js";
 export type { RedisClient } from "./counters.js";

@@ -143,6 +143,41 @@ export function buildOpenApi(): Json {
         post: admin("End the session", { ok: "none", okStatus: 204, errs: [401] }),
       },
       "/v1/admin/me": { get: admin("The signed-in user", { ok: "SessionUser", errs: [401] }) },
+      "/v1/admin/me/password": {
+        post: admin(
+          "Change your own password (the current one is checked; your other sessions end)",
+          { body: "PasswordChange", ok: "none", okStatus: 204, errs: [400, 401, 429] },
+        ),
+      },
+      "/v1/admin/setup": {
+        get: admin("Whether the first admin is still to be made", {
+          ok: "SetupStatus",
+          security: "none",
+          errs: [],
+        }),
+        post: admin(
+          "Create the first admin with the one-time setup token sluice serve printed; signs in",
+          { body: "SetupRequest", ok: "LoginResponse", security: "none", errs: [400, 401, 409] },
+        ),
+      },
+      "/v1/admin/traffic/overview": {
+        get: admin(
+          "Every policy with its current rate, last 5 minutes and a sparkline, in order of attention (every node's counts)",
+          { ok: "TrafficOverview", errs: [401] },
+        ),
+      },
+      "/v1/admin/traffic": {
+        get: admin(
+          "Allowed / denied / shadow would-deny per bucket (?policy, ?app, ?window=5m|15m|1h|6h|24h), every node's counts",
+          { ok: "TrafficHistory" },
+        ),
+      },
+      "/v1/admin/traffic/keys": {
+        get: admin(
+          "The busiest and most-denied keys of a policy (?policy, ?window=1m|5m|15m|1h), merged over every node",
+          { ok: "TopKeys" },
+        ),
+      },
       "/v1/admin/policies": {
         get: admin("List policies", { ok: "PolicyList" }),
         post: admin("Create a policy (admin, or owner of a granted app)", {
@@ -169,6 +204,21 @@ export function buildOpenApi(): Json {
           errs: [400, 401, 403, 409],
         }),
         delete: admin("Delete a policy (its versions are kept)", { ok: "none", okStatus: 204 }),
+      }),
+      "/v1/admin/policies/{name}/key": withName({
+        get: admin("What a key has left under the policy (?key=…): a peek, nothing charged", {
+          ok: "KeyState",
+        }),
+      }),
+      "/v1/admin/policies/{name}/key/reset": withName({
+        post: admin(
+          "Unblock a key: reset its counters (audited; admin, or owner of a granted app)",
+          {
+            body: "KeyResetRequest",
+            ok: "KeyReset",
+            errs: [400, 401, 403, 404, 503],
+          },
+        ),
       }),
       "/v1/admin/policies/{name}/versions": withName({
         get: admin("Every version, newest first", { ok: "VersionList" }),
@@ -251,7 +301,10 @@ export function buildOpenApi(): Json {
         }),
       },
       "/v1/admin/audit": {
-        get: admin("The audit log, newest first (?limit, ?before, ?target)", { ok: "AuditList" }),
+        get: admin(
+          "The audit log, newest first (?limit, ?before, ?target, ?actor, ?action, ?object, ?since, ?until)",
+          { ok: "AuditList" },
+        ),
       },
       "/json": {
         post: {

@@ -12,6 +12,7 @@
  * | `repository/identity.ts`    | apps and their API keys, users, sessions                       |
  * | `repository/audit.ts`       | the revision counter and the audit log                         |
  * | `repository/envoy.ts`       | Envoy descriptor limits: one versioned document per domain     |
+ * | `repository/traffic.ts`     | traffic history and heavy hitters (observations, not changes)  |
  * | `repository/grants.ts`      | policy ↔ app checks shared by the two above                    |
  * | `repository/common.ts`      | the write transaction, audit append, timestamps                |
  * | `repository/rows.ts`        | reading stored values back                                     |
@@ -19,6 +20,7 @@
 import type { Database } from "./db/connect.js";
 import type { ScryptParams } from "./secrets.js";
 import { AuditRepository } from "./repository/audit.js";
+import { TrafficRepository } from "./repository/traffic.js";
 import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
@@ -41,7 +43,14 @@ import { writeTransaction } from "./repository/common.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
 
-export type { AuditRecord } from "./repository/audit.js";
+export type { AuditQuery, AuditRecord } from "./repository/audit.js";
+export type {
+  KeyKind,
+  KeyRow,
+  TrafficCounts,
+  TrafficRow,
+  TrafficRepository,
+} from "./repository/traffic.js";
 export { CorruptRecordError } from "./repository/rows.js";
 export type { AppKey, AppRecord, UserRecord } from "./repository/identity.js";
 export type {
@@ -93,6 +102,8 @@ export class Repository {
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
   private readonly envoy: EnvoyRepository;
+  /** Traffic history (see repository/traffic.ts): written by every node, read by the console. */
+  readonly traffic: TrafficRepository;
 
   constructor(
     readonly database: Database,
@@ -102,6 +113,7 @@ export class Repository {
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
     this.envoy = new EnvoyRepository(database.db, database.dialect);
+    this.traffic = new TrafficRepository(database.db, database.dialect);
   }
 
   /** Policies, drafts and app keys, consistent with one revision. */
@@ -321,6 +333,10 @@ export class Repository {
   /** {@inheritDoc IdentityRepository.createUser} */
   createUser(...a: Args<IdentityRepository["createUser"]>) {
     return this.identity.createUser(...a);
+  }
+  /** {@inheritDoc IdentityRepository.createFirstAdmin} */
+  createFirstAdmin(...a: Args<IdentityRepository["createFirstAdmin"]>) {
+    return this.identity.createFirstAdmin(...a);
   }
   /** {@inheritDoc IdentityRepository.updateUser} */
   updateUser(...a: Args<IdentityRepository["updateUser"]>) {

@@ -8,6 +8,7 @@ import Fastify, {
   type FastifyInstance,
   LogController,
 } from "fastify";
+import { randomBytes } from "node:crypto";
 import { type Logger, pino } from "pino";
 import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
 import { type ClientIp, clientIp } from "./client-ip.js";
@@ -34,6 +35,9 @@ import { envoyJsonRoute } from "./routes/envoy.js";
 import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
 import { RateLimitService } from "./envoy/rls.js";
 import type { ScryptParams } from "./secrets.js";
+import { SetupToken } from "./setup.js";
+import { TrafficQueries } from "./traffic/queries.js";
+import { TrafficRecorder } from "./traffic/recorder.js";
 
 /** What route handlers share. */
 export interface ServiceContext {
@@ -54,6 +58,12 @@ export interface ServiceContext {
   readonly databaseHealth: DatabaseHealth;
   /** The Envoy rate limit service, when `grpcPort` is set (gRPC and `POST /json`). */
   readonly envoy: RateLimitService | undefined;
+  /** This node's decision counts and heavy hitters, written to the database every second. */
+  readonly traffic: TrafficRecorder;
+  /** The console's reads of the traffic history (every node's, from the database). */
+  readonly trafficQueries: TrafficQueries;
+  /** The one-time token that creates the first admin (see setup.ts). */
+  readonly setup: SetupToken;
   /** Now, in epoch ms: the clock of the service (injected in tests). */
   readonly now: () => number;
 }
@@ -81,9 +91,12 @@ export interface ServiceOptions {
   scrypt?: ScryptParams;
   /**
    * The clock, in epoch ms (tests): the memory counter store's and the Redis store's (instead
-   * of Redis `TIME`), and the time rate-limit headers are computed at. Default `Date.now`.
+   * of Redis `TIME`), the time rate-limit headers are computed at, the traffic history's
+   * buckets and the setup token's expiry. Default `Date.now`.
    */
   now?: () => number;
+  /** This node's id in the traffic tables (default: random per start). */
+  nodeId?: string;
 }
 
 /**
@@ -119,6 +132,7 @@ export async function createService(
   let database: Database | undefined;
   let counters: Counters | undefined;
   let registry: Registry | undefined;
+  let traffic: TrafficRecorder | undefined;
   try {
     database = await openDatabase({
       databaseUrl: config.databaseUrl,
@@ -144,6 +158,14 @@ export async function createService(
     });
     registry = reg;
     await reg.start();
+    const now = options.now ?? Date.now;
+    traffic = new TrafficRecorder({
+      sink: repo.traffic,
+      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
+      now,
+      logger,
+    });
+    traffic.start();
     // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
     // down, each node counts on its own (insurance) rather than lock every admin out.
     const logStoreError = throttledStoreErrorLog(logger);
@@ -163,7 +185,6 @@ export async function createService(
       logger.warn(
         "trustProxy is true: the client IP is the left-most X-Forwarded-For entry, which any client can write; set a hop count or your proxies' addresses instead (docs/server.md)",
       );
-    const now = options.now ?? Date.now;
     const envoy =
       config.grpcPort === undefined
         ? undefined
@@ -193,6 +214,9 @@ export async function createService(
       clientIp: ip,
       databaseHealth: health,
       envoy,
+      traffic,
+      trafficQueries: new TrafficQueries(repo.traffic, now),
+      setup: new SetupToken(now),
       now,
     };
     const app = buildApp(context);
@@ -208,6 +232,7 @@ export async function createService(
     );
     return makeService(app, context, database, grpc);
   } catch (err) {
+    await traffic?.stop();
     await registry?.stop();
     await counters?.close().catch(() => {});
     await database?.close().catch(() => {});
@@ -245,6 +270,8 @@ function makeService(
         // (GOAWAY) and lets those in flight finish, within most of the shutdown deadline.
         const graceMs = Math.max(100, Math.floor(context.config.shutdownTimeoutMs * 0.8));
         await Promise.all([app.close(), grpc?.close(graceMs)]);
+        // The last counts go to the database before it closes.
+        await context.traffic.stop();
         await context.registry.stop();
         await context.counters
           .close()

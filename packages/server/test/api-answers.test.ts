@@ -11,11 +11,17 @@ import {
   auditListSchema,
   draftSchema,
   importResultSchema,
+  keyResetSchema,
+  keyStateSchema,
   loginResponseSchema,
   policyListSchema,
   policyRecordSchema,
   policyVersionSchema,
   sessionUserSchema,
+  setupStatusSchema,
+  topKeysSchema,
+  trafficHistorySchema,
+  trafficOverviewSchema,
   userListSchema,
   userSchema,
   versionListSchema,
@@ -180,6 +186,24 @@ describe("admin API answers match their schemas", () => {
     expect(peek.identifier).toBe("ip=1.2.3.4");
     await answer(envoyCounterAnswerSchema, "POST", "/v1/admin/envoy/domains/edge/counters/reset", {
       entries,
+    });
+  });
+
+  it("traffic, keys and setup", async () => {
+    const key = (await s.call("POST", "/v1/admin/apps/web/rotate-key")).body.apiKey as string;
+    for (let i = 0; i < 3; i++)
+      await s.call("POST", "/v1/limit", { token: key, body: { policy: "api", key: "u1" } });
+    const overview = await answer(trafficOverviewSchema, "GET", "/v1/admin/traffic/overview");
+    expect(overview.policies.map((p) => p.name)).toContain("api");
+    const history = await answer(trafficHistorySchema, "GET", "/v1/admin/traffic?policy=api");
+    expect(history.totals.allowed).toBe(3);
+    const top = await answer(topKeysSchema, "GET", "/v1/admin/traffic/keys?policy=api");
+    expect(top.busiest[0]).toEqual({ key: "u1", count: 3, overcount: 0 });
+    await answer(keyStateSchema, "GET", "/v1/admin/policies/api/key?key=u1");
+    await answer(keyResetSchema, "POST", "/v1/admin/policies/api/key/reset", { key: "u1" });
+    expect(await answer(setupStatusSchema, "GET", "/v1/admin/setup")).toEqual({
+      needed: false,
+      tokenActive: false,
     });
   });
 

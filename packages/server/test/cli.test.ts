@@ -1,14 +1,16 @@
 /**
  * The `sluice` command, spawned from the sources: help, configuration errors, the first-start
- * hint, graceful shutdown with a request in flight, policy validate/import/export (YAML round
- * trip, all or nothing) and `check`.
+ * hint and setup link, graceful shutdown with a request in flight, policy validate/import/export
+ * (YAML round trip, all or nothing), `check`, `key peek|reset` and `admin set-password`.
  */
 import { request } from "node:http";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { Repository, openDatabase } from "../src/index.js";
 import { waitFor } from "../../../test/support/ports.js";
+import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { call, runCli, spawnServe } from "./helpers.js";
 
 // Every test spawns several CLI processes (~1 s each, more on a busy machine).
@@ -105,10 +107,32 @@ describe("sluice serve", () => {
         `  policies in:   sqlite ${join(dir, "sluice.db")}`,
         `  counters in:   memory (this process only)`,
         "",
-        "No admin user exists yet. Create the first one with:",
+        "No admin user exists yet. Create the first one in the browser with this one-time link",
+        "(it works once, on this node, for an hour):",
+        `  ${serve.url}/admin/#/setup?token=su_`,
+      ].join("\n"),
+    );
+    expect(serve.stderr()).toContain(
+      [
+        "or here:",
         `  npx sluice admin create-user --data-dir ${dir} --username <name> --password <password> --role admin`,
       ].join("\n"),
     );
+    // The link creates the first admin (once); the token is never in the JSON log on stdout.
+    const token = /#\/setup\?token=(su_[A-Za-z0-9_-]+)/.exec(serve.stderr())![1]!;
+    expect(serve.output().replace(serve.stderr(), "")).not.toContain(token);
+    const made = await call(serve.url, "POST", "/v1/admin/setup", {
+      body: { token, username: "first", password: "first-password" },
+    });
+    expect(made.status).toBe(200);
+    expect(made.body.user).toEqual({ username: "first", role: "admin", apps: [] });
+    expect(
+      (
+        await call(serve.url, "POST", "/v1/admin/setup", {
+          body: { token, username: "second", password: "second-password" },
+        })
+      ).status,
+    ).toBe(409);
     // A browser pointed at the service lands on the admin page.
     const root = await fetch(`${serve.url}/`, { redirect: "manual" });
     expect(root.status).toBe(302);
@@ -253,7 +277,21 @@ describe("policy files and check", () => {
     expect(pruned.output).toContain("delete 1");
     expect(pruned.output).toContain("  - login");
 
-    const check = await runCli(["check", "api", "user-1", "--data-dir", data, "--cost", "5"]);
+    // Without Redis, check refuses: fresh counters here would say nothing of a service's.
+    const noRedis = await runCli(["check", "api", "user-1", "--data-dir", data]);
+    expect(noRedis.code).toBe(1);
+    expect(noRedis.output).toContain("sluice check: no Redis given (--redis-url or REDIS_URL).");
+    expect(noRedis.output).toContain("or --memory to try the policy on fresh counters");
+    const check = await runCli([
+      "check",
+      "api",
+      "user-1",
+      "--data-dir",
+      data,
+      "--cost",
+      "5",
+      "--memory",
+    ]);
     expect(check.code).toBe(0);
     expect(JSON.parse(check.output)).toMatchObject({
       allowed: true,
@@ -261,11 +299,30 @@ describe("policy files and check", () => {
       cost: 5,
       remaining: 15,
     });
-    const tooBig = await runCli(["check", "api", "user-1", "--data-dir", data, "--cost", "21"]);
+    const tooBig = await runCli([
+      "check",
+      "api",
+      "user-1",
+      "--data-dir",
+      data,
+      "--cost",
+      "21",
+      "--memory",
+    ]);
     expect(tooBig.code).toBe(1);
     expect(tooBig.output).toContain("can never fit");
     // --peek asks about a request of --cost units, without charging.
-    const peek = await runCli(["check", "api", "u", "--data-dir", data, "--peek", "--cost", "5"]);
+    const peek = await runCli([
+      "check",
+      "api",
+      "u",
+      "--data-dir",
+      data,
+      "--peek",
+      "--cost",
+      "5",
+      "--memory",
+    ]);
     expect(peek.code).toBe(0);
     expect(JSON.parse(peek.output)).toMatchObject({ allowed: true, cost: 5, remaining: 20 });
     const peekTooBig = await runCli([
@@ -277,10 +334,11 @@ describe("policy files and check", () => {
       "--peek",
       "--cost",
       "21",
+      "--memory",
     ]);
     expect(peekTooBig.code).toBe(1);
     expect(peekTooBig.output).toContain("can never fit");
-    const unknown = await runCli(["check", "nope", "k", "--data-dir", data]);
+    const unknown = await runCli(["check", "nope", "k", "--data-dir", data, "--memory"]);
     expect(unknown.code).toBe(1);
     expect(unknown.output).toContain('unknown policy "nope"');
   });
@@ -365,6 +423,110 @@ describe("policy files and check", () => {
       expect(Date.now() - t0).toBeLessThan(1000);
     } finally {
       await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+});
+
+describe("key peek and reset, set-password", () => {
+  let redis: RedisServer;
+  beforeAll(async () => {
+    redis = await startRedis();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it("looks up and unblocks a key on the shared counters, audited; refuses without Redis", async () => {
+    const dir = tempDir();
+    const file = join(dir, "tiny.yaml");
+    writeFileSync(
+      file,
+      "version: 1\npolicies:\n  - name: tiny\n    rules: [{ limit: 2, period: 1m }]\n",
+    );
+    expect((await runCli(["policy", "import", file, "--data-dir", dir])).code).toBe(0);
+    const on = ["--data-dir", dir, "--redis-url", redis.url];
+    expect((await runCli(["check", "tiny", "u", ...on])).code).toBe(0);
+    expect((await runCli(["check", "tiny", "u", ...on])).code).toBe(0);
+    expect((await runCli(["check", "tiny", "u", ...on])).code).toBe(2);
+    const peek = await runCli(["key", "peek", "tiny", "u", ...on]);
+    expect(peek.code).toBe(0);
+    expect(JSON.parse(peek.output)).toMatchObject({ allowed: false, remaining: 0 });
+    const reset = await runCli(["key", "reset", "tiny", "u", ...on, "--actor", "ops"]);
+    expect(reset.code).toBe(0);
+    expect(reset.output).toBe('reset "u" under "tiny": 2 of 2 left (was 0, denied)\n');
+    expect(JSON.parse((await runCli(["key", "peek", "tiny", "u", ...on])).output)).toMatchObject({
+      allowed: true,
+      remaining: 2,
+    });
+    const database = await openDatabase({ dataDir: dir });
+    try {
+      const [entry] = await new Repository(database).listAudit({ limit: 1, action: "key.reset" });
+      expect(entry).toMatchObject({
+        actor: "ops",
+        target: "tiny",
+        detail: { key: "u", via: "cli", before: { remaining: 0 }, after: { remaining: 2 } },
+      });
+    } finally {
+      await database.close();
+    }
+    const noRedis = await runCli(["key", "reset", "tiny", "u", "--data-dir", dir]);
+    expect(noRedis.code).toBe(1);
+    expect(noRedis.output).toContain("sluice key reset: no Redis given");
+    const unknown = await runCli(["key", "peek", "nope", "u", ...on]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.output).toContain('unknown policy "nope"');
+  });
+
+  it("sets a locked-out user's password and ends their sessions", async () => {
+    const dir = tempDir();
+    expect(
+      (
+        await runCli(
+          ["admin", "create-user", "--data-dir", dir, "--username", "root", "--role", "admin"],
+          { SLUICE_ADMIN_PASSWORD: "forgotten-1" },
+        )
+      ).code,
+    ).toBe(0);
+    const short = await runCli(["admin", "set-password", "--data-dir", dir, "--username", "root"], {
+      SLUICE_ADMIN_PASSWORD: "short",
+    });
+    expect(short.code).toBe(1);
+    expect(short.output).toContain(
+      "Invalid password:\n  - --password: must be at least 8 characters",
+    );
+    const nobody = await runCli([
+      "admin",
+      "set-password",
+      "--data-dir",
+      dir,
+      "--username",
+      "nobody",
+      "--password",
+      "long-enough",
+    ]);
+    expect(nobody.code).toBe(1);
+    expect(nobody.output).toContain('unknown user "nobody"');
+    const database = await openDatabase({ dataDir: dir });
+    try {
+      const repo = new Repository(database);
+      const session = await repo.createSession("root", 60_000);
+      const ok = await runCli([
+        "admin",
+        "set-password",
+        "--data-dir",
+        dir,
+        "--username",
+        "root",
+        "--password",
+        "remembered-2",
+      ]);
+      expect(ok.code).toBe(0);
+      expect(ok.output).toBe('password of "root" set; their sessions have ended\n');
+      expect(await repo.authenticateSession(session.token)).toBeUndefined();
+      expect(await repo.checkPassword("root", "remembered-2")).toMatchObject({ role: "admin" });
+      expect(await repo.checkPassword("root", "forgotten-1")).toBeUndefined();
+    } finally {
+      await database.close();
     }
   });
 });

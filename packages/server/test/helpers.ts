@@ -111,8 +111,12 @@ export async function startService(
     dataDir?: string;
     /** The service's logger (default: silent). */
     logger?: Logger;
-    /** The service's clock (default: the real one). */
+    /** The service's clock (default: the real one): counters, headers, traffic history, setup token. */
     now?: () => number;
+    /** This node's id in the traffic tables. */
+    nodeId?: string;
+    /** Leave the database without the admin `root` (`adminToken` is then empty). */
+    noAdmin?: boolean;
   } = {},
 ): Promise<TestService> {
   const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "sluice-server-"));
@@ -132,10 +136,11 @@ export async function startService(
     logger: options.logger ?? pino({ level: "silent" }),
     scrypt: options.scrypt ?? TEST_SCRYPT,
     ...(options.now ? { now: options.now } : {}),
+    ...(options.nodeId ? { nodeId: options.nodeId } : {}),
   });
   const url = await service.listen();
   const repo = service.context.repo;
-  if (!(await repo.getUser("root")))
+  if (!options.noAdmin && !(await repo.getUser("root")))
     await repo.createUser(
       { username: "root", password: "root-password", role: "admin", apps: [] },
       "test",
@@ -146,7 +151,7 @@ export async function startService(
       throw new Error(`login ${username}: ${r.status} ${JSON.stringify(r.body)}`);
     return r.body.token as string;
   };
-  const adminToken = await login("root", "root-password");
+  const adminToken = options.noAdmin ? "" : await login("root", "root-password");
   const sync = async () => {
     await service.context.registry.poll();
   };

@@ -74,7 +74,7 @@ describe("on MariaDB with Redis counters (in process)", () => {
     const tables = await sql<{ name: string; collation: string }>`
       select table_name as name, table_collation as collation from information_schema.tables
       where table_schema = database() and table_name not like 'kysely%'`.execute(db);
-    expect(tables.rows.length).toBe(14);
+    expect(tables.rows.length).toBe(16);
     for (const t of tables.rows) expect(t, t.name).toMatchObject({ collation: "utf8mb4_bin" });
     expect(s.service.context.repo.database.location).toBe(
       `mariadb://sluice:***@127.0.0.1:${maria.port}/inproc`,
@@ -144,6 +144,7 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
       "0002_draft_stats",
       "0003_only_owners_own_apps",
       "0005_envoy_domains",
+      "0006_traffic",
     ]);
     await Promise.all(nodes.map((n) => n.close()));
 

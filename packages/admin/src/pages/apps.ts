@@ -1,21 +1,30 @@
 /**
  * Apps: the callers of the decision API. Creating an app (or rotating its key) shows its API
- * key once; the service keeps only a hash.
+ * key once — with the line that puts it in `SLUICE_API_KEY` for the snippets — and the service
+ * keeps only a hash. One app (`#/apps/<name>`): its policies, its traffic and copy-ready calls.
  */
-import type { AppWithKey } from "../api.js";
+import type { AppRecord, AppWithKey } from "../api.js";
 import { h, mount, when } from "../dom.js";
+import { curlLimit, shellQuote } from "../snippets.js";
+import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
   clearIssues,
+  confirmButton,
+  copyBlock,
+  failed,
   field,
   formError,
   heading,
   input,
   isAdmin,
   loading,
+  messageOf,
+  scroller,
   showIssues,
 } from "../ui.js";
-import { confirmButton } from "./policies.js";
+
+const enc = encodeURIComponent;
 
 function keyBox(app: AppWithKey, verb: string): HTMLElement {
   const code = h("code", { id: "api-key" }, app.apiKey);
@@ -46,7 +55,105 @@ function keyBox(app: AppWithKey, verb: string): HTMLElement {
         "Copy",
       ),
     ),
-    h("small", {}, `Callers send it as "Authorization: Bearer <key>" to POST /v1/limit.`),
+    h(
+      "small",
+      {},
+      `Callers send it as "Authorization: Bearer <key>" to POST /v1/limit. For the commands on these pages:`,
+    ),
+    copyBlock(`export SLUICE_API_KEY=${shellQuote(app.apiKey)}`, { id: "export-key" }),
+  );
+}
+
+/** Rotate key (admins and the app's owners), with the new key shown on the apps page. */
+function rotateButton(
+  ctx: Ctx,
+  a: AppRecord,
+  after: (k: AppWithKey) => Promise<void>,
+): HTMLElement {
+  return confirmButton(
+    "Rotate key",
+    async () => {
+      try {
+        await after(await ctx.api.rotateApp(a.name));
+      } catch (err) {
+        ctx.flash(messageOf(err), "error");
+      }
+    },
+    { class: "secondary" },
+  );
+}
+
+const mayRotate = (ctx: Ctx, name: string) =>
+  isAdmin(ctx) || (ctx.session.user.role === "owner" && ctx.session.user.apps.includes(name));
+
+/** `#/apps/:name`: one app — its key id, policies, traffic and how to call it. */
+export async function appPage(ctx: Ctx, name: string): Promise<void> {
+  mount(ctx.main, heading(name), loading());
+  const apps = await ctx.api.apps();
+  const a = apps.find((x) => x.name === name);
+  if (!a) {
+    mount(ctx.main, heading(name), failed(new Error(`app "${name}" does not exist`)));
+    return;
+  }
+  const policies = a.policies ?? [];
+  mount(
+    ctx.main,
+    heading(
+      a.name,
+      mayRotate(ctx, a.name)
+        ? rotateButton(ctx, a, (k) =>
+            appsPage(ctx, { app: k, verb: "new key; the old one no longer works" }),
+          )
+        : null,
+    ),
+    h(
+      "p",
+      { class: "muted meta" },
+      a.description ? `${a.description} · ` : "",
+      "key id ",
+      h("code", {}, a.keyId),
+      ` · created ${when(a.createdAt)} by ${a.createdBy}`,
+    ),
+    h(
+      "section",
+      { class: "card", id: "app-policies" },
+      h("h2", {}, "Policies granted"),
+      policies.length === 0
+        ? h(
+            "p",
+            { class: "muted" },
+            "None yet: grant it a policy on the policy's form (Apps granted).",
+          )
+        : h(
+            "ul",
+            { class: "plain" },
+            policies.map((p) => h("li", {}, h("a", { href: `#/policies/${enc(p)}` }, p))),
+          ),
+    ),
+    trafficCard(ctx, { app: a.name }, () =>
+      policies[0]
+        ? h(
+            "div",
+            {},
+            h("p", { class: "muted small" }, "Call it:"),
+            copyBlock(curlLimit(policies[0])),
+          )
+        : null,
+    ),
+    h(
+      "section",
+      { class: "card", id: "snippets" },
+      h("h2", {}, "Call the decision API"),
+      h(
+        "p",
+        { class: "muted" },
+        `With this app's API key in SLUICE_API_KEY (shown once when created or rotated; rotate it if it is lost):`,
+      ),
+      copyBlock(curlLimit(policies[0] ?? "<policy>"), { id: "snippet-curl" }),
+      policies.length > 1
+        ? h("p", { class: "muted small" }, `Any of its policies: ${policies.join(", ")}.`)
+        : null,
+    ),
   );
 }
 
@@ -54,7 +161,6 @@ function keyBox(app: AppWithKey, verb: string): HTMLElement {
 export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string }): Promise<void> {
   mount(ctx.main, heading("Apps"), loading());
   const apps = await ctx.api.apps();
-  const user = ctx.session.user;
   const admin = isAdmin(ctx);
   const reload = (app?: AppWithKey, verb = "created") =>
     appsPage(ctx, app ? { app, verb } : undefined);
@@ -98,67 +204,71 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
     heading("Apps"),
     fresh ? keyBox(fresh.app, fresh.verb) : null,
     apps.length === 0
-      ? h("p", { class: "muted" }, "No apps yet.")
-      : h(
-          "table",
-          { class: "list", id: "apps" },
+      ? h(
+          "div",
+          { class: "card empty", id: "apps-empty" },
+          h("h2", {}, "No apps yet"),
           h(
-            "thead",
+            "p",
             {},
+            "An app is a caller of the decision API: it gets an API key and may use the policies granted to it. ",
+            admin ? "Create the first one below." : "Admins create them.",
+          ),
+        )
+      : scroller(
+          h(
+            "table",
+            { class: "list", id: "apps" },
             h(
-              "tr",
+              "thead",
               {},
-              ["Name", "Description", "Key id", "Policies", "Created", ""].map((t) =>
-                h("th", {}, t),
+              h(
+                "tr",
+                {},
+                ["Name", "Description", "Key id", "Policies", "Created", ""].map((t) =>
+                  h("th", {}, t),
+                ),
               ),
             ),
-          ),
-          h(
-            "tbody",
-            {},
-            apps.map((a) => {
-              const mayRotate = admin || (user.role === "owner" && user.apps.includes(a.name));
-              return h(
-                "tr",
-                { "data-app": a.name },
-                h("td", {}, a.name),
-                h("td", {}, a.description),
-                h("td", {}, h("code", {}, a.keyId)),
-                h("td", {}, (a.policies ?? []).join(", ") || h("span", { class: "muted" }, "none")),
-                h("td", {}, `${when(a.createdAt)} by ${a.createdBy}`),
-                h(
-                  "td",
-                  { class: "row-actions" },
-                  mayRotate
-                    ? confirmButton(
-                        "Rotate key",
-                        async () => {
+            h(
+              "tbody",
+              {},
+              apps.map((a) => {
+                return h(
+                  "tr",
+                  { "data-app": a.name },
+                  h("td", {}, h("a", { href: `#/apps/${enc(a.name)}` }, a.name)),
+                  h("td", {}, a.description),
+                  h("td", {}, h("code", {}, a.keyId)),
+                  h(
+                    "td",
+                    {},
+                    (a.policies ?? []).join(", ") || h("span", { class: "muted" }, "none"),
+                  ),
+                  h("td", {}, `${when(a.createdAt)} by ${a.createdBy}`),
+                  h(
+                    "td",
+                    { class: "row-actions" },
+                    mayRotate(ctx, a.name)
+                      ? rotateButton(ctx, a, (k) =>
+                          reload(k, "new key; the old one no longer works"),
+                        )
+                      : null,
+                    admin
+                      ? confirmButton("Delete", async () => {
                           try {
-                            await reload(
-                              await ctx.api.rotateApp(a.name),
-                              "new key; the old one no longer works",
-                            );
+                            await ctx.api.deleteApp(a.name);
+                            ctx.flash(`Deleted app ${a.name}`);
+                            await reload();
                           } catch (err) {
-                            ctx.flash(err instanceof Error ? err.message : String(err), "error");
+                            ctx.flash(messageOf(err), "error");
                           }
-                        },
-                        { class: "secondary" },
-                      )
-                    : null,
-                  admin
-                    ? confirmButton("Delete", async () => {
-                        try {
-                          await ctx.api.deleteApp(a.name);
-                          ctx.flash(`Deleted app ${a.name}`);
-                          await reload();
-                        } catch (err) {
-                          ctx.flash(err instanceof Error ? err.message : String(err), "error");
-                        }
-                      })
-                    : null,
-                ),
-              );
-            }),
+                        })
+                      : null,
+                  ),
+                );
+              }),
+            ),
           ),
         ),
     admin ? form : null,

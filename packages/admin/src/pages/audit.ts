@@ -1,97 +1,274 @@
-/** The audit log: every change, newest first, filterable by target, paged with "Older". */
-import type { AuditRecord } from "../api.js";
+/**
+ * The audit log: every change, newest first, each shown as what it changed — a before → after
+ * table of the fields that differ (policies, drafts, users, keys) and its other facts (version,
+ * key, via). Filters: who, which action (or kind of action), which object (part of its name)
+ * and a time range; they live in the address (`#/audit?actor=ada&action=policy`), so a
+ * filtered view can be reloaded and shared. "Older" pages back 50 entries at a time.
+ */
+import type { AuditQuery, AuditRecord } from "../api.js";
+import { diff, show } from "../diff.js";
 import { h, mount, when } from "../dom.js";
-import { type Ctx, heading, input, loading } from "../ui.js";
+import {
+  type Ctx,
+  field,
+  formError,
+  heading,
+  input,
+  loading,
+  scroller,
+  showIssues,
+} from "../ui.js";
+import { diffTable } from "./policies.js";
 
 const PAGE = 50;
 
-function detailText(d: unknown): string {
-  if (d === null || d === undefined) return "";
-  const t = typeof d === "string" ? d : JSON.stringify(d);
-  return t.length > 160 ? `${t.slice(0, 157)}…` : t;
+/** Actions offered in the filter's list (any other can be typed). */
+const ACTIONS = [
+  "policy",
+  "policy.create",
+  "policy.update",
+  "policy.delete",
+  "policy.restore",
+  "policy.draft",
+  "policy.promote",
+  "policy.import",
+  "key.reset",
+  "app",
+  "user",
+  "session",
+];
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** What an entry changed: its before → after (or what it created or removed), and the rest. */
+export function auditChange(e: AuditRecord): HTMLElement {
+  const d = isObject(e.detail) ? e.detail : {};
+  // Entries written before both sides were kept name the draft `draft`.
+  const before = d.before;
+  const after = d.after ?? d.draft;
+  const facts = Object.entries(d).filter(([k]) => !["before", "after", "draft"].includes(k));
+  // A created or removed object is shown field by field, like a change from or to nothing.
+  const side = (v: unknown, other: unknown) => (v === undefined && isObject(other) ? {} : v);
+  const changes = diff(side(before, after), side(after, before));
+  return h(
+    "div",
+    { class: "change" },
+    facts.length > 0
+      ? h(
+          "p",
+          { class: "facts" },
+          facts.map(([k, v]) =>
+            h("span", { class: "fact" }, `${k}: ${typeof v === "string" ? v : show(v)}`),
+          ),
+        )
+      : null,
+    before !== undefined || after !== undefined
+      ? diffTable(changes, { class: "list compact diff" })
+      : null,
+  );
+}
+
+function fromQuery(q: URLSearchParams): AuditQuery {
+  const out: AuditQuery = {};
+  for (const k of ["actor", "action", "object", "since", "until", "target"] as const) {
+    const v = q.get(k);
+    if (v) out[k] = v;
+  }
+  return out;
+}
+
+/** A `datetime-local` value (local time) as ISO UTC, or undefined. */
+function isoOf(local: string): string | undefined {
+  if (!local) return undefined;
+  const d = new Date(local);
+  return Number.isNaN(d.getTime()) ? local : d.toISOString();
+}
+
+/** ISO UTC as a `datetime-local` value (local time). */
+function localOf(iso: string | undefined): string {
+  if (!iso) return "";
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
 /** `#/audit`: the audit log. */
 export async function auditPage(ctx: Ctx): Promise<void> {
   mount(ctx.main, heading("Audit log"), loading());
-  const target = input({
-    name: "target",
-    value: ctx.query.get("target") ?? "",
-    placeholder: "policy, app or user name",
+  const current = fromQuery(ctx.query);
+  const actor = input({
+    name: "actor",
+    id: "audit-actor",
+    value: current.actor ?? "",
+    placeholder: "ada",
+  });
+  const action = input({
+    name: "action",
+    id: "audit-action",
+    value: current.action ?? "",
+    placeholder: "policy, policy.update…",
+    list: "audit-actions",
+  });
+  const object = input({
+    name: "object",
+    id: "audit-object",
+    value: current.object ?? current.target ?? "",
+    placeholder: "part of a policy, app or user name",
+  });
+  const since = input({
+    name: "since",
+    id: "audit-since",
+    type: "datetime-local",
+    value: localOf(current.since),
+  });
+  const until = input({
+    name: "until",
+    id: "audit-until",
+    type: "datetime-local",
+    value: localOf(current.until),
   });
   const body = h("tbody", {});
   const more = h("button", { type: "button", class: "secondary", id: "older" }, "Older");
+  const count = h("p", { class: "muted small", id: "audit-count" });
   let oldest: number | undefined;
+  let shown = 0;
 
   const row = (e: AuditRecord) =>
     h(
       "tr",
-      { "data-audit": e.id },
-      h("td", {}, when(e.at)),
+      { "data-audit": e.id, "data-action": e.action },
+      h("td", { class: "when" }, when(e.at)),
       h("td", {}, e.actor),
-      h("td", {}, e.action),
-      h("td", {}, `${e.targetType} ${e.target}`),
-      h(
-        "td",
-        {
-          class: "detail",
-          title: typeof e.detail === "string" ? e.detail : JSON.stringify(e.detail),
-        },
-        detailText(e.detail),
-      ),
+      h("td", {}, h("code", {}, e.action)),
+      h("td", {}, `${e.targetType} `, h("strong", {}, e.target)),
+      h("td", { class: "detail" }, auditChange(e)),
     );
 
+  const filters = (): AuditQuery => {
+    const q: AuditQuery = {};
+    if (actor.value.trim()) q.actor = actor.value.trim();
+    if (action.value.trim()) q.action = action.value.trim();
+    if (object.value.trim()) q.object = object.value.trim();
+    const s = isoOf(since.value);
+    const u = isoOf(until.value);
+    if (s) q.since = s;
+    if (u) q.until = u;
+    return q;
+  };
+
   const load = async (reset: boolean) => {
+    const q = filters();
     if (reset) {
       body.replaceChildren();
       oldest = undefined;
+      shown = 0;
     }
-    const t = target.value.trim();
     const entries = await ctx.api.audit({
+      ...q,
       limit: PAGE,
       ...(oldest ? { before: oldest } : {}),
-      ...(t ? { target: t } : {}),
     });
     for (const e of entries) body.appendChild(row(e));
+    shown += entries.length;
     if (entries.length > 0) oldest = entries[entries.length - 1]!.id;
     more.hidden = entries.length < PAGE;
+    count.textContent =
+      shown === 0 ? "" : `${shown} entr${shown === 1 ? "y" : "ies"}${more.hidden ? "" : " so far"}`;
     if (reset && entries.length === 0) {
-      body.appendChild(h("tr", {}, h("td", { colspan: 5, class: "muted" }, "No entries.")));
+      body.appendChild(
+        h(
+          "tr",
+          {},
+          h("td", { colspan: 5, class: "muted", id: "audit-empty" }, "No entries match."),
+        ),
+      );
     }
   };
   more.addEventListener("click", () => void load(false));
 
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      class: "card audit-filters",
+      id: "audit-filters",
+      novalidate: true,
+      onsubmit: async (e: Event) => {
+        e.preventDefault();
+        const q = filters();
+        const qs = new URLSearchParams(Object.entries(q) as [string, string][]).toString();
+        // In the address, so the view can be reloaded and shared; the list loads here.
+        history.replaceState(null, "", `#/audit${qs ? `?${qs}` : ""}`);
+        try {
+          await load(true);
+          form.querySelector<HTMLElement>(".form-error")!.hidden = true;
+        } catch (err) {
+          showIssues(form, err);
+        }
+      },
+    },
+    formError(),
+    h(
+      "div",
+      { class: "row" },
+      field("Who", "actor", actor),
+      field("Action", "action", action, "A kind (policy) or one action (policy.update)."),
+      field("Object", "object", object),
+      field("From", "since", since),
+      field("Until", "until", until),
+    ),
+    h(
+      "datalist",
+      { id: "audit-actions" },
+      ACTIONS.map((a) => h("option", { value: a })),
+    ),
+    h(
+      "div",
+      { class: "actions" },
+      h("button", { type: "submit", id: "audit-filter" }, "Filter"),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "secondary",
+          id: "audit-clear",
+          onclick: () => {
+            for (const el of [actor, action, object, since, until]) el.value = "";
+            form.requestSubmit();
+          },
+        },
+        "Clear",
+      ),
+    ),
+  );
+
   mount(
     ctx.main,
     heading("Audit log"),
-    h(
-      "form",
-      {
-        class: "filters",
-        onsubmit: (e: Event) => {
-          e.preventDefault();
-          void load(true);
-        },
-      },
-      h("label", { for: "audit-target" }, "Target "),
-      Object.assign(target, { id: "audit-target" }),
-      h("button", { type: "submit", class: "secondary" }, "Filter"),
-    ),
-    h(
-      "table",
-      { class: "list", id: "audit" },
+    form,
+    count,
+    scroller(
       h(
-        "thead",
-        {},
+        "table",
+        { class: "list", id: "audit" },
         h(
-          "tr",
+          "thead",
           {},
-          ["When", "Who", "Action", "Target", "Detail"].map((t) => h("th", {}, t)),
+          h(
+            "tr",
+            {},
+            ["When", "Who", "Action", "Object", "Change"].map((t) => h("th", {}, t)),
+          ),
         ),
+        body,
       ),
-      body,
     ),
     more,
   );
-  await load(true);
+  try {
+    await load(true);
+  } catch (err) {
+    showIssues(form, err);
+  }
 }

@@ -1,66 +1,41 @@
 /**
- * Policies: the list, one policy (its rules, draft and versions with restore), and the form
- * that creates or edits one (or saves the edit as a draft evaluated in shadow).
+ * Policies: the list; one policy — its traffic, top keys, a key lookup, copy-ready snippets,
+ * the enforced document, the draft (with its diff against the enforced version) and every
+ * version (with diffs between any two); and the form that creates or edits one (or saves the
+ * edit as a draft evaluated in shadow).
  */
 import { ALGORITHMS } from "sluice/algorithms";
 import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord, VersionRecord } from "../api.js";
+import { type Change, diff } from "../diff.js";
 import { h, mount, when } from "../dom.js";
+import { curlLimit, expressSnippet, expressViaServiceSnippet } from "../snippets.js";
+import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
+  canDeletePolicy,
   canEditPolicy,
   canWrite,
   clearIssues,
+  confirmButton,
+  copyBlock,
   failed,
   field,
   formError,
   heading,
   input,
   loading,
+  messageOf,
   numberOrRaw,
   durationOrRaw,
   ruleText,
   rulesEditor,
+  scroller,
   select,
   showIssues,
 } from "../ui.js";
+import { keyLookup, topKeysCard } from "./keys.js";
 
 const enc = encodeURIComponent;
-
-/** A button that asks for a second click before doing something destructive. */
-export function confirmButton(
-  label: string,
-  action: () => Promise<void>,
-  props: Record<string, unknown> = {},
-): HTMLButtonElement {
-  let armed = false;
-  const b: HTMLButtonElement = h(
-    "button",
-    {
-      type: "button",
-      class: "danger",
-      ...props,
-      onclick: async () => {
-        if (!armed) {
-          armed = true;
-          b.textContent = `Click again to ${label.toLowerCase()}`;
-          setTimeout(() => {
-            armed = false;
-            b.textContent = label;
-          }, 4000);
-          return;
-        }
-        b.disabled = true;
-        try {
-          await action();
-        } finally {
-          b.disabled = false;
-        }
-      },
-    },
-    label,
-  );
-  return b;
-}
 
 function flags(p: PolicyDoc & { hasDraft?: boolean }): HTMLElement[] {
   const out: HTMLElement[] = [];
@@ -84,35 +59,50 @@ export async function policiesPage(ctx: Ctx): Promise<void> {
         : null,
     ),
     list.length === 0
-      ? h("p", { class: "muted" }, "No policies yet.")
-      : h(
-          "table",
-          { class: "list", id: "policies" },
+      ? h(
+          "div",
+          { class: "card empty", id: "policies-empty" },
+          h("h2", {}, "No policies yet"),
           h(
-            "thead",
+            "p",
             {},
-            h(
-              "tr",
-              {},
-              ["Name", "Algorithm", "Rules", "Apps", "", "Version", "Updated"].map((t) =>
-                h("th", {}, t),
-              ),
-            ),
+            "A policy is a limit (an algorithm and its rules) and the apps that may use it. ",
+            canCreate
+              ? "Create one with New policy; the overview shows the commands to call it."
+              : "Admins and app owners create them.",
           ),
+          h("a", { class: "button secondary", href: "#/" }, "Get started"),
+        )
+      : scroller(
           h(
-            "tbody",
-            {},
-            list.map((p) =>
+            "table",
+            { class: "list", id: "policies" },
+            h(
+              "thead",
+              {},
               h(
                 "tr",
-                { "data-policy": p.name },
-                h("td", {}, h("a", { href: `#/policies/${enc(p.name)}` }, p.name)),
-                h("td", {}, p.algorithm ?? "gcra"),
-                h("td", {}, p.rules.map(ruleText).join(" and ")),
-                h("td", {}, (p.apps ?? []).join(", ") || h("span", { class: "muted" }, "none")),
-                h("td", {}, flags(p)),
-                h("td", { class: "num" }, `v${p.version}`),
-                h("td", {}, `${when(p.updatedAt)} by ${p.updatedBy}`),
+                {},
+                ["Name", "Algorithm", "Rules", "Apps", "", "Version", "Updated"].map((t) =>
+                  h("th", {}, t),
+                ),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              list.map((p) =>
+                h(
+                  "tr",
+                  { "data-policy": p.name },
+                  h("td", {}, h("a", { href: `#/policies/${enc(p.name)}` }, p.name)),
+                  h("td", {}, p.algorithm ?? "gcra"),
+                  h("td", {}, p.rules.map(ruleText).join(" and ")),
+                  h("td", {}, (p.apps ?? []).join(", ") || h("span", { class: "muted" }, "none")),
+                  h("td", {}, flags(p)),
+                  h("td", { class: "num" }, `v${p.version}`),
+                  h("td", {}, `${when(p.updatedAt)} by ${p.updatedBy}`),
+                ),
               ),
             ),
           ),
@@ -149,21 +139,138 @@ function docView(doc: PolicyDoc): HTMLElement {
   );
 }
 
-/** `#/policies/:name`: one policy, its draft and its versions. */
+/**
+ * A diff as a table: field, before, after (or a line when nothing differs). What was only
+ * created (or only removed) is a two-column list of its fields.
+ */
+export function diffTable(
+  changes: readonly Change[],
+  props: Record<string, unknown> = {},
+): HTMLElement {
+  if (changes.length === 0) return h("p", { class: "muted", ...props }, "No difference.");
+  const only = changes.every((c) => c.kind === "added")
+    ? "added"
+    : changes.every((c) => c.kind === "removed")
+      ? "removed"
+      : undefined;
+  if (only)
+    return scroller(
+      h(
+        "table",
+        { class: `list compact diff only-${only}`, ...props },
+        h(
+          "thead",
+          {},
+          h("tr", {}, h("th", {}, "Field"), h("th", {}, only === "added" ? "Set to" : "Was")),
+        ),
+        h(
+          "tbody",
+          {},
+          changes.map((c) =>
+            h(
+              "tr",
+              { class: c.kind, "data-path": c.path },
+              h("td", {}, h("code", {}, c.path || "(whole)")),
+              h(
+                "td",
+                { class: only === "added" ? "after" : "before" },
+                (only === "added" ? c.after : c.before) ?? "",
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+  return scroller(
+    h(
+      "table",
+      { class: "list compact diff", ...props },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Field", "Before", "After"].map((t) => h("th", {}, t)),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        changes.map((c) =>
+          h(
+            "tr",
+            { class: c.kind, "data-path": c.path },
+            h("td", {}, h("code", {}, c.path || "(whole)")),
+            h("td", { class: "before" }, c.before ?? h("span", { class: "muted" }, "—")),
+            h("td", { class: "after" }, c.after ?? h("span", { class: "muted" }, "removed")),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The parts of a document a diff compares (the bookkeeping of a record left out). */
+function docOf(p: PolicyDoc): PolicyDoc {
+  return {
+    name: p.name,
+    description: p.description ?? "",
+    algorithm: p.algorithm ?? "gcra",
+    rules: p.rules,
+    ...(p.blockDuration !== undefined ? { blockDuration: p.blockDuration } : {}),
+    onStoreError: p.onStoreError ?? "allow",
+    ...(p.insuranceInstances !== undefined ? { insuranceInstances: p.insuranceInstances } : {}),
+    shadow: p.shadow ?? false,
+    enabled: p.enabled ?? true,
+    apps: p.apps ?? [],
+  };
+}
+
+/** Copy-ready ways to use the policy: curl, Express through the service, the library. */
+function snippetsCard(p: PolicyRecord): HTMLElement {
+  const app = p.apps?.[0];
+  return h(
+    "section",
+    { class: "card", id: "snippets" },
+    h("h2", {}, "Use it"),
+    app
+      ? h(
+          "p",
+          { class: "muted" },
+          `With the API key of an app it is granted to (${(p.apps ?? []).join(", ")}) in SLUICE_API_KEY:`,
+        )
+      : h(
+          "p",
+          { class: "notice" },
+          "No app is granted this policy yet: edit it and tick an app, or no caller may use it.",
+        ),
+    h("h3", {}, "curl"),
+    copyBlock(curlLimit(p.name), { id: "snippet-curl" }),
+    h("h3", {}, "Express, asking the service (console changes apply at once)"),
+    copyBlock(expressViaServiceSnippet(p.name), { id: "snippet-express-service" }),
+    h("h3", {}, "Express with the library (sluice/express, the same Redis: one limit)"),
+    copyBlock(expressSnippet(p), { id: "snippet-express" }),
+  );
+}
+
+/** `#/policies/:name`: one policy, its traffic and keys, its draft and its versions. */
 export async function policyPage(ctx: Ctx, name: string): Promise<void> {
   mount(ctx.main, heading(name), loading());
-  const [p, versions, draft] = await Promise.all([
+  const [p, versions] = await Promise.all([
     ctx.api.policy(name),
     ctx.api.versions(name).catch((): VersionRecord[] => []),
-    ctx.api.draft(name),
   ]);
+  // Asked only when there is one: no 404 to log for every policy without a draft.
+  const draft = p.hasDraft ? await ctx.api.draft(name) : undefined;
   const editable = canEditPolicy(ctx, p);
+  const deletable = canDeletePolicy(ctx, p);
   const reload = () => policyPage(ctx, name);
+  const lookup = keyLookup(ctx, p, ctx.query.get("key") ?? undefined);
   mount(
     ctx.main,
     heading(
       p.name,
-      h("a", { class: "button secondary", href: `#/traffic?policy=${enc(p.name)}` }, "Traffic"),
       h("a", { class: "button secondary", href: `#/simulator?policy=${enc(p.name)}` }, "Simulate"),
       editable
         ? h(
@@ -172,16 +279,19 @@ export async function policyPage(ctx: Ctx, name: string): Promise<void> {
             "Edit",
           )
         : null,
-      editable
-        ? confirmButton("Delete", async () => {
-            try {
-              await ctx.api.deletePolicy(p.name);
-              ctx.flash(`Deleted policy ${p.name}`);
-              ctx.navigate("/policies");
-            } catch (err) {
-              ctx.flash(err instanceof Error ? err.message : String(err), "error");
-            }
-          })
+      deletable
+        ? confirmButton(
+            "Delete",
+            async () => {
+              try {
+                await ctx.api.deletePolicy(p.name);
+                ctx.navigate("/policies", { flash: `Deleted policy ${p.name}` });
+              } catch (err) {
+                ctx.flash(messageOf(err), "error");
+              }
+            },
+            { id: "delete-policy" },
+          )
         : null,
     ),
     h(
@@ -192,15 +302,35 @@ export async function policyPage(ctx: Ctx, name: string): Promise<void> {
       flags(p).length > 0 ? [" · ", flags(p)] : null,
     ),
     editable
-      ? null
+      ? deletable
+        ? null
+        : h(
+            "p",
+            { class: "notice", id: "shared-policy" },
+            `Shared with apps you do not own (${(p.apps ?? []).filter((a) => !ctx.session.user.apps.includes(a)).join(", ")}): you may edit it, but only an admin may delete it.`,
+          )
       : h(
           "p",
           { class: "notice", id: "read-only" },
           "Read-only: your role cannot change this policy.",
         ),
-    h("section", { class: "card" }, h("h2", {}, "Enforced"), docView(p)),
+    trafficCard(ctx, { policy: p.name }, () =>
+      h(
+        "div",
+        {},
+        h("p", { class: "muted small" }, "Call it with the API key of a granted app:"),
+        copyBlock(curlLimit(p.name)),
+      ),
+    ),
+    topKeysCard(ctx, p.name, (k) => {
+      lookup.lookUp(k);
+      lookup.scrollIntoView({ block: "nearest" });
+    }),
+    lookup,
+    h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
     draft ? draftSection(ctx, p, draft, editable, reload) : null,
     versionsSection(ctx, p, versions, editable, reload),
+    snippetsCard(p),
   );
 }
 
@@ -228,7 +358,20 @@ function draftSection(
           `Evaluated ${st.evaluated} · would deny ${st.wouldDeny} · would newly deny ${st.wouldDenyNewly} · would newly allow ${st.wouldAllowNewly}`,
         )
       : null,
-    docView(d.doc),
+    h(
+      "p",
+      { class: "draft-rules" },
+      `${d.doc.algorithm ?? "gcra"}: ${d.doc.rules.map(ruleText).join(" and ")}`,
+    ),
+    h("h3", {}, `Draft against the enforced version ${p.version}`),
+    diffTable(diff(docOf(p), docOf(d.doc)), { id: "draft-diff" }),
+    d.baseVersion !== p.version
+      ? h(
+          "p",
+          { class: "notice error" },
+          `Made from version ${d.baseVersion}, but version ${p.version} is enforced now: promoting it would undo the changes since. Save it again from the form, or discard it.`,
+        )
+      : null,
     editable
       ? h(
           "div",
@@ -247,7 +390,7 @@ function draftSection(
                   ctx.flash(`Draft promoted: version ${r.version} is enforced`);
                   await reload();
                 } catch (err) {
-                  ctx.flash(err instanceof Error ? err.message : String(err), "error");
+                  ctx.flash(messageOf(err), "error");
                 }
               },
             },
@@ -259,7 +402,7 @@ function draftSection(
               ctx.flash("Draft discarded");
               await reload();
             } catch (err) {
-              ctx.flash(err instanceof Error ? err.message : String(err), "error");
+              ctx.flash(messageOf(err), "error");
             }
           }),
         )
@@ -275,76 +418,137 @@ function versionsSection(
   reload: () => Promise<void>,
 ): HTMLElement {
   const sorted = [...versions].sort((a, b) => b.version - a.version);
+  const byNumber = new Map(sorted.map((v) => [v.version, v]));
+  const options = sorted.map((v) => [String(v.version), `v${v.version} (${v.action})`] as const);
+  const from = select(options, String(sorted[1]?.version ?? sorted[0]?.version ?? ""), {
+    id: "diff-from",
+    "aria-label": "Compare from version",
+  });
+  const to = select(options, String(sorted[0]?.version ?? ""), {
+    id: "diff-to",
+    "aria-label": "Compare to version",
+  });
+  const out = h("div", { id: "version-diff" });
+  const compare = () => {
+    const a = byNumber.get(Number(from.value));
+    const b = byNumber.get(Number(to.value));
+    mount(
+      out,
+      a && b
+        ? [
+            h("h3", {}, `v${a.version} → v${b.version}`),
+            diffTable(diff(docOf(a.doc), docOf(b.doc)), { id: "version-diff-table" }),
+          ]
+        : null,
+    );
+  };
+  from.addEventListener("change", compare);
+  to.addEventListener("change", compare);
+  if (sorted.length > 1) compare();
   return h(
     "section",
-    { class: "card" },
+    { class: "card", id: "versions-card" },
     h("h2", {}, "Versions"),
-    h(
-      "table",
-      { class: "list", id: "versions" },
+    scroller(
       h(
-        "thead",
-        {},
+        "table",
+        { class: "list", id: "versions" },
         h(
-          "tr",
+          "thead",
           {},
-          ["Version", "Change", "By", "When", "Algorithm", "Rules", ""].map((t) => h("th", {}, t)),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        sorted.map((v) =>
           h(
             "tr",
-            { "data-version": v.version },
-            h("td", { class: "num" }, `v${v.version}`),
-            h("td", {}, v.action),
-            h("td", {}, v.createdBy),
-            h("td", {}, when(v.createdAt)),
-            h("td", {}, v.doc.algorithm ?? "gcra"),
-            h("td", {}, v.doc.rules.map(ruleText).join(" and ")),
+            {},
+            ["Version", "Change", "By", "When", "Algorithm", "Rules", ""].map((t) =>
+              h("th", {}, t),
+            ),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          sorted.map((v, i) =>
             h(
-              "td",
-              {},
-              v.version === p.version
-                ? h("span", { class: "tag" }, "current")
-                : editable
+              "tr",
+              { "data-version": v.version },
+              h("td", { class: "num" }, `v${v.version}`),
+              h("td", {}, v.action),
+              h("td", {}, v.createdBy),
+              h("td", {}, when(v.createdAt)),
+              h("td", {}, v.doc.algorithm ?? "gcra"),
+              h("td", {}, v.doc.rules.map(ruleText).join(" and ")),
+              h(
+                "td",
+                { class: "row-actions" },
+                sorted[i + 1]
                   ? h(
                       "button",
                       {
                         type: "button",
-                        class: "secondary restore",
-                        onclick: async () => {
-                          try {
-                            const r = await ctx.api.restore(p.name, v.version);
-                            ctx.flash(`Restored version ${v.version} as version ${r.version}`);
-                            await reload();
-                          } catch (err) {
-                            ctx.flash(err instanceof Error ? err.message : String(err), "error");
-                          }
+                        class: "link show-diff",
+                        onclick: () => {
+                          from.value = String(sorted[i + 1]!.version);
+                          to.value = String(v.version);
+                          compare();
+                          out.scrollIntoView({ block: "nearest" });
                         },
                       },
-                      `Restore v${v.version}`,
+                      "Diff",
                     )
                   : null,
+                v.version === p.version
+                  ? h("span", { class: "tag" }, "current")
+                  : editable
+                    ? h(
+                        "button",
+                        {
+                          type: "button",
+                          class: "secondary restore",
+                          onclick: async () => {
+                            try {
+                              const r = await ctx.api.restore(p.name, v.version);
+                              ctx.flash(`Restored version ${v.version} as version ${r.version}`);
+                              await reload();
+                            } catch (err) {
+                              ctx.flash(messageOf(err), "error");
+                            }
+                          },
+                        },
+                        `Restore v${v.version}`,
+                      )
+                    : null,
+              ),
             ),
           ),
         ),
       ),
     ),
+    sorted.length > 1
+      ? h("div", { class: "compare" }, h("span", {}, "Compare "), from, h("span", {}, " with "), to)
+      : null,
+    out,
   );
 }
 
 /** `#/policies/new` and `#/policies/:name/edit`: the policy form. */
 export async function policyFormPage(ctx: Ctx, name: string | undefined): Promise<void> {
   mount(ctx.main, heading(name ? `Edit ${name}` : "New policy"), loading());
-  const [existing, apps, draft] = await Promise.all([
+  if (!name && !canWrite(ctx)) {
+    // Viewers reach this by URL only: say so instead of a form the service would refuse.
+    mount(
+      ctx.main,
+      heading("New policy"),
+      failed(new Error("your role (viewer) cannot create policies; admins and app owners can")),
+    );
+    return;
+  }
+  const [existing, apps] = await Promise.all([
     name ? ctx.api.policy(name) : Promise.resolve(undefined),
     ctx.api.apps().catch((): AppRecord[] => []),
-    // A draft saved from this page replaces this one (and only this one).
-    name ? ctx.api.draft(name).catch(() => undefined) : Promise.resolve(undefined),
   ]);
+  // A draft saved from this page replaces this one (and only this one); asked only when there
+  // is one, so the browser logs no 404.
+  const draft = existing?.hasDraft ? await ctx.api.draft(existing.name) : undefined;
   if (existing && !canEditPolicy(ctx, existing)) {
     mount(
       ctx.main,
@@ -455,17 +659,18 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     const d = read();
     for (const b of form.querySelectorAll("button")) b.disabled = true;
     try {
+      let message: string;
       if (asDraft) {
         await ctx.api.putDraft(d, { expectVersion: existing?.version, draftId: draft?.id });
-        ctx.flash(`Draft saved for ${d.name}: it is evaluated in shadow until you promote it`);
+        message = `Draft saved for ${d.name}: it is evaluated in shadow until you promote it`;
       } else if (existing) {
         const r = await ctx.api.putPolicy(d, existing.version);
-        ctx.flash(`Saved ${r.name}: version ${r.version}`);
+        message = `Saved ${r.name}: version ${r.version}`;
       } else {
         const r = await ctx.api.createPolicy(d);
-        ctx.flash(`Created ${r.name}: version ${r.version}`);
+        message = `Created ${r.name}: version ${r.version}`;
       }
-      ctx.navigate(`/policies/${enc(d.name)}`);
+      ctx.navigate(`/policies/${enc(d.name)}`, { flash: message });
     } catch (err) {
       showIssues(form, err);
     } finally {

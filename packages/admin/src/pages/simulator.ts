@@ -3,18 +3,30 @@
  * every algorithm, in the browser, with sluice's own code and a simulated clock — instant and
  * exact — and plots what each algorithm admits over time.
  */
-import type { AlgorithmName } from "sluice/algorithms";
-import type { PolicyDoc, PolicyRecord } from "../api.js";
+import { type AlgorithmName, ValidationError } from "sluice/algorithms";
+import type { Issue, PolicyDoc, PolicyRecord } from "../api.js";
 import { chart, shortDuration } from "../chart.js";
 import { h, mount } from "../dom.js";
 import {
+  MAX_REQUESTS,
   type Pattern,
   PatternError,
   type SimPolicy,
   type Simulation,
+  policyFor,
   simulate,
 } from "../simulate.js";
-import { type Ctx, durationOrRaw, field, heading, input, rulesEditor, select } from "../ui.js";
+import {
+  type Ctx,
+  clearIssues,
+  durationOrRaw,
+  field,
+  heading,
+  input,
+  placeIssues,
+  rulesEditor,
+  select,
+} from "../ui.js";
 
 const COLORS: Record<AlgorithmName, string> = {
   gcra: "#1565c0",
@@ -38,7 +50,52 @@ function runningSum(values: readonly number[]): number[] {
   return values.map((v) => (t += v));
 }
 
-const num = (el: HTMLInputElement) => Number(el.value.trim() === "" ? NaN : el.value.trim());
+/** The runs without errors, grouped where their series are the same, in algorithm order. */
+function sameLines(sim: Simulation): Simulation["runs"][] {
+  const groups = new Map<string, Simulation["runs"]>();
+  for (const r of sim.runs) {
+    if (r.error) continue;
+    const key = r.series.join(",");
+    const g = groups.get(key);
+    if (g) g.push(r);
+    else groups.set(key, [r]);
+  }
+  return [...groups.values()];
+}
+
+/** A pattern field: its input, label (for messages) and limits. */
+interface NumberField {
+  readonly el: HTMLInputElement;
+  readonly path: string;
+  readonly label: string;
+  readonly min: number;
+  readonly integer?: boolean;
+}
+
+/**
+ * Reads the visible pattern fields, each checked in the words of its label, every problem at
+ * once: `{ values }` when all hold, else `{ issues }` naming each field.
+ */
+function readNumbers(fields: readonly NumberField[]): {
+  values: Map<string, number>;
+  issues: Issue[];
+} {
+  const values = new Map<string, number>();
+  const issues: Issue[] = [];
+  for (const f of fields) {
+    const text = f.el.value.trim();
+    const n = Number(text);
+    const kind = f.integer ? "a whole number" : "a number";
+    let problem: string | undefined;
+    if (text === "") problem = `is required: ${kind} of at least ${f.min}`;
+    else if (!Number.isFinite(n)) problem = `must be ${kind} (got "${text}")`;
+    else if (f.integer && !Number.isInteger(n)) problem = `must be a whole number (got ${text})`;
+    else if (n < f.min) problem = `must be at least ${f.min} (got ${text})`;
+    if (problem) issues.push({ path: f.path, message: `${f.label} ${problem}` });
+    else values.set(f.path, n);
+  }
+  return { values, issues };
+}
 
 /** `#/simulator`: play a pattern against a policy. */
 export async function simulatorPage(ctx: Ctx): Promise<void> {
@@ -136,24 +193,12 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
   const errorBox = h("div", { class: "form-error", role: "alert", hidden: true, id: "sim-error" });
   const results = h("div", { id: "sim-results" });
 
-  const pattern = (): Pattern => {
-    const durationMs = Math.round(num(duration) * 1000);
-    switch (kind.value) {
-      case "steady":
-        return { kind: "steady", ratePerSec: num(rate), durationMs };
-      case "ramp":
-        return { kind: "ramp", fromPerSec: num(from), toPerSec: num(to), durationMs };
-      default:
-        return {
-          kind: "burst",
-          size: num(size),
-          everyMs: Math.round(num(every) * 1000),
-          durationMs,
-        };
-    }
-  };
-
   const show = (sim: Simulation) => {
+    const lines = sameLines(sim);
+    const sameAs = (a: AlgorithmName) => {
+      const g = lines.find((l) => l.some((r) => r.algorithm === a));
+      return g && g[0]!.algorithm !== a ? g[0]!.algorithm : undefined;
+    };
     if (!offeredChosen) {
       const most = Math.max(0, ...sim.runs.map((r) => r.admitted));
       offeredBox.checked = (sim.runs[0]?.offered ?? 0) <= 4 * most;
@@ -209,7 +254,14 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
                     h(
                       "td",
                       { class: "muted" },
-                      r.algorithm === "concurrency" ? "leases held until they expire (period)" : "",
+                      [
+                        r.algorithm === "concurrency"
+                          ? "leases held until they expire (period)"
+                          : "",
+                        sameAs(r.algorithm) ? `same line as ${sameAs(r.algorithm)}` : "",
+                      ]
+                        .filter(Boolean)
+                        .join("; "),
                     ),
                   ],
             ),
@@ -234,13 +286,14 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
           ...(offeredBox.checked
             ? [{ name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true }]
             : []),
-          ...sim.runs
-            .filter((r) => !r.error)
-            .map((r) => ({
-              name: r.algorithm,
-              color: COLORS[r.algorithm],
-              values: shape(r.series),
-            })),
+          // Algorithms that admitted exactly alike share one line (named after all of them),
+          // so no line hides another.
+          ...sameLines(sim).map((group) => ({
+            name: group.map((r) => r.algorithm).join(" = "),
+            id: group[0]!.algorithm,
+            color: COLORS[group[0]!.algorithm],
+            values: shape(group[0]!.series),
+          })),
         ],
       }),
       h(
@@ -252,10 +305,9 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
   };
 
   const run = () => {
+    clearIssues(form);
     errorBox.hidden = true;
     errorBox.textContent = "";
-    for (const f of form.querySelectorAll(".field.invalid")) f.classList.remove("invalid");
-    for (const f of form.querySelectorAll<HTMLElement>(".field-error")) f.textContent = "";
     const blockValue = durationOrRaw(block.value);
     // Written rules may hold raw text; definePolicy reports what is wrong with them.
     const input: SimPolicy = {
@@ -264,21 +316,68 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
         ? { blockDuration: blockValue as SimPolicy["blockDuration"] }
         : {}),
     };
+    const visible: NumberField[] = [
+      ...(kind.value === "steady"
+        ? [{ el: rate, path: "ratePerSec", label: "Requests per second", min: 0 }]
+        : []),
+      ...(kind.value === "burst"
+        ? [
+            { el: size, path: "size", label: "Burst size", min: 1, integer: true },
+            { el: every, path: "everyMs", label: "Every", min: 0 },
+          ]
+        : []),
+      ...(kind.value === "ramp"
+        ? [
+            { el: from, path: "fromPerSec", label: "From", min: 0 },
+            { el: to, path: "toPerSec", label: "To", min: 0 },
+          ]
+        : []),
+      { el: duration, path: "durationMs", label: "Duration", min: 0.001 },
+    ];
+    const { values, issues } = readNumbers(visible);
+    // The rules, checked as the service would (every issue at once, next to its field).
     try {
-      show(simulate(input, pattern()));
+      policyFor(input, "gcra");
     } catch (err) {
-      const msg = err instanceof Error ? err.message : String(err);
-      if (err instanceof PatternError) {
-        const f = form.querySelector<HTMLElement>(`[data-field="${err.field}"]`);
-        if (f) {
-          f.classList.add("invalid");
-          const box = f.querySelector(".field-error");
-          if (box) box.textContent = msg;
-        }
-      }
-      errorBox.textContent = msg;
+      if (!(err instanceof ValidationError)) throw err;
+      issues.push(...err.issues.map((i) => ({ path: i.path, message: i.message })));
+    }
+    const fail = (messages: Issue[]) => {
+      const rest = placeIssues(form, messages);
+      errorBox.textContent =
+        rest.length > 0
+          ? `Cannot simulate: ${rest.join("; ")}`
+          : "Cannot simulate: fix the fields marked above.";
       errorBox.hidden = false;
       mount(results);
+    };
+    if (issues.length > 0) return fail(issues);
+    const v = (k: string) => values.get(k) ?? 0;
+    const durationMs = Math.round(v("durationMs") * 1000);
+    const pattern: Pattern =
+      kind.value === "steady"
+        ? { kind: "steady", ratePerSec: v("ratePerSec"), durationMs }
+        : kind.value === "ramp"
+          ? { kind: "ramp", fromPerSec: v("fromPerSec"), toPerSec: v("toPerSec"), durationMs }
+          : {
+              kind: "burst",
+              size: v("size"),
+              everyMs: Math.round(v("everyMs") * 1000),
+              durationMs,
+            };
+    try {
+      show(simulate(input, pattern));
+    } catch (err) {
+      if (!(err instanceof PatternError)) throw err;
+      fail([
+        {
+          path: "",
+          message:
+            err.field === "pattern"
+              ? `the pattern makes more than ${MAX_REQUESTS.toLocaleString("en-US")} requests: lower the rate, the burst size or the duration`
+              : err.message,
+        },
+      ]);
     }
   };
 

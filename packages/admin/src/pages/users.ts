@@ -13,10 +13,12 @@ import {
   input,
   isAdmin,
   loading,
+  confirmButton,
+  messageOf,
+  scroller,
   select,
   showIssues,
 } from "../ui.js";
-import { confirmButton } from "./policies.js";
 
 const ROLE_OPTIONS = [
   ["viewer", "viewer — reads everything"],
@@ -123,7 +125,7 @@ export async function usersPage(ctx: Ctx): Promise<void> {
             ctx.flash(`Deleted ${u.username}`);
             await reload();
           } catch (e) {
-            ctx.flash(e instanceof Error ? e.message : String(e), "error");
+            ctx.flash(messageOf(e), "error");
           }
         }),
       ),
@@ -194,19 +196,21 @@ export async function usersPage(ctx: Ctx): Promise<void> {
   mount(
     ctx.main,
     heading("Users and roles"),
-    h(
-      "table",
-      { class: "list", id: "users" },
+    scroller(
       h(
-        "thead",
-        {},
+        "table",
+        { class: "list", id: "users" },
         h(
-          "tr",
+          "thead",
           {},
-          ["User", "Role", "Apps owned", "Updated", ""].map((t) => h("th", {}, t)),
+          h(
+            "tr",
+            {},
+            ["User", "Role", "Apps owned", "Updated", ""].map((t) => h("th", {}, t)),
+          ),
         ),
+        h("tbody", {}, users.map(row)),
       ),
-      h("tbody", {}, users.map(row)),
     ),
     admin ? form : h("p", { class: "muted" }, "Only admins change users and roles."),
   );

@@ -66,6 +66,8 @@ interface Types {
   readonly doc: ColumnDataType | Expression<unknown>;
   /** An auto-incremented integer key. */
   readonly serial: ColumnDataType;
+  /** Short tags and hashes in keys (at most 64 characters). */
+  readonly tag: ColumnDataType | Expression<unknown>;
 }
 
 function typesOf(dialect: DialectName): Types {
@@ -78,12 +80,14 @@ function typesOf(dialect: DialectName): Types {
       // Up to 16 MiB (TEXT holds 64 KiB); JSON is kept as text, as on SQLite.
       doc: sql`mediumtext`,
       serial: "integer",
+      tag: "varchar(64)",
     };
   return {
     key: "text",
     short: "text",
     doc: "text",
     serial: dialect === "postgres" ? "serial" : "integer",
+    tag: "text",
   };
 }
 
@@ -117,7 +121,7 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
     run: (db) => build(table(db, name)).execute(),
   });
   /** On MySQL only when missing: MySQL has no `create index if not exists` (MariaDB has). */
-  const createIndex = (name: string, on: string, column: string): Step => ({
+  const createIndex = (name: string, on: string, column: string | string[]): Step => ({
     name: `create index ${name}`,
     async run(db) {
       if (mysql) {
@@ -128,7 +132,11 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         );
         if (Number(found.rows[0]?.n ?? 0) > 0) return;
       }
-      await db.schema.createIndex(name).on(on).column(column).execute();
+      await db.schema
+        .createIndex(name)
+        .on(on)
+        .columns(typeof column === "string" ? [column] : column)
+        .execute();
     },
   });
 
@@ -288,6 +296,43 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
           .addColumn("would_allow_newly", "bigint", counter);
       }),
     ],
+    "0006_traffic": [
+      // Decisions per policy, app and second (span 1) or minute (span 60); see repository/traffic.ts.
+      createTable("traffic", (b) => {
+        const counter = (c: ColumnDefinitionBuilder) => c.notNull().defaultTo(0);
+        return b
+          .addColumn("policy", t.key, (c) => c.notNull())
+          .addColumn("app", t.key, (c) => c.notNull())
+          .addColumn("span", "integer", (c) => c.notNull())
+          .addColumn("at", "bigint", (c) => c.notNull())
+          .addColumn("allowed", "bigint", counter)
+          .addColumn("denied", "bigint", counter)
+          .addColumn("shadow", "bigint", counter)
+          .addPrimaryKeyConstraint("traffic_pk", ["policy", "app", "span", "at"]);
+      }),
+      createIndex("traffic_span_at", "traffic", ["span", "at"]),
+      // Each node's heavy-hitter summary per policy, kind and minute.
+      createTable("traffic_keys", (b) =>
+        b
+          .addColumn("policy", t.key, (c) => c.notNull())
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("node", t.tag, (c) => c.notNull())
+          .addColumn("minute", "bigint", (c) => c.notNull())
+          .addColumn("ident_hash", t.tag, (c) => c.notNull())
+          .addColumn("ident", t.doc, (c) => c.notNull())
+          .addColumn("hits", "bigint", (c) => c.notNull())
+          .addColumn("overcount", "bigint", (c) => c.notNull())
+          .addColumn("floor_hits", "bigint", (c) => c.notNull())
+          .addPrimaryKeyConstraint("traffic_keys_pk", [
+            "policy",
+            "kind",
+            "node",
+            "minute",
+            "ident_hash",
+          ]),
+      ),
+      createIndex("traffic_keys_minute", "traffic_keys", "minute"),
+    ],
   };
 }
 
@@ -429,7 +474,11 @@ export async function migrate(
         ),
       ),
   };
-  const migrator = new Migrator({ db, provider });
+  // Migrations are numbered by the order they were planned, not the order they ship in: a
+  // database may have run 0006 before 0004 exists (one built from a branch, or a test that
+  // re-runs an earlier migration). Each migration is independent of those numbered after it,
+  // so the ones missing run, whatever their place.
+  const migrator = new Migrator({ db, provider, allowUnorderedMigrations: true });
   for (let attempt = 1; ; attempt++) {
     let error: unknown;
     try {

@@ -149,6 +149,46 @@ export interface EnvoyDraftStatsTable {
   would_allow_newly: number;
 }
 
+/**
+ * Decisions per policy, app and time bucket, summed over every node: each node adds its counts
+ * every second. `span` is the bucket's width in seconds: 1 (kept an hour) or 60 (kept a day).
+ */
+export interface TrafficTable {
+  policy: string;
+  app: string;
+  span: number;
+  /** The bucket's start, epoch seconds. */
+  at: number;
+  allowed: number;
+  denied: number;
+  /** Allowed by a shadow policy that would have denied them (`reason: "shadow"`). */
+  shadow: number;
+}
+
+/**
+ * Heavy hitters: each node's Space-Saving summary of the keys of one policy in one minute
+ * (`kind` `requests`: every decision; `denied`: denials and shadow would-denials), at most a
+ * bounded number of keys per node, policy, kind and minute. Kept an hour.
+ */
+export interface TrafficKeysTable {
+  policy: string;
+  kind: string;
+  /** The node's id (random, per start). */
+  node: string;
+  /** The minute's start, epoch seconds. */
+  minute: number;
+  /** SHA-256 of `ident`, hex (identifiers can be longer than an index allows). */
+  ident_hash: string;
+  /** The identifier (the key of the decision). */
+  ident: string;
+  /** Upper bound of the key's decisions in this minute on this node. */
+  hits: number;
+  /** How much of `hits` may be over. */
+  overcount: number;
+  /** Upper bound of any key of this node and minute that is not listed. */
+  floor_hits: number;
+}
+
 /** The whole database. */
 export interface Tables {
   policies: PoliciesTable;
@@ -164,4 +204,6 @@ export interface Tables {
   envoy_domain_versions: EnvoyDomainVersionsTable;
   envoy_domain_drafts: EnvoyDomainDraftsTable;
   envoy_draft_stats: EnvoyDraftStatsTable;
+  traffic: TrafficTable;
+  traffic_keys: TrafficKeysTable;
 }

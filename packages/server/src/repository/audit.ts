@@ -3,8 +3,9 @@
  * know when to reload) and the audit log, one entry per change with actor, time and detail.
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
-import { type Db, json, now } from "./common.js";
+import { sql } from "kysely";
 import { z } from "zod";
+import { type Db, appendAudit } from "./common.js";
 import { intColumn, jsonColumn, readRow, text } from "./rows.js";
 
 /** One audit entry. */
@@ -16,6 +17,25 @@ export interface AuditRecord {
   readonly targetType: string;
   readonly target: string;
   readonly detail: unknown;
+}
+
+/** Filters of {@link AuditRepository.listAudit}. */
+export interface AuditQuery {
+  readonly limit: number;
+  readonly before?: number | undefined;
+  readonly target?: string | undefined;
+  readonly actor?: string | undefined;
+  readonly action?: string | undefined;
+  readonly object?: string | undefined;
+  /** ISO 8601 UTC, inclusive. */
+  readonly since?: string | undefined;
+  /** ISO 8601 UTC, exclusive. */
+  readonly until?: string | undefined;
+}
+
+/** Escapes LIKE's wildcards with `!` (the escape character every query here names). */
+function likeEscape(text: string): string {
+  return text.replace(/[!%_]/g, (c) => `!${c}`);
 }
 
 const metaRow = z.object({ value: intColumn });
@@ -45,31 +65,28 @@ export class AuditRepository {
   }
 
   /**
-   * Records an action that changes no stored configuration (a counter reset, say): one audit
-   * entry, and no revision bump (no node has anything to reload).
+   * The audit log, newest first; `before` pages by id. Filters: `target` (exact), `actor`
+   * (exact), `action` (exact, or a prefix ending at a dot: `policy` matches `policy.update`),
+   * `object` (a case-insensitive substring of the target's name), and the time range
+   * [`since`, `until`) as ISO 8601 UTC times.
    */
-  async record(
-    actor: string,
-    action: string,
-    targetType: string,
-    target: string,
-    detail: unknown,
-  ): Promise<void> {
-    await this.db
-      .insertInto("audit")
-      .values({ at: now(), actor, action, target_type: targetType, target, detail: json(detail) })
-      .execute();
-  }
-
-  /** The audit log, newest first; `before` pages by id. */
-  async listAudit(options: {
-    limit: number;
-    before?: number | undefined;
-    target?: string | undefined;
-  }): Promise<AuditRecord[]> {
+  async listAudit(options: AuditQuery): Promise<AuditRecord[]> {
     let q = this.db.selectFrom("audit").selectAll().orderBy("id", "desc").limit(options.limit);
     if (options.before !== undefined) q = q.where("id", "<", options.before);
     if (options.target !== undefined) q = q.where("target", "=", options.target);
+    if (options.actor !== undefined) q = q.where("actor", "=", options.actor);
+    if (options.action !== undefined) {
+      const prefix = `${likeEscape(options.action)}.%`;
+      q = q.where(
+        sql<boolean>`(${sql.ref("action")} = ${options.action} or ${sql.ref("action")} like ${prefix} escape '!')`,
+      );
+    }
+    if (options.object !== undefined) {
+      const pattern = `%${likeEscape(options.object.toLowerCase())}%`;
+      q = q.where(sql<boolean>`lower(${sql.ref("target")}) like ${pattern} escape '!'`);
+    }
+    if (options.since !== undefined) q = q.where("at", ">=", options.since);
+    if (options.until !== undefined) q = q.where("at", "<", options.until);
     const rows = await q.execute();
     return rows.map((row) => {
       const r = readRow("audit", { id: row.id }, auditRow, row);
@@ -83,5 +100,21 @@ export class AuditRepository {
         detail: r.detail,
       };
     });
+  }
+
+  /**
+   * Records an action that changes nothing in the database (a counter reset, say): one entry,
+   * in a transaction of its own, without bumping the revision.
+   */
+  async record(
+    actor: string,
+    action: string,
+    targetType: string,
+    target: string,
+    detail: unknown,
+  ): Promise<void> {
+    await this.db
+      .transaction()
+      .execute((trx) => appendAudit(trx, actor, action, targetType, target, detail));
   }
 }

@@ -125,7 +125,9 @@ export class IdentityRepository {
           updated_at: at,
         })
         .execute();
-      await appendAudit(trx, actor, "app.create", "app", name, { keyId: key.id });
+      await appendAudit(trx, actor, "app.create", "app", name, {
+        after: { description, keyId: key.id },
+      });
       return { name, description, keyId: key.id, createdBy: actor, createdAt: at, updatedAt: at };
     });
     return { app, apiKey: key.secret };
@@ -148,8 +150,8 @@ export class IdentityRepository {
         .where("name", "=", name)
         .execute();
       await appendAudit(trx, actor, "app.rotate-key", "app", name, {
-        keyId: key.id,
-        previousKeyId: row.key_id,
+        before: { keyId: row.key_id },
+        after: { keyId: key.id },
       });
       return { ...toAppRecord(row), keyId: key.id, updatedAt: at };
     });
@@ -172,8 +174,15 @@ export class IdentityRepository {
           `app "${name}" is granted policies ${granted.map((p) => `"${p}"`).join(", ")}: revoke them first`,
         );
       }
+      const gone = await trx
+        .selectFrom("apps")
+        .selectAll()
+        .where("name", "=", name)
+        .executeTakeFirstOrThrow();
       await trx.deleteFrom("apps").where("name", "=", name).execute();
-      await appendAudit(trx, actor, "app.delete", "app", name, {});
+      await appendAudit(trx, actor, "app.delete", "app", name, {
+        before: { description: gone.description, keyId: gone.key_id },
+      });
     });
   }
 
@@ -233,8 +242,7 @@ export class IdentityRepository {
         })
         .execute();
       await appendAudit(trx, actor, "user.create", "user", input.username, {
-        role: input.role,
-        apps: input.apps,
+        after: { role: input.role, apps: input.apps },
       });
       return {
         username: input.username,
@@ -246,11 +254,58 @@ export class IdentityRepository {
     });
   }
 
-  /** Changes a user's role, apps or password; their sessions end when role or password change. */
+  /**
+   * Creates the first admin (the setup of a new installation); refused (409) when any admin
+   * exists, checked in the transaction that writes it, so two setups racing make one admin.
+   */
+  async createFirstAdmin(username: string, password: string): Promise<UserRecord> {
+    const hash = await hashPassword(password, this.scrypt);
+    return writeTransaction(this.db, async (trx) => {
+      const admins = await trx
+        .selectFrom("users")
+        .select((eb) => eb.fn.countAll().as("n"))
+        .where("role", "=", "admin")
+        .executeTakeFirst();
+      if (Number(admins?.n ?? 0) > 0)
+        throw new ApiError("conflict", "an admin already exists: sign in instead");
+      const exists = await trx
+        .selectFrom("users")
+        .select("username")
+        .where("username", "=", username)
+        .executeTakeFirst();
+      if (exists)
+        throw invalid("Invalid user", [
+          { path: "username", message: `user "${username}" already exists; choose another name` },
+        ]);
+      const at = now();
+      await trx
+        .insertInto("users")
+        .values({
+          username,
+          password_hash: hash,
+          role: "admin",
+          apps: "[]",
+          created_at: at,
+          updated_at: at,
+        })
+        .execute();
+      await appendAudit(trx, username, "user.create", "user", username, {
+        via: "setup",
+        after: { role: "admin", apps: [] },
+      });
+      return { username, role: "admin", apps: [], createdAt: at, updatedAt: at };
+    });
+  }
+
+  /**
+   * Changes a user's role, apps or password; their sessions end when role or password change
+   * (all but `keepSession`, the session of a user changing their own password).
+   */
   async updateUser(
     username: string,
     change: { role?: Role | undefined; apps?: string[] | undefined; password?: string | undefined },
     actor: string,
+    options: { keepSession?: string; via?: string } = {},
   ): Promise<UserRecord> {
     const hash =
       change.password !== undefined ? await hashPassword(change.password, this.scrypt) : undefined;
@@ -277,12 +332,17 @@ export class IdentityRepository {
         })
         .where("username", "=", username)
         .execute();
-      if (hash !== undefined || change.role !== undefined)
-        await trx.deleteFrom("sessions").where("username", "=", username).execute();
+      if (hash !== undefined || change.role !== undefined) {
+        let ended = trx.deleteFrom("sessions").where("username", "=", username);
+        if (options.keepSession !== undefined) ended = ended.where("id", "<>", options.keepSession);
+        await ended.execute();
+      }
+      // What changed, both sides: role and apps as they were and are (never a password).
       await appendAudit(trx, actor, "user.update", "user", username, {
-        ...(change.role !== undefined ? { role: change.role } : {}),
-        ...(change.apps !== undefined ? { apps: change.apps } : {}),
+        ...(options.via !== undefined ? { via: options.via } : {}),
         ...(hash !== undefined ? { password: "changed" } : {}),
+        before: { role: before.role, apps: before.apps },
+        after: { role: change.role ?? before.role, apps: change.apps ?? before.apps },
       });
       const after = await trx
         .selectFrom("users")
@@ -303,9 +363,17 @@ export class IdentityRepository {
         .executeTakeFirst();
       if (!row) throw new ApiError("not_found", `user "${username}" does not exist`);
       if (row.role === "admin") await keepOneAdmin(trx);
+      const before = await trx
+        .selectFrom("users")
+        .selectAll()
+        .where("username", "=", username)
+        .executeTakeFirstOrThrow();
+      const b = toUserRecord(before);
       await trx.deleteFrom("sessions").where("username", "=", username).execute();
       await trx.deleteFrom("users").where("username", "=", username).execute();
-      await appendAudit(trx, actor, "user.delete", "user", username, {});
+      await appendAudit(trx, actor, "user.delete", "user", username, {
+        before: { role: b.role, apps: b.apps },
+      });
     });
   }
 

@@ -327,10 +327,12 @@ export class PolicyRepository {
           created_at: now(),
         })
         .execute();
+      // Before → after: the draft it replaces, or else the enforced version it is based on.
       await appendAudit(trx, actor, "policy.draft", "policy", doc.name, {
         baseVersion: live.version,
         ...(existing ? { replacedDraftId: existing.id } : {}),
-        draft: doc,
+        before: existing ? existing.doc : live.doc,
+        after: doc,
       });
       const draft = await this.getDraft(doc.name, trx);
       return draft!;
@@ -351,6 +353,8 @@ export class PolicyRepository {
       await dropDraft(trx, name);
       await appendAudit(trx, actor, "policy.draft.discard", "policy", name, {
         draftId: draft.id,
+        baseVersion: draft.baseVersion,
+        before: draft.doc,
       });
     });
   }

@@ -13,7 +13,9 @@ import {
   auditQuerySchema,
   importRequestSchema,
   loginRequestSchema,
+  passwordChangeSchema,
   promoteRequestSchema,
+  setupRequestSchema,
   userCreateSchema,
   userUpdateSchema,
   versionParamSchema,
@@ -23,6 +25,7 @@ import { type PolicyDocument, type Role, validatePolicyDocument } from "../model
 import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../policy-file.js";
 import type { PolicyRecord, UserRecord } from "../repository.js";
 import type { ServiceContext } from "../service.js";
+import { consoleRoutes } from "./console.js";
 import { bearer, missingBearer } from "./decision.js";
 import { envoyAdminRoutes } from "./envoy.js";
 
@@ -90,18 +93,33 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
         await ctx.registry.poll();
       return payload;
     });
-    routes(admin, ctx);
+    const auth = authHelpers(ctx);
+    routes(admin, ctx, auth);
+    consoleRoutes(admin, ctx, auth);
     envoyAdminRoutes(admin, ctx);
   });
 }
 
-/** Sign-in checks of the admin routes: the session of a request, and a role among some. */
-export function authHelpers(ctx: ServiceContext): {
+/** How admin routes find the signed-in user and check their role. */
+export interface AuthHelpers {
+  /** The session of a request; 401 without a valid one. */
   session(req: FastifyRequest): Promise<Session>;
+  /** The session, if its role is one of `allowed`; 403 otherwise. */
   role(req: FastifyRequest, ...allowed: Role[]): Promise<Session>;
-} {
-  const { repo } = ctx;
+  /**
+   * Runs a password check counted like a sign-in (failures only, per username and client IP,
+   * and per client IP): 429 when too many failed; `check` resolves to whether it succeeded.
+   */
+  passwordAttempt(
+    req: FastifyRequest,
+    username: string,
+    check: () => Promise<boolean>,
+  ): Promise<boolean>;
+}
 
+/** Builds the {@link AuthHelpers} of a service. */
+export function authHelpers(ctx: ServiceContext): AuthHelpers {
+  const { repo } = ctx;
   const session = async (req: FastifyRequest): Promise<Session> => {
     const token = bearer(req);
     const s = token === undefined ? undefined : await repo.authenticateSession(token);
@@ -126,12 +144,55 @@ export function authHelpers(ctx: ServiceContext): {
       throw forbidden(`this needs role ${allowed.join(" or ")}; you are ${s.user.role}`);
     return s;
   };
-  return { session, role };
+  const passwordAttempt = async (
+    req: FastifyRequest,
+    username: string,
+    check: () => Promise<boolean>,
+  ): Promise<boolean> => {
+    // Counted by sluice itself, failures only: per username from one client IP (so nobody can
+    // lock a user out from elsewhere), and per client IP. Each attempt is charged first — so
+    // concurrent guesses cannot slip past the limit — and given back unless it fails.
+    const ip = ctx.clientIp.identity(req.raw);
+    const { user: perUser, ip: perIp } = ctx.loginLimiters;
+    const userKey = `${ip}|${username.toLowerCase()}`;
+    const [byUser, byIp] = await Promise.all([perUser.limit(userKey), perIp.limit(ip)]);
+    // Only a charge made on the shared store is given back: an insurance decision (the store
+    // is down) counted on this node, and the store would refund what it never charged.
+    const giveBack = async () => {
+      await Promise.all([
+        byUser.allowed && byUser.reason === undefined ? perUser.refund(userKey) : undefined,
+        byIp.allowed && byIp.reason === undefined ? perIp.refund(ip) : undefined,
+      ]).catch((err: unknown) =>
+        req.log.warn({ err }, "could not give back a sign-in attempt to the counter store"),
+      );
+    };
+    if (!byUser.allowed || !byIp.allowed) {
+      await giveBack();
+      const retry = Math.max(
+        byUser.allowed ? 0 : byUser.retryAfterMs,
+        byIp.allowed ? 0 : byIp.retryAfterMs,
+      );
+      throw new ApiError("too_many_requests", "too many failed sign-in attempts; retry later", {
+        headers: { "Retry-After": String(Math.max(1, Math.ceil(retry / 1000))) },
+      });
+    }
+    let ok: boolean;
+    try {
+      ok = await check();
+    } catch (err) {
+      await giveBack(); // not the caller's failure
+      throw err;
+    }
+    if (ok) await giveBack();
+    else req.log.warn({ username, ip }, "failed sign-in");
+    return ok;
+  };
+  return { session, role, passwordAttempt };
 }
 
-function routes(app: FastifyInstance, ctx: ServiceContext): void {
+function routes(app: FastifyInstance, ctx: ServiceContext, auth: AuthHelpers): void {
   const { repo, registry } = ctx;
-  const { session, role } = authHelpers(ctx);
+  const { session, role } = auth;
   const actor = (s: Session) => s.user.username;
   const params = (req: FastifyRequest) => parseOr400(nameParam, req.params, "Invalid path");
   const versionParam = (req: FastifyRequest) =>
@@ -192,46 +253,12 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
 
   app.post("/v1/admin/login", async (req, reply) => {
     const body = parseOr400(loginRequestSchema, req.body, "Invalid sign-in");
-    // Sign-ins are rate limited by sluice itself, counting failures only: per username from
-    // one client IP (so nobody can lock a user out from elsewhere), and per client IP. Each
-    // attempt is charged first — so concurrent guesses cannot slip past the limit — and given
-    // back unless it turns out to be a failure.
-    const ip = ctx.clientIp.identity(req.raw);
-    const { user: perUser, ip: perIp } = ctx.loginLimiters;
-    const userKey = `${ip}|${body.username.toLowerCase()}`;
-    const [byUser, byIp] = await Promise.all([perUser.limit(userKey), perIp.limit(ip)]);
-    // Only a charge made on the shared store is given back: an insurance decision (the store
-    // is down) counted on this node, and the store would refund what it never charged.
-    const giveBack = async () => {
-      await Promise.all([
-        byUser.allowed && byUser.reason === undefined ? perUser.refund(userKey) : undefined,
-        byIp.allowed && byIp.reason === undefined ? perIp.refund(ip) : undefined,
-      ]).catch((err: unknown) =>
-        req.log.warn({ err }, "could not give back a sign-in attempt to the counter store"),
-      );
-    };
-    if (!byUser.allowed || !byIp.allowed) {
-      await giveBack();
-      const retry = Math.max(
-        byUser.allowed ? 0 : byUser.retryAfterMs,
-        byIp.allowed ? 0 : byIp.retryAfterMs,
-      );
-      throw new ApiError("too_many_requests", "too many failed sign-in attempts; retry later", {
-        headers: { "Retry-After": String(Math.max(1, Math.ceil(retry / 1000))) },
-      });
-    }
     let user: UserRecord | undefined;
-    try {
+    await auth.passwordAttempt(req, body.username, async () => {
       user = await repo.checkPassword(body.username, body.password);
-    } catch (err) {
-      await giveBack(); // not the caller's failure
-      throw err;
-    }
-    if (!user) {
-      req.log.warn({ username: body.username, ip }, "failed sign-in");
-      throw new ApiError("unauthorized", "wrong username or password");
-    }
-    await giveBack();
+      return user !== undefined;
+    });
+    if (!user) throw new ApiError("unauthorized", "wrong username or password");
     const { token, expiresAt } = await repo.createSession(user.username, ctx.config.sessionTtlMs);
     return reply.status(200).send({
       token,
@@ -249,6 +276,57 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
   app.get("/v1/admin/me", async (req) => {
     const s = await session(req);
     return { username: s.user.username, role: s.user.role, apps: s.user.apps };
+  });
+
+  // Your own password: the current one is checked (counted like a sign-in), and every other
+  // session of yours ends; this one stays.
+  app.post("/v1/admin/me/password", async (req, reply) => {
+    const s = await session(req);
+    const body = parseOr400(passwordChangeSchema, req.body, "Invalid password change");
+    const ok = await auth.passwordAttempt(req, s.user.username, async () =>
+      Boolean(await repo.checkPassword(s.user.username, body.currentPassword)),
+    );
+    if (!ok)
+      throw invalid("Password not changed", [
+        { path: "currentPassword", message: "is not your current password" },
+      ]);
+    await repo.updateUser(s.user.username, { password: body.newPassword }, s.user.username, {
+      keepSession: s.sessionId,
+      via: "self-service",
+    });
+    return reply.status(204).send();
+  });
+
+  // ------------------------------------------------------------ first run
+
+  app.get("/v1/admin/setup", async () => ({
+    needed: (await repo.countAdmins()) === 0,
+    tokenActive: ctx.setup.active,
+  }));
+
+  app.post("/v1/admin/setup", async (req) => {
+    const body = parseOr400(setupRequestSchema, req.body, "Invalid setup");
+    if ((await repo.countAdmins()) > 0) {
+      ctx.setup.revoke();
+      throw new ApiError("conflict", "an admin already exists: sign in instead");
+    }
+    const check = ctx.setup.check(body.token);
+    if (check !== "ok") {
+      const fallback =
+        "create the first admin with `npx sluice admin create-user --role admin` instead";
+      throw new ApiError(
+        "unauthorized",
+        check === "none"
+          ? `this node issued no setup token (only the node whose start printed it accepts it): restart sluice serve for one, or ${fallback}`
+          : check === "expired"
+            ? `the setup token has expired: restart sluice serve for a new one, or ${fallback}`
+            : "wrong setup token: copy it from the lines sluice serve printed",
+      );
+    }
+    const user = await repo.createFirstAdmin(body.username, body.password);
+    ctx.setup.revoke();
+    const { token, expiresAt } = await repo.createSession(user.username, ctx.config.sessionTtlMs);
+    return { token, expiresAt, user: { username: user.username, role: user.role, apps: [] } };
   });
 
   // ------------------------------------------------------------ policies
@@ -314,9 +392,9 @@ function routes(app: FastifyInstance, ctx: ServiceContext): void {
   app.get("/v1/admin/policies/:name", async (req) => {
     await session(req);
     const { name } = params(req);
-    const r = await repo.getPolicy(name);
+    const [r, draft] = await Promise.all([repo.getPolicy(name), repo.getDraft(name)]);
     if (!r) throw new ApiError("policy_not_found", `policy "${name}" does not exist`);
-    return recordView(r);
+    return { ...recordView(r), hasDraft: draft !== undefined };
   });
 
   app.post("/v1/admin/policies", async (req, reply) => {

@@ -89,7 +89,7 @@ export function missingBearer(req: FastifyRequest, what: string): string {
 
 /** Registers the decision routes. */
 export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void {
-  const { registry, metrics } = ctx;
+  const { registry, metrics, traffic } = ctx;
 
   const authApp = (req: FastifyRequest): string => {
     const token = bearer(req);
@@ -146,16 +146,33 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     child.inc();
   };
 
-  const decide = async (live: LivePolicy, key: string, cost: number): Promise<Answer> => {
+  /** Counts a decision: the metric, and the traffic history (memory only; see traffic/recorder.ts). */
+  const record = (live: LivePolicy, appName: string, key: string, d: Decision): void => {
+    count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+    traffic.record(
+      live.policy.name,
+      appName,
+      !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed",
+      key,
+    );
+  };
+
+  const decide = async (
+    live: LivePolicy,
+    key: string,
+    cost: number,
+    appName: string,
+  ): Promise<Answer> => {
     if (!live.doc.enabled) {
       count(live.policy.name, "allowed", "disabled");
+      traffic.record(live.policy.name, appName, "allowed", key);
       return disabledDecision(live.policy, cost);
     }
     const options = cost === 1 ? undefined : { cost };
     const draft = live.draft;
     if (draft === undefined) {
       const d = await live.limiter.limit(key, options);
-      count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+      record(live, appName, key, d);
       return d;
     }
     const [d, dd] = await Promise.all([
@@ -167,7 +184,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
         return null;
       }),
     ]);
-    count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+    record(live, appName, key, d);
     if (dd !== null) {
       const draftAllowed = dd?.allowed ?? false;
       // The enforced verdict, shadow or not: what the enforced version would have done.
@@ -197,7 +214,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     const live = granted(appName, body.policy, "policy");
     const cost = body.cost ?? 1;
     checkCost(live, cost, "cost");
-    return send(reply, live, await decide(live, body.key, cost));
+    return send(reply, live, await decide(live, body.key, cost, appName));
   });
 
   app.post("/v1/limit/batch", async (req) => {
@@ -218,7 +235,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
       return live;
     });
     const results = await Promise.all(
-      body.requests.map((r, i) => decide(lives[i]!, r.key, r.cost ?? 1)),
+      body.requests.map((r, i) => decide(lives[i]!, r.key, r.cost ?? 1, appName)),
     );
     return { results };
   });

@@ -1,0 +1,309 @@
+/**
+ * Keys: who is being limited. The heaviest keys of a policy (busiest, most denied — from every
+ * node's heavy-hitter sketch, merged by the service), and one key looked up: what it has left
+ * (a peek, nothing charged) and, for those who may change the policy, **Unblock** (a reset of
+ * its counters, recorded in the audit log). `#/keys?policy=<name>&key=<key>` is the page; the
+ * policy page embeds the same parts.
+ */
+import type { Decision, KeyState, KeyWindow, PolicyRecord, TopKeys } from "../api.js";
+import { h, mount } from "../dom.js";
+import { REFRESH_MS, every } from "../traffic-view.js";
+import {
+  type Ctx,
+  canEditPolicy,
+  confirmButton,
+  count,
+  field,
+  formError,
+  heading,
+  input,
+  loading,
+  messageOf,
+  scroller,
+  select,
+  showIssues,
+  windowSelect,
+} from "../ui.js";
+
+const KEY_WINDOWS: readonly (readonly [KeyWindow, string])[] = [
+  ["1m", "last minute"],
+  ["5m", "last 5 minutes"],
+  ["15m", "last 15 minutes"],
+  ["1h", "last hour"],
+];
+
+function ms(v: number): string {
+  if (v === 0) return "0 s";
+  if (v < 1000) return `${v} ms`;
+  if (v < 120_000) return `${+(v / 1000).toFixed(1)} s`;
+  if (v < 7_200_000) return `${+(v / 60_000).toFixed(1)} min`;
+  return `${+(v / 3_600_000).toFixed(1)} h`;
+}
+
+/** A decision in words: passes or not, what is left, and the wait. */
+function decisionView(d: Decision, what: string): HTMLElement {
+  return h(
+    "div",
+    { class: `decision ${d.allowed ? "ok" : "blocked"}`, "data-allowed": String(d.allowed) },
+    h(
+      "p",
+      {},
+      h("strong", {}, d.allowed ? "Passes" : "Blocked"),
+      ` (${what}) · `,
+      h(
+        "span",
+        { class: "remaining", "data-remaining": d.remaining },
+        `${count(d.remaining)} of ${count(d.limit)} left`,
+      ),
+      d.allowed ? "" : ` · retry in ${ms(d.retryAfterMs)}`,
+      ` · fully replenished in ${ms(d.resetAfterMs)}`,
+      d.reason ? h("span", { class: "tag" }, d.reason) : null,
+    ),
+    d.rules.length > 1
+      ? h(
+          "ul",
+          { class: "plain small" },
+          d.rules.map((r, i) =>
+            h(
+              "li",
+              {},
+              `rule ${i + 1} (${r.limit} per ${ms(r.periodMs)}): ${r.allowed ? "passes" : "blocks"}, ${r.remaining} left`,
+            ),
+          ),
+        )
+      : null,
+  );
+}
+
+/**
+ * Looks up one key of `policy`: its state, and Unblock when the user may change the policy.
+ * `preset` fills the key in (and looks it up at once).
+ */
+export function keyLookup(
+  ctx: Ctx,
+  policy: PolicyRecord,
+  preset?: string,
+): HTMLElement & { lookUp(key: string): void } {
+  const keyInput = input({
+    name: "key",
+    id: "lookup-key",
+    placeholder: "user:42, 203.0.113.7, an API key…",
+    value: preset ?? "",
+  });
+  const result = h("div", { id: "lookup-result", "aria-live": "polite" });
+  const mayReset = canEditPolicy(ctx, policy);
+  const show = (st: KeyState, done?: string) => {
+    mount(
+      result,
+      done ? h("div", { class: "notice ok", role: "status" }, done) : null,
+      decisionView(st.decision, "under the enforced version"),
+      st.draft ? decisionView(st.draft, "under the draft") : null,
+      h(
+        "p",
+        { class: "muted small" },
+        st.counters === "memory"
+          ? "Counters are in memory: this is what the node you are connected to counts; each node counts its own."
+          : "Counters are in Redis, shared by every node.",
+      ),
+      mayReset
+        ? h(
+            "div",
+            { class: "actions" },
+            confirmButton(
+              "Unblock",
+              async () => {
+                try {
+                  const after = await ctx.api.resetKey(policy.name, st.key);
+                  show(
+                    after,
+                    `Unblocked "${st.key}": its counters under ${policy.name} start afresh (recorded in the audit log).`,
+                  );
+                } catch (err) {
+                  showIssues(form, err);
+                }
+              },
+              { id: "unblock-key", title: "Reset this key's counters under this policy" },
+            ),
+            h("span", { class: "muted small" }, "Resets its counters: the key starts afresh."),
+          )
+        : null,
+    );
+  };
+  const lookUp = async (key: string) => {
+    keyInput.value = key;
+    try {
+      const st = await ctx.api.keyState(policy.name, key);
+      show(st);
+    } catch (err) {
+      mount(result);
+      showIssues(form, err);
+    }
+  };
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      class: "inline-form",
+      id: "lookup-form",
+      novalidate: true,
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        void lookUp(keyInput.value);
+      },
+    },
+    formError(),
+    h(
+      "div",
+      { class: "row" },
+      field("Key", "key", keyInput, "The identifier your app sends as key."),
+    ),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "lookup" }, "Look up")),
+  );
+  const card = h(
+    "section",
+    { class: "card", id: "key-lookup" },
+    h("h2", {}, "Look up a key"),
+    h(
+      "p",
+      { class: "muted" },
+      "What one identifier has left under this policy, right now (nothing is charged).",
+    ),
+    form,
+    result,
+  ) as HTMLElement & { lookUp(key: string): void };
+  card.lookUp = (key) => void lookUp(key);
+  if (preset) void lookUp(preset);
+  return card;
+}
+
+/** The heaviest keys of a policy, refreshed while the page is open; `onPick` looks one up. */
+export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => void): HTMLElement {
+  let window: KeyWindow = "5m";
+  const body = h("div", { class: "top-keys" }, loading());
+  const list = (title: string, id: string, rows: TopKeys["busiest"], empty: string) =>
+    h(
+      "div",
+      { class: "top-list", id },
+      h("h3", {}, title),
+      rows.length === 0
+        ? h("p", { class: "muted" }, empty)
+        : scroller(
+            h(
+              "table",
+              { class: "list compact" },
+              h(
+                "thead",
+                {},
+                h(
+                  "tr",
+                  {},
+                  ["Key", "Decisions", ""].map((x) => h("th", {}, x)),
+                ),
+              ),
+              h(
+                "tbody",
+                {},
+                rows.map((r) =>
+                  h(
+                    "tr",
+                    { "data-key": r.key, "data-count": r.count },
+                    h("td", { class: "key" }, h("code", {}, r.key)),
+                    h(
+                      "td",
+                      {
+                        class: "num",
+                        title: r.overcount > 0 ? `at least ${r.count - r.overcount}` : "exact",
+                      },
+                      r.overcount > 0 ? `≤ ${count(r.count)}` : count(r.count),
+                    ),
+                    h(
+                      "td",
+                      {},
+                      h(
+                        "button",
+                        { type: "button", class: "link pick", onclick: () => onPick(r.key) },
+                        "Look up",
+                      ),
+                    ),
+                  ),
+                ),
+              ),
+            ),
+          ),
+    );
+  const load = async () => {
+    try {
+      const t = await ctx.api.topKeys(policy, window);
+      mount(
+        body,
+        h(
+          "div",
+          { class: "cols" },
+          list("Most denied", "top-denied", t.denied, "No denials."),
+          list("Busiest", "top-busiest", t.busiest, "No decisions."),
+        ),
+      );
+    } catch (err) {
+      mount(body, h("p", { class: "error-text" }, `Cannot read the top keys: ${messageOf(err)}`));
+    }
+  };
+  every(ctx, REFRESH_MS, load, body);
+  return h(
+    "section",
+    { class: "card", id: "top-keys" },
+    h(
+      "div",
+      { class: "card-head" },
+      h("h2", {}, "Top keys"),
+      h(
+        "div",
+        { class: "actions" },
+        windowSelect("keys-window", KEY_WINDOWS, window, (w) => {
+          window = w;
+          void load();
+        }),
+      ),
+    ),
+    h(
+      "p",
+      { class: "muted small" },
+      "From every node: each keeps the 50 heaviest keys per policy and minute (Space-Saving), merged here; whole minutes and the current one. Counts marked ≤ may be over by a little.",
+    ),
+    body,
+  );
+}
+
+/** `#/keys`: pick a policy, see its top keys, look one up. */
+export async function keysPage(ctx: Ctx): Promise<void> {
+  mount(ctx.main, heading("Keys"), loading());
+  const policies = await ctx.api.policies();
+  if (policies.length === 0) {
+    mount(
+      ctx.main,
+      heading("Keys"),
+      h(
+        "p",
+        { class: "muted", id: "keys-empty" },
+        "No policies yet: keys appear here once a policy decides.",
+      ),
+      h("a", { class: "button", href: "#/" }, "Get started"),
+    );
+    return;
+  }
+  const wanted = ctx.query.get("policy");
+  const policy = policies.find((p) => p.name === wanted) ?? policies[0]!;
+  const picker = select(
+    policies.map((p) => [p.name, p.name] as const),
+    policy.name,
+    { id: "keys-policy", "aria-label": "Policy" },
+  );
+  picker.addEventListener("change", () =>
+    ctx.navigate(`/keys?policy=${encodeURIComponent(picker.value)}`),
+  );
+  const lookup = keyLookup(ctx, policy, ctx.query.get("key") ?? undefined);
+  mount(
+    ctx.main,
+    heading("Keys", h("label", { for: "keys-policy" }, "Policy "), picker),
+    topKeysCard(ctx, policy.name, (k) => lookup.lookUp(k)),
+    lookup,
+  );
+}

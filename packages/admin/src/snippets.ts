@@ -1,0 +1,126 @@
+/**
+ * Copy-ready snippets, filled in with this service's address and the policy at hand: the curl
+ * lines of the first steps and of a decision, and the library with `sluice/express` on the same
+ * Redis (same policy name, so the same keys and one limit with the service).
+ */
+import type { PolicyDoc } from "./api.js";
+
+/** Where the service is, as the browser reaches it. */
+export function serviceBase(): string {
+  return location.origin;
+}
+
+/** Quotes text for a POSIX shell (single quotes). */
+export function shellQuote(text: string): string {
+  return `'${text.replace(/'/g, `'\\''`)}'`;
+}
+
+/** Signs in with curl and keeps the session token in `$TOKEN`. */
+export function curlLogin(username: string): string {
+  return [
+    `TOKEN=$(curl -s ${serviceBase()}/v1/admin/login -H 'content-type: application/json' \\`,
+    `  -d ${shellQuote(JSON.stringify({ username, password: "<your password>" }))} | jq -r .token)`,
+  ].join("\n");
+}
+
+/** Creates an app with curl; its key goes to `$SLUICE_API_KEY`. */
+export function curlCreateApp(name: string): string {
+  return [
+    `SLUICE_API_KEY=$(curl -s ${serviceBase()}/v1/admin/apps -H "authorization: Bearer $TOKEN" \\`,
+    `  -H 'content-type: application/json' -d ${shellQuote(JSON.stringify({ name }))} | jq -r .apiKey)`,
+  ].join("\n");
+}
+
+/** Creates a policy granted to `app` with curl. */
+export function curlCreatePolicy(name: string, app: string): string {
+  const doc = {
+    name,
+    algorithm: "gcra",
+    rules: [{ limit: 100, period: "1m", burst: 20 }],
+    apps: [app],
+  };
+  return [
+    `curl -s ${serviceBase()}/v1/admin/policies -H "authorization: Bearer $TOKEN" \\`,
+    `  -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(doc))}`,
+  ].join("\n");
+}
+
+/** One decision with curl, the app's key in `$SLUICE_API_KEY`. */
+export function curlLimit(policy: string, key = "user:42"): string {
+  return [
+    `curl -si ${serviceBase()}/v1/limit -H "authorization: Bearer $SLUICE_API_KEY" \\`,
+    `  -H 'content-type: application/json' -d ${shellQuote(JSON.stringify({ policy, key }))}`,
+  ].join("\n");
+}
+
+/** The policy as the library takes it: the fields that decide, nothing of the service's. */
+function libraryPolicy(doc: PolicyDoc): Record<string, unknown> {
+  return {
+    name: doc.name,
+    algorithm: doc.algorithm ?? "gcra",
+    rules: doc.rules,
+    ...(doc.blockDuration !== undefined ? { blockDuration: doc.blockDuration } : {}),
+    ...(doc.onStoreError !== undefined && doc.onStoreError !== "allow"
+      ? { onStoreError: doc.onStoreError }
+      : {}),
+    ...(doc.shadow ? { shadow: true } : {}),
+  };
+}
+
+/** A value as TypeScript source (keys unquoted where they may be). */
+function ts(value: unknown): string {
+  return JSON.stringify(value)
+    .replace(/"([A-Za-z_$][\w$]*)":/g, "$1: ")
+    .replace(/,(?=[{"\w])/g, ", ");
+}
+
+/**
+ * An Express app limited by the library with the same policy on the same Redis: the same name
+ * means the same Redis keys, so the app and the service count one limit together.
+ */
+export function expressSnippet(doc: PolicyDoc): string {
+  return [
+    `import express from "express";`,
+    `import { Redis } from "ioredis";`,
+    `import { createLimiter, redisStore } from "sluice";`,
+    `import { rateLimit } from "sluice/express";`,
+    ``,
+    `// The policy "${doc.name}" as the service holds it now, on the service's Redis: the same`,
+    `// keys, so this app and the service count one limit. Changes made in the console do not`,
+    `// reach this copy; call POST /v1/limit (above) to follow them.`,
+    `const limiter = createLimiter({`,
+    `  store: redisStore({ client: new Redis(process.env.REDIS_URL!) }),`,
+    `  policy: ${ts(libraryPolicy(doc))},`,
+    `});`,
+    ``,
+    `const app = express();`,
+    `app.use(rateLimit({ limiter, headers: "both" })); // keyed by client IP; see keys.user, keys.apiKey`,
+    `app.get("/", (_req, res) => res.send("ok"));`,
+    `app.listen(3000);`,
+  ].join("\n");
+}
+
+/**
+ * An Express app that asks the service for each decision (every console change applies at
+ * once), with the app's key in `SLUICE_API_KEY`.
+ */
+export function expressViaServiceSnippet(policy: string): string {
+  return [
+    `import express from "express";`,
+    ``,
+    `const app = express();`,
+    `app.use(async (req, res, next) => {`,
+    `  const r = await fetch("${serviceBase()}/v1/limit", {`,
+    `    method: "POST",`,
+    `    headers: {`,
+    `      authorization: \`Bearer \${process.env.SLUICE_API_KEY}\`,`,
+    `      "content-type": "application/json",`,
+    `    },`,
+    `    body: JSON.stringify({ policy: ${JSON.stringify(policy)}, key: req.ip }),`,
+    `  });`,
+    `  const d = await r.json();`,
+    `  if (d.allowed) return next();`,
+    `  res.set("Retry-After", String(Math.ceil(d.retryAfterMs / 1000))).status(429).send("Too Many Requests");`,
+    `});`,
+  ].join("\n");
+}
