@@ -1,4 +1,4 @@
-import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
+import { type Algorithm, type ResolvedRule, ceilMs } from "./types.js";
 
 /**
  * GCRA, the generic cell rate algorithm (as in redis-cell), the default.
@@ -8,42 +8,63 @@ import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
  * if requests had arrived exactly on schedule. The delay variation tolerance τ = T·burst is how
  * far ahead of schedule a caller may run: a request passes when its new TAT is at most τ ahead
  * of now. Same behaviour as a token bucket of capacity `burst`, with one stored value.
- * State: [tat].
+ *
+ * Time is counted in whole microseconds (TAT and T), so that adding T over and over is exact:
+ * a TAT of an epoch-sized time kept in milliseconds as a double would drift by rounding (about
+ * 2⁻¹³ ms per addition) and, say, let only 6 of a burst of 7 through. T is rounded up to a whole
+ * µs (never faster than the rule), and τ is `burst` of those, so a full burst always fits.
+ * State: [tat in µs].
  */
 export const gcra: Algorithm = {
   stateSize: 1,
   capacity: (rule) => rule.burst,
   decide(state, nowMs, rule, cost) {
-    const T = rule.periodMs / rule.limit;
+    const T = intervalUs(rule);
+    // Cells of T µs, shown as time at the rule's exact rate: a full burst of 3/s reports 1000 ms,
+    // not the 1000.002 ms that 3 rounded-up intervals add up to. (Waits are never shortened.)
+    const exact = (rule.periodMs * 1000) / rule.limit / T;
     const tau = T * rule.burst;
-    const tat = Math.max(state?.[0] ?? nowMs, nowMs);
+    const now = nowMs * 1000;
+    const tat = Math.max(state?.[0] ?? now, now);
     const newTat = tat + cost * T;
     const allowAt = newTat - tau;
-    if (allowAt <= nowMs + EPS) {
+    if (allowAt <= now) {
       return {
         allowed: true,
-        remaining: floorUnits((nowMs + tau - newTat) / T),
-        resetAfterMs: ceilMs(newTat - nowMs),
+        remaining: Math.max(0, Math.floor((now + tau - newTat) / T)),
+        resetAfterMs: ceilMs(((newTat - now) * exact) / 1000),
         retryAfterMs: 0,
-        next: newTat > nowMs + EPS ? [newTat] : null,
-        ttlMs: ceilMs(newTat - nowMs),
+        next: newTat > now ? [newTat] : null,
+        ttlMs: ceilUsToMs(newTat - now),
       };
     }
     return {
       allowed: false,
-      remaining: floorUnits((nowMs + tau - tat) / T),
-      resetAfterMs: ceilMs(tat - nowMs),
+      remaining: Math.max(0, Math.floor((now + tau - tat) / T)),
+      resetAfterMs: ceilMs(((tat - now) * exact) / 1000),
       // Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
-      retryAfterMs: ceilMs(allowAt - nowMs),
+      retryAfterMs: ceilUsToMs(allowAt - now),
       next: state ? [...state] : null,
-      ttlMs: ceilMs(tat - nowMs),
+      ttlMs: ceilUsToMs(tat - now),
     };
   },
   adjust(state, nowMs, rule, delta) {
-    const T = rule.periodMs / rule.limit;
-    const newTat = Math.max(state?.[0] ?? nowMs, nowMs) + delta * T;
-    return newTat > nowMs + EPS
-      ? { next: [newTat], ttlMs: ceilMs(newTat - nowMs) }
+    const now = nowMs * 1000;
+    const newTat = Math.max(state?.[0] ?? now, now) + delta * intervalUs(rule);
+    return newTat > now
+      ? { next: [newTat], ttlMs: ceilUsToMs(newTat - now) }
       : { next: null, ttlMs: 0 };
   },
 };
+
+/** The emission interval period/limit in whole µs, rounded up (exactly, in integers). */
+export function intervalUs(rule: ResolvedRule): number {
+  const periodUs = rule.periodMs * 1000;
+  const q = Math.floor(periodUs / rule.limit);
+  return q * rule.limit >= periodUs ? q : q + 1;
+}
+
+/** A duration in µs as whole ms, rounded up (a caller waiting less would be early). */
+function ceilUsToMs(us: number): number {
+  return us <= 0 ? 0 : Math.ceil(us / 1000);
+}

@@ -118,7 +118,7 @@ abstract class Space<V> {
  * holds only the slot's offset, so deciding writes numbers in place and allocates nothing that
  * outlives the call. Slot layout: [expiresAt, blockUntil?, rule 0's state, rule 1's state, …]; a
  * rule without state has NaN as its first number. A single-rule GCRA policy without penalty
- * (the most common policy) keeps only its TAT, which is also its expiry.
+ * (the most common policy) keeps only its TAT (in µs), which is also its expiry.
  */
 class FixedSpace extends Space<number> {
   data: Float64Array;
@@ -145,8 +145,19 @@ class FixedSpace extends Space<number> {
     this.data = new Float64Array(this.stride * 64);
   }
 
+  /** Epoch ms after which the slot holds nothing (a compact slot is a TAT in µs). */
   protected expiry(offset: number): number {
-    return this.data[offset]!;
+    return this.compact ? this.data[offset]! / 1000 : this.data[offset]!;
+  }
+
+  /** Whether the slot at `offset` still holds state at `nowMs`. */
+  live(offset: number, nowMs: number): boolean {
+    return this.expiry(offset) > nowMs;
+  }
+
+  /** Marks the slot as holding nothing from `nowMs` on (it is reused or swept later). */
+  expire(offset: number, nowMs: number): void {
+    this.data[offset] = this.compact ? nowMs * 1000 : nowMs;
   }
 
   protected free(offset: number): void {
@@ -291,21 +302,21 @@ export class MemoryStore implements SyncStore {
     const n = policy.rules.length;
     if (sp instanceof FixedSpace) {
       let offset = sp.keys.get(key);
-      const live = offset !== undefined && sp.data[offset]! > nowMs;
+      const live = offset !== undefined && sp.live(offset, nowMs);
       if (sp.compact) {
         const rule = policy.rules[0]!;
         const a = sp.alg.adjust(live ? [sp.data[offset!]!] : undefined, nowMs, rule, delta);
         if (a.next !== null) {
           offset ??= this.insert(sp, key, nowMs);
           sp.data[offset] = a.next[0]!;
-        } else if (offset !== undefined) sp.data[offset] = nowMs;
+        } else if (offset !== undefined) sp.expire(offset, nowMs);
         return;
       }
       const a = adjustState(policy, live ? sp.keyState(offset!, n) : undefined, nowMs, delta);
       if (a.ttlMs > 0) {
         offset ??= this.insert(sp, key, nowMs);
         sp.setKeyState(offset, a.next, n, nowMs + a.ttlMs);
-      } else if (offset !== undefined) sp.data[offset] = nowMs;
+      } else if (offset !== undefined) sp.expire(offset, nowMs);
       return;
     }
     const entry = sp.keys.get(key);
@@ -394,7 +405,7 @@ export class MemoryStore implements SyncStore {
     let offset = sp.keys.get(key);
     const d = sp.data;
     let state: number[] | undefined;
-    if (offset !== undefined && d[offset]! > nowMs) {
+    if (offset !== undefined && sp.live(offset, nowMs)) {
       const at = offset + sp.rulesAt;
       if (!Number.isNaN(d[at])) {
         state = this.scratch[sp.size]!;
@@ -414,7 +425,7 @@ export class MemoryStore implements SyncStore {
         }
       } else if (offset !== undefined) {
         // Nothing left to remember: mark the slot expired (it is reused or swept later).
-        d[offset] = nowMs;
+        sp.expire(offset, nowMs);
       }
     }
     return {
@@ -481,7 +492,7 @@ export class MemoryStore implements SyncStore {
     const n = policy.rules.length;
     let offset = sp.keys.get(key);
     const current =
-      offset !== undefined && sp.data[offset]! > nowMs ? sp.keyState(offset, n) : undefined;
+      offset !== undefined && sp.live(offset, nowMs) ? sp.keyState(offset, n) : undefined;
     const ev = evaluate(policy, current, nowMs, cost, commit);
     if (ev.changed) {
       offset ??= this.insert(sp, key, nowMs);

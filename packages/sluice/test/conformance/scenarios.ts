@@ -132,6 +132,22 @@ export const scenarios: Scenario[] = [
       { at: 334, expect: { allowed: true, remaining: 0, resetAfterMs: 1000 } },
     ],
   },
+  {
+    name: "gcra: a full burst passes at epoch-sized times (7 per hour: no rounding drift)",
+    // T = 3600000/7 ms = 514285.714… ms. Adding T to an epoch time in ms as a double rounds at
+    // each step (2^-13 ms), and 7 steps overshoot τ: sluice counts T in whole µs (rounded up,
+    // 514285715 µs) and τ as 7 of those, so the 7th always fits.
+    policy: { algorithm: "gcra", rules: [{ limit: 7, period: "1h" }] },
+    steps: [
+      ...fill(0, 7, 6),
+      {
+        at: 0,
+        expect: { allowed: false, remaining: 0, retryAfterMs: 514_286, resetAfterMs: 3_600_000 },
+      },
+      { at: 514_285, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 514_286, expect: { allowed: true, remaining: 0 } },
+    ],
+  },
   // ─── Token bucket ───────────────────────────────────────────────────────────────────────
   {
     name: "token-bucket: capacity, lazy refill, exact retry",

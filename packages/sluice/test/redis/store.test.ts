@@ -423,8 +423,8 @@ describe("size", () => {
     }
   });
 
-  it("gcra: the key expires at the TAT and holds its fraction; fixed-window: at the window end, holding the count", async () => {
-    const t = Date.UTC(2030, 0, 1); // 2^40 ≤ t: a TAT's fraction is a multiple of 2^-12 ms
+  it("gcra: the key expires at the TAT and holds the µs below that; fixed-window: at the window end, holding the count", async () => {
+    const t = Date.UTC(2030, 0, 1);
     const s = store({ now: () => t, ttlPadMs: 0, prefix: "ex:" });
     const g = createLimiter({
       store: s,
@@ -434,9 +434,11 @@ describe("size", () => {
     const shift = Date.now() - t; // the store's shift, taken at its first call (± a few ms)
     const gv = await admin.get("ex:g:{k}:g0");
     const ge = await admin.call("PEXPIRETIME", "ex:g:{k}:g0");
-    const tat = t + 1000 / 3;
-    expect(Number(gv)).toBe((Math.ceil(tat) - tat) * 4096);
-    expect(Math.abs(Number(ge) - shift - Math.ceil(tat))).toBeLessThanOrEqual(50);
+    // TAT in µs: one interval of 1000/3 ms rounded up to a whole µs; the key expires at the TAT
+    // rounded up to a whole ms, and holds how many µs that is above it.
+    const tatUs = t * 1000 + 333_334;
+    expect(Number(gv)).toBe(Math.ceil(tatUs / 1000) * 1000 - tatUs);
+    expect(Math.abs(Number(ge) - shift - Math.ceil(tatUs / 1000))).toBeLessThanOrEqual(50);
     const f = createLimiter({
       store: s,
       policy: { name: "f", algorithm: "fixed-window", rules: [{ limit: 5, period: "1m" }] },

@@ -97,60 +97,80 @@ local CORRUPT = {}
 -- ─── algorithms with fixed-size state (each returns allowed, remaining, resetAfterMs,
 -- retryAfterMs, next, ttlMs), and how their state sits in Redis ───
 --
--- g: the TAT lives in the key's expiry: the key expires at ceil(TAT) (+ shift), and its value
---    is what ceil(TAT) is above TAT: an integer q meaning q/4096 ms (exact for every epoch-ms
---    TAT from 2004 to 2109, whose fraction is a multiple of 2^−12), else the fraction itself.
---    With a whole emission interval the value is 0, an integer Redis shares: the key costs no
---    more than a plain counter's. A value ≥ 4096 is a whole TAT (written by sluice 0.1).
+-- g: the TAT (in µs) lives in the key's expiry: the key expires at the TAT rounded up to a
+--    whole ms (+ shift), and its value is how many µs that is above the TAT (0–999): an integer
+--    Redis shares, so the key costs no more than a plain counter's. (A value ≥ 1000, or with a
+--    fraction, is a whole TAT in ms, as sluice 0.1 wrote it.)
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
 -- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
 --    the state.
 
-local gcra_decide, read_gcra, write_gcra
+local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_refill, tb_decide
 local fw_decide, read_fixed
 local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
 local read_string
 
 if has.g then
-  -- algorithms/gcra.ts. State {tat}.
+  -- algorithms/gcra.ts. State {tat}, in whole µs; T rounded up to a whole µs (intervalUs).
+  local function intervalUs(limit, period)
+    local periodUs = period * 1000
+    local q = floor(periodUs / limit)
+    if q * limit >= periodUs then return q end
+    return q + 1
+  end
+  -- ceilUsToMs of gcra.ts.
+  local function ceilUsToMs(us)
+    if us <= 0 then return 0 end
+    return ceil(us / 1000)
+  end
   gcra_decide = function(st, now, limit, period, burst, cost)
-    local T = period / limit
+    local T = intervalUs(limit, period)
+    local exact = (period * 1000) / limit / T
     local tau = T * burst
-    local tat = max(st and st[1] or now, now)
+    local nowUs = now * 1000
+    local tat = max(st and st[1] or nowUs, nowUs)
     local newTat = tat + cost * T
     local allowAt = newTat - tau
-    if allowAt <= now + EPS then
+    if allowAt <= nowUs then
       local nxt = nil
-      if newTat > now + EPS then nxt = { newTat } end
-      return true, floorUnits((now + tau - newTat) / T), ceilMs(newTat - now), 0, nxt, ceilMs(newTat - now)
+      if newTat > nowUs then nxt = { newTat } end
+      return true, max(0, floor((nowUs + tau - newTat) / T)), ceilMs(((newTat - nowUs) * exact) / 1000), 0, nxt,
+        ceilUsToMs(newTat - nowUs)
     end
     -- Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
-    return false, floorUnits((now + tau - tat) / T), ceilMs(tat - now), ceilMs(allowAt - now), st, ceilMs(tat - now)
+    return false, max(0, floor((nowUs + tau - tat) / T)), ceilMs(((tat - nowUs) * exact) / 1000),
+      ceilUsToMs(allowAt - nowUs), st, ceilUsToMs(tat - nowUs)
+  end
+  gcra_adjust = function(st, now, limit, period, burst, delta)
+    local nowUs = now * 1000
+    local newTat = max(st and st[1] or nowUs, nowUs) + delta * intervalUs(limit, period)
+    if newTat > nowUs then return { newTat }, ceilUsToMs(newTat - nowUs) end
+    return nil, 0
   end
 
+  -- The key expires at the TAT rounded up to a whole ms (+ shift); its value is how many µs
+  -- that is above the TAT (0–999, an integer Redis shares).
   read_gcra = function(key, shift)
     local v = pcall_('GET', key)
     if type(v) == 'table' and v.err then return CORRUPT end
     if not v then return nil end
     local x = tonumber(v)
-    if x == nil or x < 0 then return CORRUPT end
-    if x >= 4096 then return { x } end
+    if x == nil or x < 0 or x ~= floor(x) then
+      -- sluice 0.1 kept the whole TAT in ms, fraction and all.
+      if x ~= nil and x >= 1000 then return { ceil(x * 1000) } end
+      return CORRUPT
+    end
+    if x >= 1000 then return { x * 1000 } end
     local e = call('PEXPIRETIME', key)
     if e < 0 then return CORRUPT end
-    if x == floor(x) then return { (e - shift) - x / 4096 } end
-    if x >= 1 then return CORRUPT end
-    return { (e - shift) - x }
+    return { (e - shift) * 1000 - x }
   end
 
   write_gcra = function(key, tat, shift)
-    local c = ceil(tat)
-    local f = c - tat
-    local q = f * 4096
-    if q == floor(q) then f = q end
-    -- Numbers reach Redis as exact text (%.17g; whole numbers below 1e17 as plain digits).
-    call('SET', key, f, 'PXAT', c + shift)
+    local c = ceil(tat / 1000)
+    call('SET', key, c * 1000 - tat, 'PXAT', c + shift)
   end
 end
 
@@ -358,12 +378,6 @@ if a > nargs then return out end
 -- JS `a % b` for a ≥ 0, b > 0 (fmod is exact).
 local mod = fmod
 
-local function gcra_adjust(st, now, limit, period, burst, delta)
-  local T = period / limit
-  local newTat = max(st and st[1] or now, now) + delta * T
-  if newTat > now + EPS then return { newTat }, ceilMs(newTat - now) end
-  return nil, 0
-end
 local function tb_adjust(st, now, limit, period, burst, delta)
   local rate = limit / period
   local left = min(burst, tb_refill(st, now, burst, rate) - delta)
