@@ -125,7 +125,7 @@ export const policyReportSchema = z.strictObject({
           error: "wouldDenyNewly must not exceed wouldDeny",
           path: ["wouldDenyNewly"],
         })
-        .refine((d) => d.wouldAllowNewly <= d.evaluated - d.wouldDeny, {
+        .refine((d) => d.wouldDeny > d.evaluated || d.wouldAllowNewly <= d.evaluated - d.wouldDeny, {
           error: "wouldAllowNewly must not exceed the requests the draft allowed",
           path: ["wouldAllowNewly"],
         }),

@@ -163,6 +163,9 @@ export function policyRoutes(app: FastifyInstance, ctx: ServiceContext): void {
     void reply.header("ETag", view.etag);
     void reply.header("Sluice-Revision", String(registry.currentRevision));
     void reply.header("Cache-Control", "no-cache");
+    // While this node shuts down, the client's next request goes to a new connection (to
+    // another node, behind a balancer), and this one does not hold the shutdown up.
+    if (closing) void reply.header("Connection", "close");
     if (matchesEtag(inm, view.etag)) return reply.status(304).send();
     return view.set;
   });
