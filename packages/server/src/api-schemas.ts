@@ -125,10 +125,13 @@ export const policyReportSchema = z.strictObject({
           error: "wouldDenyNewly must not exceed wouldDeny",
           path: ["wouldDenyNewly"],
         })
-        .refine((d) => d.wouldDeny > d.evaluated || d.wouldAllowNewly <= d.evaluated - d.wouldDeny, {
-          error: "wouldAllowNewly must not exceed the requests the draft allowed",
-          path: ["wouldAllowNewly"],
-        }),
+        .refine(
+          (d) => d.wouldDeny > d.evaluated || d.wouldAllowNewly <= d.evaluated - d.wouldDeny,
+          {
+            error: "wouldAllowNewly must not exceed the requests the draft allowed",
+            path: ["wouldAllowNewly"],
+          },
+        ),
       { error: "must be a list of draft counts" },
     )
     .max(1000, { error: "must hold at most 1000 entries" })
