@@ -146,11 +146,13 @@ export function decideLive(
   hooks: DecideLiveHooks = NO_HOOKS,
 ): Promise<Decision> {
   if (!live.enabled) return Promise.resolve(disabledDecision(live.policy, cost));
+  // No options object for the common cost of 1 (the hot path).
+  const options = cost === 1 ? undefined : { cost };
   const draft = live.draft;
-  if (!draft) return live.limiter.limit(key, cost === 1 ? undefined : { cost });
+  if (!draft) return live.limiter.limit(key, options);
   return Promise.all([
-    live.limiter.limit(key, { cost }),
-    draft.limiter.limit(key, { cost }).catch((err: unknown) => {
+    live.limiter.limit(key, options),
+    draft.limiter.limit(key, options).catch((err: unknown) => {
       // A cost the draft can never fit counts as a denial; anything else is not the caller's business.
       if (err instanceof ValidationError) return undefined;
       try {
