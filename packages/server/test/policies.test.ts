@@ -253,6 +253,9 @@ forEachDatabase((database) => {
         'sluice_decisions_total{policy="api",outcome="denied",reason=""} 3',
       );
       expect(metrics).toContain('sluice_draft_decisions_total{policy="api",outcome="denied"} 4');
+      // And in the console's traffic history, beside the service's own decisions.
+      const history = await b.call("GET", "/v1/admin/traffic?policy=api&window=5m");
+      expect(history.body.totals).toEqual({ allowed: 7, denied: 3, shadow: 2 });
 
       const clients = clientListSchema.parse((await a.call("GET", "/v1/admin/clients")).body);
       expect(clients.clients).toEqual([

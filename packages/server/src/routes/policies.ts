@@ -8,8 +8,9 @@
  *   until the set changes or the wait ends. Waiting costs no query: every waiting request
  *   hangs on this node's registry, which already polls the database's revision (so a change
  *   made on another node wakes it within one poll).
- * - `POST /v1/policies/report`: the client's counts since its last report (drafts, decisions)
- *   and its heartbeat (app, host, version, revision) for the admin's list of clients.
+ * - `POST /v1/policies/report`: the client's counts since its last report (drafts, decisions:
+ *   added to the draft totals, the metrics and the console's traffic history) and its heartbeat
+ *   (app, host, version, revision) for the admin's list of clients.
  *
  * Long poll rather than server-sent events: each answer is a whole, consistent set (no stream of
  * changes to replay after a reconnect), it is an ordinary request through any proxy or balancer
@@ -102,7 +103,7 @@ type Wake = "change" | "timeout" | "gone" | "closing";
 
 /** Registers `GET /v1/policies` and `POST /v1/policies/report`. */
 export function policyRoutes(app: FastifyInstance, ctx: ServiceContext): void {
-  const { registry, repo, metrics } = ctx;
+  const { registry, repo, metrics, traffic } = ctx;
   const views = new Views(registry);
 
   // One listener on the registry for every waiting request of this node.
@@ -227,6 +228,9 @@ export function policyRoutes(app: FastifyInstance, ctx: ServiceContext): void {
         { policy: d.policy, outcome: d.allowed ? "allowed" : "denied", reason: d.reason ?? "" },
         d.count,
       );
+      // The console's history, as the service's own decisions count there (without keys).
+      const outcome = !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed";
+      traffic.recordCount(d.policy, appName, outcome, d.count);
     }
     return { revision: registry.currentRevision, ignored };
   });
