@@ -5,7 +5,7 @@
  */
 import type { ClientRecord } from "../api.js";
 import { h, mount, when } from "../dom.js";
-import { type Ctx, heading, loading } from "../ui.js";
+import { type Ctx, heading, loading, scroller } from "../ui.js";
 
 /** A client not heard from for this long is marked silent (clients report every ≤ 30 s). */
 const SILENT_MS = 60_000;
@@ -80,21 +80,23 @@ export async function clientsPage(ctx: Ctx): Promise<void> {
       "App processes that enforce the policies in their own process (connectPolicies), by their last report.",
     ),
     summary,
-    h(
-      "table",
-      { class: "list", id: "clients" },
+    scroller(
       h(
-        "thead",
-        {},
+        "table",
+        { class: "list", id: "clients" },
         h(
-          "tr",
+          "thead",
           {},
-          ["App", "Host", "Client", "Revision", "Last seen", "First seen"].map((t) =>
-            h("th", {}, t),
+          h(
+            "tr",
+            {},
+            ["App", "Host", "Client", "Revision", "Last seen", "First seen"].map((t) =>
+              h("th", {}, t),
+            ),
           ),
         ),
+        body,
       ),
-      body,
     ),
   );
   const timer = setInterval(() => {
