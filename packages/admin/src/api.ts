@@ -63,6 +63,12 @@ export type AppWithKey = z.infer<typeof schemas.appWithKeySchema>;
 /** One audit log entry. */
 export type AuditRecord = z.infer<typeof schemas.auditEntrySchema>;
 
+/** An embedded policy client (connectPolicies), as its last report described it. */
+export type ClientRecord = z.infer<typeof schemas.clientSchema>;
+
+/** `GET /v1/admin/clients`: the clients seen in the last day, and the service's revision. */
+export type ClientList = z.infer<typeof schemas.clientListSchema>;
+
 /** The session: a bearer token and who it belongs to. Kept in sessionStorage. */
 export type Session = z.infer<typeof schemas.loginResponseSchema>;
 
@@ -333,5 +339,10 @@ export class Api {
     for (const [k, v] of Object.entries(q)) if (v !== undefined && v !== "") p.set(k, String(v));
     const qs = p.toString();
     return list<AuditRecord>(await this.request("GET", `/audit${qs ? `?${qs}` : ""}`), "entries");
+  }
+
+  /** The embedded policy clients seen in the last day. */
+  clients(): Promise<ClientList> {
+    return this.request("GET", "/clients");
   }
 }

@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Browser, type Page, chromium } from "playwright-core";
+import { connectPolicies, memoryStore } from "sluice";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { freePort } from "../../../test/support/ports.js";
 
@@ -680,11 +681,41 @@ describe("the console in Chromium", () => {
     expect(await lines.count()).toBe(2);
   });
 
+  it("lists the embedded clients: app, host, version and the revision each runs", async () => {
+    const policies = await connectPolicies({
+      url: base,
+      apiKey,
+      store: memoryStore(),
+      host: "checkout-1.internal",
+    });
+    try {
+      expect((await policies.limit(POLICY, "user-2")).policy).toBe(POLICY);
+      await page.click('nav a[data-page="clients"]');
+      const row = page.locator("#clients tbody tr[data-client^='checkout/']");
+      await row.waitFor();
+      const cells = await row.locator("td").allTextContents();
+      expect(cells[0]).toBe("checkout");
+      expect(cells[1]).toContain("checkout-1.internal");
+      expect(cells[2]).toBe("sluice/0.1.0");
+      expect(cells[3]).toBe(String(policies.status().revision));
+      expect(await page.textContent("#clients-summary")).toMatch(/^1 of 1 reporting/);
+    } finally {
+      await policies.close();
+    }
+  });
+
   it("fits a 390 px screen: no page-wide horizontal scroll, the navigation reachable", async () => {
     const phone = await newPage(390, 844);
     try {
       await signIn(phone, ADMIN);
-      for (const hash of ["/", `/policies/${POLICY}`, "/audit", "/apps", "/simulator"]) {
+      for (const hash of [
+        "/",
+        `/policies/${POLICY}`,
+        "/audit",
+        "/apps",
+        "/clients",
+        "/simulator",
+      ]) {
         await phone.goto(`${base}/admin/#${hash}`);
         await phone.waitForSelector("main#main h1");
         await phone.waitForLoadState("networkidle");

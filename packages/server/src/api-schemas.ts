@@ -60,6 +60,110 @@ export const releaseRequestSchema = z.strictObject({
     .max(200),
 });
 
+/** Query of `GET /v1/policies`. */
+export const policiesQuerySchema = z.strictObject({
+  wait: z.coerce
+    .number({ error: "must be a whole number of ms from 0 to 60000" })
+    .int({ error: "must be a whole number of ms from 0 to 60000" })
+    .min(0, { error: "must be a whole number of ms from 0 to 60000" })
+    .max(60_000, { error: "must be a whole number of ms from 0 to 60000" })
+    .default(0)
+    .meta({
+      description:
+        "Long poll: when the set's ETag equals If-None-Match, wait up to this long (ms) for a change before answering 304.",
+    }),
+  revision: z.coerce
+    .number({ error: "must be a revision number (a whole number ≥ 0)" })
+    .int({ error: "must be a revision number (a whole number ≥ 0)" })
+    .min(0, { error: "must be a revision number (a whole number ≥ 0)" })
+    .optional()
+    .meta({
+      description:
+        "The revision the client has seen: a node behind it checks the database before answering.",
+    }),
+});
+
+const reportCount = z
+  .number({ error: "must be a whole number ≥ 0" })
+  .int({ error: "must be a whole number ≥ 0" })
+  .min(0, { error: "must be a whole number ≥ 0" })
+  .max(Number.MAX_SAFE_INTEGER, { error: "is too large" });
+
+/** `POST /v1/policies/report`: an embedded client's counts since its last report, and its heartbeat. */
+export const policyReportSchema = z.strictObject({
+  instance: z
+    .string({ error: "must be a string (the client process's id)" })
+    .regex(/^[A-Za-z0-9._:-]{1,64}$/, {
+      error: "must be 1–64 letters, digits, '.', '_', ':' or '-'",
+    }),
+  host: z
+    .string({ error: "must be a string (the client's host name)" })
+    .min(1, { error: "must not be empty" })
+    .max(255, { error: "must be at most 255 characters" }),
+  client: z
+    .string({ error: "must be a string (the client library and version)" })
+    .min(1, { error: "must not be empty" })
+    .max(64, { error: "must be at most 64 characters" })
+    .meta({ description: "The client library and version, e.g. sluice/0.1.0." }),
+  revision: reportCount.meta({ description: "The policy revision the client runs." }),
+  drafts: z
+    .array(
+      z
+        .strictObject({
+          policy: policyName,
+          draftId: positiveInt,
+          evaluated: reportCount,
+          wouldDeny: reportCount,
+          wouldDenyNewly: reportCount,
+          wouldAllowNewly: reportCount,
+        })
+        .refine((d) => d.wouldDeny <= d.evaluated, {
+          error: "wouldDeny must not exceed evaluated",
+          path: ["wouldDeny"],
+        })
+        .refine((d) => d.wouldDenyNewly <= d.wouldDeny, {
+          error: "wouldDenyNewly must not exceed wouldDeny",
+          path: ["wouldDenyNewly"],
+        })
+        .refine(
+          (d) => d.wouldDeny > d.evaluated || d.wouldAllowNewly <= d.evaluated - d.wouldDeny,
+          {
+            error: "wouldAllowNewly must not exceed the requests the draft allowed",
+            path: ["wouldAllowNewly"],
+          },
+        ),
+      { error: "must be a list of draft counts" },
+    )
+    .max(1000, { error: "must hold at most 1000 entries" })
+    .default([])
+    .meta({ description: "Draft counts since the last report (added to the draft's totals)." }),
+  decisions: z
+    .array(
+      z.strictObject({
+        policy: policyName,
+        allowed: z.boolean({ error: "must be true or false" }),
+        reason: z
+          .enum(["blocked", "store-error", "insurance", "deny-cache", "shadow", "disabled"], {
+            error: "must be a decision reason",
+          })
+          .optional(),
+        count: reportCount,
+      }),
+      { error: "must be a list of decision counts" },
+    )
+    .max(10_000, { error: "must hold at most 10000 entries" })
+    .default([])
+    .meta({ description: "Decisions since the last report, by policy, outcome and reason." }),
+});
+
+/** `POST /v1/policies/report` answer. */
+export const policyReportAnswerSchema = z.strictObject({
+  revision: z.number().int().meta({ description: "The revision this node runs." }),
+  ignored: z.array(z.object({ path: z.string(), message: z.string() })).meta({
+    description: "Entries not counted (a draft replaced meanwhile, a policy not granted).",
+  }),
+});
+
 const ruleDecisionSchema = z.object({
   allowed: z.boolean(),
   remaining: z.number(),
@@ -516,6 +620,42 @@ export const keyResetSchema = keyStateSchema.extend({
   reset: z.literal(true),
 });
 
+/** A policy document as an app receives it: the stored document without its grants. */
+export const servedPolicySchema = storedPolicySchema.omit({ apps: true });
+
+/** `GET /v1/policies`: the policies granted to the app. */
+export const policySetSchema = z.strictObject({
+  app: z.string(),
+  revision: z.number().int().meta({ description: "The revision this node runs." }),
+  policies: z.array(
+    z.strictObject({
+      version: z.number().int(),
+      document: servedPolicySchema,
+      draft: z
+        .strictObject({ id: z.number().int(), document: servedPolicySchema })
+        .optional()
+        .meta({ description: "The draft, evaluated in shadow on the keys sluice.draft.<id>." }),
+    }),
+  ),
+});
+
+/** An embedded policy client, as its last report described it. */
+export const clientSchema = z.strictObject({
+  app: z.string(),
+  instance: z.string().meta({ description: "The client process's own id." }),
+  host: z.string(),
+  version: z.string().meta({ description: "The client library and version (sluice/0.1.0)." }),
+  revision: z.number().int().meta({ description: "The policy revision the client runs." }),
+  firstSeen: timestamp,
+  lastSeen: timestamp,
+});
+
+/** `GET /v1/admin/clients`. */
+export const clientListSchema = z.strictObject({
+  revision: z.number().int().meta({ description: "The revision this node runs." }),
+  clients: z.array(clientSchema),
+});
+
 /** Schemas named in the OpenAPI document's components. */
 export const namedSchemas = {
   EnvoyDomainDocument: envoyDomainDocumentSchema,
@@ -569,4 +709,9 @@ export const namedSchemas = {
   KeyResetRequest: keyResetRequestSchema,
   KeyState: keyStateSchema,
   KeyReset: keyResetSchema,
+  PolicySet: policySetSchema,
+  PolicyReport: policyReportSchema,
+  PolicyReportAnswer: policyReportAnswerSchema,
+  Client: clientSchema,
+  ClientList: clientListSchema,
 } as const;

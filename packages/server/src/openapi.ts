@@ -61,6 +61,18 @@ function op(
   };
 }
 
+/** Adds the 304 answer of a conditional GET. */
+function notModified(operation: Json): Json {
+  const responses = operation.responses as Json;
+  return {
+    ...operation,
+    responses: {
+      ...responses,
+      "304": { description: "Not modified: the client's set (its ETag) is still the set" },
+    },
+  };
+}
+
 /** Builds the OpenAPI document. */
 export function buildOpenApi(): Json {
   const registry = z.registry<{ id: string }>();
@@ -131,6 +143,58 @@ export function buildOpenApi(): Json {
         post: app("What a cost-1 request would get, without charging", "PeekRequest", "Decision"),
       },
       "/v1/release": { post: app("Release a concurrency lease", "ReleaseRequest", "object") },
+      "/v1/policies": {
+        get: {
+          ...notModified(
+            op(
+              "The policies granted to the app (for embedded clients); with If-None-Match and ?wait, a long poll that answers 304 when nothing changed",
+              {
+                ok: "PolicySet",
+                security: "app",
+                errs: [400, 401, 503],
+                tags: ["embedded clients"],
+              },
+            ),
+          ),
+          parameters: [
+            {
+              name: "wait",
+              in: "query",
+              required: false,
+              schema: { type: "integer", minimum: 0, maximum: 60000 },
+              description:
+                "Long poll: when the set's ETag equals If-None-Match, wait up to this long (ms) for a change before answering 304.",
+            },
+            {
+              name: "revision",
+              in: "query",
+              required: false,
+              schema: { type: "integer", minimum: 0 },
+              description:
+                "The revision the client has seen: a node behind it checks the database before answering.",
+            },
+            {
+              name: "If-None-Match",
+              in: "header",
+              required: false,
+              schema: { type: "string" },
+              description: "The ETag of the set the client has: 304 while it is still the set.",
+            },
+          ],
+        },
+      },
+      "/v1/policies/report": {
+        post: op(
+          "An embedded client's counts since its last report (drafts, decisions) and its heartbeat",
+          {
+            body: "PolicyReport",
+            ok: "PolicyReportAnswer",
+            security: "app",
+            errs: [400, 401, 503],
+            tags: ["embedded clients"],
+          },
+        ),
+      },
       "/v1/admin/login": {
         post: admin("Sign in; returns a session token", {
           body: "LoginRequest",
@@ -298,6 +362,12 @@ export function buildOpenApi(): Json {
           ok: "none",
           okStatus: 204,
           errs: [401, 403, 404, 409],
+        }),
+      },
+      "/v1/admin/clients": {
+        get: admin("Embedded policy clients seen in the last day (app, host, version, revision)", {
+          ok: "ClientList",
+          errs: [401],
         }),
       },
       "/v1/admin/audit": {

@@ -4,31 +4,30 @@
  * PostgreSQL) and, when it moved, reloads the snapshot and swaps it in whole. A snapshot that
  * fails to load leaves the last good one in force.
  */
-import { type Limiter, type Policy, type Store, createLimiter, definePolicy } from "sluice";
+import {
+  type LiveDraft as SharedLiveDraft,
+  type LivePolicy as SharedLivePolicy,
+  type Limiter,
+  type Policy,
+  type Store,
+  createLimiter,
+  livePolicy,
+  restoreDraftStats,
+  takeDraftStats,
+} from "sluice";
 import type { Logger } from "pino";
-import { documentToInput, type PolicyDocument } from "./model.js";
-import type { AppKey, DraftStats, Repository, Snapshot } from "./repository.js";
+import type { PolicyDocument } from "./model.js";
+import type { AppKey, Repository, Snapshot } from "./repository.js";
 import { secretId, secretMatches } from "./secrets.js";
 import { loadEnvoyDomains } from "./envoy/live.js";
 import type { LiveEnvoyDomain } from "./envoy/rls.js";
 
-/** The draft of a policy, running in shadow. */
-export interface LiveDraft {
-  readonly id: number;
-  readonly doc: PolicyDocument;
-  readonly limiter: Limiter;
-  /** This node's counts not yet added to the shared totals (see {@link Registry.flushDraftStats}). */
-  readonly stats: DraftStats;
-}
+/** The draft of a policy, running in shadow on its own keys (`sluice.draft.<id>`). */
+export type LiveDraft = SharedLiveDraft<PolicyDocument>;
 
-/** A policy as a node enforces it. */
-export interface LivePolicy {
-  readonly doc: PolicyDocument;
-  readonly version: number;
-  readonly policy: Policy;
-  readonly limiter: Limiter;
+/** A policy as a node enforces it: sluice's live policy, plus the apps granted it. */
+export interface LivePolicy extends SharedLivePolicy<PolicyDocument> {
   readonly apps: ReadonlySet<string>;
-  readonly draft: LiveDraft | undefined;
 }
 
 /** Options of {@link Registry}. */
@@ -60,6 +59,8 @@ export class Registry {
   private lastError: unknown;
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
+  private loads = 0;
+  private readonly listeners = new Set<() => void>();
 
   constructor(private readonly options: RegistryOptions) {}
 
@@ -112,20 +113,13 @@ export class Registry {
         throw err;
       }
     }
-    for (const live of this.policies.values()) {
-      const draft = live.draft;
-      if (!draft || draft.stats.evaluated === 0) continue;
-      const s = draft.stats;
-      const delta = { ...s };
-      s.evaluated = s.wouldDeny = s.wouldDenyNewly = s.wouldAllowNewly = 0;
+    const taken = takeDraftStats(this.policies.values());
+    for (const [i, t] of taken.entries()) {
       try {
-        await this.options.repo.addDraftStats(draft.id, delta);
+        await this.options.repo.addDraftStats(t.draft.id, t.delta);
       } catch (err) {
-        // Keep the counts for the next flush.
-        s.evaluated += delta.evaluated;
-        s.wouldDeny += delta.wouldDeny;
-        s.wouldDenyNewly += delta.wouldDenyNewly;
-        s.wouldAllowNewly += delta.wouldAllowNewly;
+        // Keep the counts not written for the next flush.
+        restoreDraftStats(taken.slice(i));
         throw err;
       }
     }
@@ -134,6 +128,21 @@ export class Registry {
   /** The revision this node runs. */
   get currentRevision(): number {
     return this.revision;
+  }
+
+  /** How many snapshots this node has loaded: it changes whenever what it runs may have. */
+  get generation(): number {
+    return this.loads;
+  }
+
+  /**
+   * Calls `listener` after every snapshot loaded (this node's own writes, and other nodes'
+   * changes found by the revision poll); returns the function that stops it. Embedded clients'
+   * long polls wait on this: they cost no query of their own.
+   */
+  onChange(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 
   /** A policy by name. */
@@ -219,39 +228,11 @@ export class Registry {
     for (const rec of snap.policies) {
       const prev = this.policies.get(rec.doc.name);
       try {
-        const reuse = prev && prev.version === rec.version;
-        const policy = reuse ? prev.policy : definePolicy(documentToInput(rec.doc));
-        const limiter = reuse ? prev.limiter : this.limiter(policy);
-        const d = drafts.get(rec.doc.name);
-        let draft: LiveDraft | undefined;
-        if (!d && corrupt.drafts.has(rec.doc.name)) {
-          draft = prev?.draft;
-        } else if (d) {
-          if (prev?.draft?.id === d.id) {
-            draft = prev.draft;
-          } else {
-            // The draft counts on its own keys (a reserved name), so it never charges the enforced policy.
-            const dp = definePolicy({
-              ...documentToInput(d.doc),
-              name: `sluice.draft.${d.id}`,
-              shadow: false,
-            });
-            draft = {
-              id: d.id,
-              doc: d.doc,
-              limiter: this.limiter(dp),
-              stats: { evaluated: 0, wouldDeny: 0, wouldDenyNewly: 0, wouldAllowNewly: 0 },
-            };
-          }
-        }
-        next.set(rec.doc.name, {
-          doc: rec.doc,
-          version: rec.version,
-          policy,
-          limiter,
-          apps: new Set(rec.doc.apps),
-          draft,
-        });
+        // A draft row that cannot be read keeps the draft this node last loaded.
+        const d =
+          drafts.get(rec.doc.name) ?? (corrupt.drafts.has(rec.doc.name) ? prev?.draft : undefined);
+        const live = livePolicy(rec.doc, rec.version, d, prev, (p) => this.limiter(p));
+        next.set(rec.doc.name, { ...live, apps: new Set(rec.doc.apps) });
       } catch (err) {
         // Stored policies were validated on write; one that no longer validates keeps its last good form.
         this.options.logger.error(
@@ -281,7 +262,15 @@ export class Registry {
       );
     }
     this.revision = snap.revision;
+    this.loads++;
     this.options.onLoad?.(snap);
+    for (const listener of this.listeners) {
+      try {
+        listener();
+      } catch (err) {
+        this.options.logger.error({ err }, "a policy change listener failed");
+      }
+    }
   }
 
   private limiter(policy: Policy): Limiter {

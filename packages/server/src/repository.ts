@@ -14,6 +14,7 @@
  * | `repository/envoy.ts`       | Envoy descriptor limits: one versioned document per domain     |
  * | `repository/traffic.ts`     | traffic history and heavy hitters (observations, not changes)  |
  * | `repository/grants.ts`      | policy ↔ app checks shared by the two above                    |
+ * | `repository/clients.ts`     | embedded policy clients and their last report                  |
  * | `repository/common.ts`      | the write transaction, audit append, timestamps                |
  * | `repository/rows.ts`        | reading stored values back                                     |
  */
@@ -21,11 +22,13 @@ import type { Database } from "./db/connect.js";
 import type { ScryptParams } from "./secrets.js";
 import { AuditRepository } from "./repository/audit.js";
 import { TrafficRepository } from "./repository/traffic.js";
+import { type ClientHeartbeat, ClientRepository } from "./repository/clients.js";
 import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
   type DraftRecord,
   type ImportPlan,
+  type DraftStats,
   type PolicyRecord,
   PolicyRepository,
   importPoliciesIn,
@@ -51,6 +54,7 @@ export type {
   TrafficRow,
   TrafficRepository,
 } from "./repository/traffic.js";
+export type { ClientHeartbeat, ClientRecord } from "./repository/clients.js";
 export { CorruptRecordError } from "./repository/rows.js";
 export type { AppKey, AppRecord, UserRecord } from "./repository/identity.js";
 export type {
@@ -104,6 +108,7 @@ export class Repository {
   private readonly envoy: EnvoyRepository;
   /** Traffic history (see repository/traffic.ts): written by every node, read by the console. */
   readonly traffic: TrafficRepository;
+  private readonly clients: ClientRepository;
 
   constructor(
     readonly database: Database,
@@ -114,6 +119,7 @@ export class Repository {
     this.audit = new AuditRepository(database.db);
     this.envoy = new EnvoyRepository(database.db, database.dialect);
     this.traffic = new TrafficRepository(database.db, database.dialect);
+    this.clients = new ClientRepository(database.db, database.dialect);
   }
 
   /** Policies, drafts and app keys, consistent with one revision. */
@@ -294,6 +300,29 @@ export class Repository {
   /** {@inheritDoc EnvoyRepository.importDomains} */
   importEnvoyDomains(...a: Args<EnvoyRepository["importDomains"]>) {
     return this.envoy.importDomains(...a);
+  }
+
+  // ---------------------------------------------------------------- embedded clients
+
+  /**
+   * Records an embedded client's report in one transaction: its draft counts added to the
+   * drafts' totals and its heartbeat (so a retried report after a failure counts nothing twice).
+   * Bumps no revision. Clients silent for a day are dropped now and then.
+   */
+  async recordClientReport(
+    heartbeat: ClientHeartbeat,
+    drafts: readonly { readonly draftId: number; readonly stats: DraftStats }[],
+  ): Promise<void> {
+    const at = new Date();
+    await this.database.db.transaction().execute(async (trx) => {
+      for (const d of drafts) await this.policies.addDraftStats(d.draftId, d.stats, trx);
+      await this.clients.recordClient(heartbeat, at.toISOString(), trx);
+    });
+    await this.clients.prune(at.getTime());
+  }
+  /** {@inheritDoc ClientRepository.listClients} */
+  listClients(...a: Args<ClientRepository["listClients"]>) {
+    return this.clients.listClients(...a);
   }
 
   // ---------------------------------------------------------------- apps, users, sessions

@@ -34,6 +34,7 @@ import { decisionRoutes } from "./routes/decision.js";
 import { envoyJsonRoute } from "./routes/envoy.js";
 import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
 import { RateLimitService } from "./envoy/rls.js";
+import { policyRoutes } from "./routes/policies.js";
 import type { ScryptParams } from "./secrets.js";
 import { SetupToken } from "./setup.js";
 import { TrafficQueries } from "./traffic/queries.js";
@@ -409,6 +410,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
 
   decisionRoutes(app, ctx);
   envoyJsonRoute(app, ctx);
+  policyRoutes(app, ctx);
   adminRoutes(app, ctx);
   void app.register(import("./routes/admin-ui.js")); // the admin web page at /admin/
   return app;

@@ -9,6 +9,7 @@ import {
   appListSchema,
   appWithKeySchema,
   auditListSchema,
+  clientListSchema,
   draftSchema,
   importResultSchema,
   keyResetSchema,
@@ -16,6 +17,7 @@ import {
   loginResponseSchema,
   policyListSchema,
   policyRecordSchema,
+  policyReportAnswerSchema,
   policyVersionSchema,
   sessionUserSchema,
   setupStatusSchema,
@@ -138,6 +140,19 @@ describe("admin API answers match their schemas", () => {
 
     const audit = await answer(auditListSchema, "GET", "/v1/admin/audit?limit=500");
     expect(audit.entries.length).toBeGreaterThanOrEqual(10);
+
+    // An embedded client's report (with the app's current key), then the list of clients.
+    const key = (await answer(appWithKeySchema, "POST", "/v1/admin/apps/web/rotate-key")).apiKey;
+    await s.sync();
+    const reported = await s.call("POST", "/v1/policies/report", {
+      token: key,
+      body: { instance: "p1", host: "h1", client: "sluice/0.1.0", revision: 3 },
+    });
+    expect(policyReportAnswerSchema.parse(reported.body).ignored).toEqual([]);
+    const clients = await answer(clientListSchema, "GET", "/v1/admin/clients");
+    expect(clients.clients.map((c) => [c.app, c.instance, c.host, c.revision])).toEqual([
+      ["web", "p1", "h1", 3],
+    ]);
   });
 
   it("Envoy domains, versions, drafts, import and counters", async () => {

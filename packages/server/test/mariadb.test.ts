@@ -74,7 +74,7 @@ describe("on MariaDB with Redis counters (in process)", () => {
     const tables = await sql<{ name: string; collation: string }>`
       select table_name as name, table_collation as collation from information_schema.tables
       where table_schema = database() and table_name not like 'kysely%'`.execute(db);
-    expect(tables.rows.length).toBe(16);
+    expect(tables.rows.length).toBe(17);
     for (const t of tables.rows) expect(t, t.name).toMatchObject({ collation: "utf8mb4_bin" });
     expect(s.service.context.repo.database.location).toBe(
       `mariadb://sluice:***@127.0.0.1:${maria.port}/inproc`,
@@ -143,6 +143,7 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
       "0001_initial",
       "0002_draft_stats",
       "0003_only_owners_own_apps",
+      "0004_policy_clients",
       "0005_envoy_domains",
       "0006_traffic",
     ]);
@@ -156,6 +157,22 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
     await repo.createApp("web", "", "test");
     expect(await repo.revision()).toBe(1);
     await dml.close();
+  });
+
+  it("0004 (embedded clients) runs again over its own work: each of its steps can", async () => {
+    const url = await maria.createDatabase("again0004");
+    const first = await openDatabase({ databaseUrl: url, dataDir });
+    await new Repository(first).recordClientReport(
+      { app: "web", instance: "p1", host: "h", version: "sluice/0.1.0", revision: 1 },
+      [],
+    );
+    // As if the process had died after its steps but before Kysely recorded the migration.
+    await sql`delete from kysely_migration where name = '0004_policy_clients'`.execute(first.db);
+    await first.close();
+    const again = await openDatabase({ databaseUrl: url, dataDir });
+    const { clients } = await new Repository(again).listClients("1970-01-01T00:00:00.000Z");
+    expect(clients.map((c) => [c.app, c.instance])).toEqual([["web", "p1"]]);
+    await again.close();
   });
 
   it("a step that fails says which, and what was applied; the next start resumes there", async () => {

@@ -9,8 +9,8 @@ import type { Policy } from "./policy.js";
  * - `deny-cache`: answered locally: the key is known to be denied until its retry time;
  * - `shadow`: the policy is in shadow mode and would have denied this request;
  * - `disabled`: the policy is switched off (`enabled: false` in the sluice service): the
- *   request is allowed without counting, and every rule is reported untouched. The library's
- *   own limiters never give this reason.
+ *   request is allowed without counting, and every rule is reported untouched. Given by the
+ *   service and by `connectPolicies`; a limiter from `createLimiter` never gives it.
  */
 export type DecisionReason =
   "blocked" | "store-error" | "insurance" | "deny-cache" | "shadow" | "disabled";

@@ -14,6 +14,8 @@ export const ERROR_CODES = [
   "SLUICE_ERR_STORE_TIMEOUT",
   "SLUICE_ERR_STORE_UNAVAILABLE",
   "SLUICE_ERR_CORRUPT_STATE",
+  "SLUICE_ERR_POLICY_NOT_FOUND",
+  "SLUICE_ERR_POLICY_SOURCE",
 ] as const;
 
 /** A sluice error code, see {@link ERROR_CODES}. */

@@ -35,3 +35,36 @@ export type { ErrorCode, ValidationIssue } from "./errors.js";
 export type { Clock, Timers } from "./clock.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
 export type { RedisStoreOptions, RedisClientLike } from "./stores/redis.js";
+export { connectPolicies } from "./policies/client.js";
+export type {
+  ConnectPoliciesOptions,
+  PolicyClient,
+  PolicyClientStatus,
+  PolicyUpdate,
+  PolicyFetch,
+  PolicyFetchInit,
+  PolicyFetchResponse,
+  RuntimeAbortSignal,
+} from "./policies/client.js";
+export { fileCache } from "./policies/file-cache.js";
+export type { PolicyCache } from "./policies/file-cache.js";
+export {
+  DRAFT_POLICY_PREFIX,
+  decideLive,
+  disabledDecision,
+  emptyDraftStats,
+  livePolicy,
+  policyInputOf,
+  restoreDraftStats,
+  takeDraftStats,
+} from "./policies/live.js";
+export type {
+  DecideLiveHooks,
+  DraftSource,
+  DraftStats,
+  LiveDraft,
+  LivePolicy,
+  ManagedPolicyDocument,
+  TakenDraftStats,
+} from "./policies/live.js";
+export { VERSION } from "./version.js";

@@ -6,6 +6,7 @@ import type { PageModule } from "../nav.js";
 import { accountPage } from "./account.js";
 import { appPage, appsPage } from "./apps.js";
 import { auditPage } from "./audit.js";
+import { clientsPage } from "./clients.js";
 import { envoyDomainPage, envoyPage } from "./envoy.js";
 import { keysPage } from "./keys.js";
 import { overviewPage } from "./overview.js";
@@ -31,6 +32,7 @@ export const PAGES: readonly PageModule[] = [
     render: (ctx, [name]) => (name === undefined ? appsPage(ctx) : appPage(ctx, name)),
   },
   { path: "keys", label: "Keys", render: (ctx) => keysPage(ctx) },
+  { path: "clients", label: "Clients", render: (ctx) => clientsPage(ctx) },
   { path: "audit", label: "Audit log", render: (ctx) => auditPage(ctx) },
   { path: "users", label: "Users", render: (ctx) => usersPage(ctx) },
   { path: "simulator", label: "Simulator", render: (ctx) => simulatorPage(ctx) },

@@ -254,6 +254,22 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         },
       },
     ],
+    "0004_policy_clients": [
+      // Embedded policy clients (connectPolicies) and their last report: the admin's list of
+      // clients, the same on every node.
+      createTable("policy_clients", (b) =>
+        b
+          .addColumn("app", t.key, (c) => c.notNull())
+          .addColumn("instance", t.key, (c) => c.notNull())
+          .addColumn("host", t.short, (c) => c.notNull())
+          .addColumn("client_version", t.short, (c) => c.notNull())
+          .addColumn("revision", "bigint", (c) => c.notNull())
+          .addColumn("first_seen", t.key, (c) => c.notNull())
+          .addColumn("last_seen", t.key, (c) => c.notNull())
+          .addPrimaryKeyConstraint("policy_clients_pk", ["app", "instance"]),
+      ),
+      createIndex("policy_clients_last_seen", "policy_clients", "last_seen"),
+    ],
     // Envoy's descriptor limits: one versioned document per domain, with drafts and their
     // shadow counts, beside the policies (docs/envoy.md).
     "0005_envoy_domains": [

@@ -105,6 +105,23 @@ export interface MetaTable {
 }
 
 /**
+ * Embedded policy clients (`connectPolicies`), one row per process (`instance`), written by its
+ * reports (`POST /v1/policies/report`); rows not seen for a day are dropped.
+ */
+export interface PolicyClientsTable {
+  app: string;
+  /** The process's own random id. */
+  instance: string;
+  host: string;
+  /** The client library and version, e.g. `sluice/0.1.0`. */
+  client_version: string;
+  /** The policy revision the client runs. */
+  revision: number | string;
+  first_seen: string;
+  last_seen: string;
+}
+
+/**
  * One domain of Envoy descriptor limits (the reference rate limit service's file): the enforced
  * version, as a canonical JSON document (see envoy/config.ts).
  */
@@ -206,4 +223,5 @@ export interface Tables {
   envoy_draft_stats: EnvoyDraftStatsTable;
   traffic: TrafficTable;
   traffic_keys: TrafficKeysTable;
+  policy_clients: PolicyClientsTable;
 }

@@ -178,8 +178,8 @@ export class PolicyRepository {
    * Adds one node's counts to a draft's totals (an upsert; it does not bump the revision, so
    * it makes no node reload).
    */
-  async addDraftStats(draftId: number, d: DraftStats): Promise<void> {
-    const insert = this.db.insertInto("draft_stats").values({
+  async addDraftStats(draftId: number, d: DraftStats, db: Db | Tx = this.db): Promise<void> {
+    const insert = db.insertInto("draft_stats").values({
       draft_id: draftId,
       evaluated: d.evaluated,
       would_deny: d.wouldDeny,

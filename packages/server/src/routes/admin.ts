@@ -24,6 +24,7 @@ import { ApiError, invalid, parseOr400, zodIssues } from "../errors.js";
 import { type PolicyDocument, type Role, validatePolicyDocument } from "../model.js";
 import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../policy-file.js";
 import type { PolicyRecord, UserRecord } from "../repository.js";
+import { CLIENT_RETENTION_MS } from "../repository/clients.js";
 import type { ServiceContext } from "../service.js";
 import { consoleRoutes } from "./console.js";
 import { bearer, missingBearer } from "./decision.js";
@@ -578,6 +579,16 @@ function routes(app: FastifyInstance, ctx: ServiceContext, auth: AuthHelpers): v
     const username = usernameParam(req);
     await repo.deleteUser(username, actor(s));
     return reply.status(204).send();
+  });
+
+  // ------------------------------------------------------------ embedded clients
+
+  app.get("/v1/admin/clients", async (req) => {
+    await session(req);
+    const since = new Date(Date.now() - CLIENT_RETENTION_MS).toISOString();
+    const { clients, corrupt } = await repo.listClients(since);
+    for (const err of corrupt) req.log.error({ err }, "stored client record is corrupt; left out");
+    return { revision: registry.currentRevision, clients };
   });
 
   // ------------------------------------------------------------ audit

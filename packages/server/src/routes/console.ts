@@ -18,7 +18,7 @@ import { OVERVIEW } from "../traffic/queries.js";
 import type { ServiceContext } from "../service.js";
 import type { AuthHelpers } from "./admin.js";
 import { assertCanEditPolicy } from "./admin.js";
-import { disabledDecision } from "./decision.js";
+import { disabledAnswer } from "./decision.js";
 
 const nameParam = z.object({ name: z.string().min(1).max(128) });
 
@@ -95,7 +95,7 @@ export function consoleRoutes(app: FastifyInstance, ctx: ServiceContext, auth: A
   const state = async (live: LivePolicy, key: string) => {
     const decision = live.doc.enabled
       ? await live.limiter.peek(key)
-      : disabledDecision(live.policy, 1);
+      : disabledAnswer(live.policy, 1);
     const draft = live.draft ? await live.draft.limiter.peek(key) : undefined;
     return {
       policy: live.policy.name,

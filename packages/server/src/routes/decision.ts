@@ -4,10 +4,11 @@
  * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
  */
 import {
+  type DecideLiveHooks,
   type Decision,
   type Policy,
-  type RuleDecision,
-  ValidationError,
+  decideLive,
+  disabledDecision,
   policyCapacity,
 } from "sluice";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -19,50 +20,15 @@ import {
 } from "../api-schemas.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
 import { decisionHeaders } from "../headers.js";
-import type { LivePolicy } from "../registry.js";
+import type { LivePolicy, Registry } from "../registry.js";
 import type { ServiceContext } from "../service.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
 type Answer = Decision & { disabled?: true };
 
-/**
- * The answer for a disabled policy: allowed, nothing counted, `reason: "disabled"`. It keeps
- * the Decision's shape — one entry per rule, each untouched (`remaining` its full capacity),
- * and `rule` the one an allowed decision reports: least remaining, ties to the longer period.
- */
-export function disabledDecision(policy: Policy, cost: number): Answer {
-  const rules: RuleDecision[] = policy.rules.map((r) => ({
-    allowed: true,
-    remaining: r.burst,
-    resetAfterMs: 0,
-    retryAfterMs: 0,
-    limit: r.limit,
-    periodMs: r.periodMs,
-    burst: r.burst,
-  }));
-  let rule = 0;
-  rules.forEach((r, i) => {
-    const best = rules[rule]!;
-    if (
-      r.remaining < best.remaining ||
-      (r.remaining === best.remaining && r.periodMs > best.periodMs)
-    )
-      rule = i;
-  });
-  const reported = rules[rule]!;
-  return {
-    allowed: true,
-    limit: reported.limit,
-    remaining: reported.remaining,
-    resetAfterMs: 0,
-    retryAfterMs: 0,
-    policy: policy.name,
-    rule,
-    rules,
-    cost,
-    reason: "disabled",
-    disabled: true,
-  };
+/** The answer for a disabled policy: sluice's (allowed, nothing counted), flagged `disabled`. */
+export function disabledAnswer(policy: Policy, cost: number): Answer {
+  return { ...disabledDecision(policy, cost), disabled: true };
 }
 
 /** The bearer token of a request, or undefined. */
@@ -87,24 +53,26 @@ export function missingBearer(req: FastifyRequest, what: string): string {
   return `Authorization uses the ${JSON.stringify(scheme)} scheme, not Bearer: send Authorization: Bearer <${what}>`;
 }
 
+/** The app whose API key the request carries; 401 without a known key. */
+export function appOfRequest(req: FastifyRequest, registry: Registry): string {
+  const token = bearer(req);
+  const name = token === undefined ? undefined : registry.appForKey(token);
+  if (!name) {
+    throw new ApiError(
+      "unauthorized",
+      token === undefined ? missingBearer(req, "api key") : "unknown or revoked API key",
+      {
+        headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
+      },
+    );
+  }
+  return name;
+}
+
 /** Registers the decision routes. */
 export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void {
   const { registry, metrics, traffic } = ctx;
-
-  const authApp = (req: FastifyRequest): string => {
-    const token = bearer(req);
-    const name = token === undefined ? undefined : registry.appForKey(token);
-    if (!name) {
-      throw new ApiError(
-        "unauthorized",
-        token === undefined ? missingBearer(req, "api key") : "unknown or revoked API key",
-        {
-          headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
-        },
-      );
-    }
-    return name;
-  };
+  const authApp = (req: FastifyRequest): string => appOfRequest(req, registry);
 
   /** The live policy, if it exists (404) and is granted to the app (403). `at` prefixes field paths. */
   const granted = (appName: string, policy: string, at: string): LivePolicy => {
@@ -157,48 +125,36 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     );
   };
 
+  /** What a draft's evaluation tells the metrics and the log, per policy (made once). */
+  const hooks = new Map<string, DecideLiveHooks>();
+  const draftHooks = (policy: string): DecideLiveHooks => {
+    let h = hooks.get(policy);
+    if (h === undefined) {
+      const allowed = metrics.draftDecisions.labels(policy, "allowed");
+      const denied = metrics.draftDecisions.labels(policy, "denied");
+      h = {
+        onDraft: (ok) => (ok ? allowed : denied).inc(),
+        onDraftError: (err) => ctx.logger.warn({ err, policy }, "draft evaluation failed"),
+      };
+      hooks.set(policy, h);
+    }
+    return h;
+  };
+
   const decide = async (
     live: LivePolicy,
     key: string,
     cost: number,
     appName: string,
   ): Promise<Answer> => {
-    if (!live.doc.enabled) {
-      count(live.policy.name, "allowed", "disabled");
-      traffic.record(live.policy.name, appName, "allowed", key);
-      return disabledDecision(live.policy, cost);
-    }
-    const options = cost === 1 ? undefined : { cost };
-    const draft = live.draft;
-    if (draft === undefined) {
-      const d = await live.limiter.limit(key, options);
-      record(live, appName, key, d);
-      return d;
-    }
-    const [d, dd] = await Promise.all([
-      live.limiter.limit(key, options),
-      draft.limiter.limit(key, options).catch((err: unknown) => {
-        // A cost the draft can never fit counts as a denial; anything else is not the caller's business.
-        if (err instanceof ValidationError) return undefined;
-        ctx.logger.warn({ err, policy: live.policy.name }, "draft evaluation failed");
-        return null;
-      }),
-    ]);
+    const d = await decideLive(
+      live,
+      key,
+      cost,
+      live.draft ? draftHooks(live.policy.name) : undefined,
+    );
     record(live, appName, key, d);
-    if (dd !== null) {
-      const draftAllowed = dd?.allowed ?? false;
-      // The enforced verdict, shadow or not: what the enforced version would have done.
-      const liveAllowed = d.allowed && d.reason !== "shadow";
-      draft.stats.evaluated++;
-      if (!draftAllowed) draft.stats.wouldDeny++;
-      if (!draftAllowed && liveAllowed) draft.stats.wouldDenyNewly++;
-      if (draftAllowed && !liveAllowed) draft.stats.wouldAllowNewly++;
-      metrics.draftDecisions.inc({
-        policy: live.policy.name,
-        outcome: draftAllowed ? "allowed" : "denied",
-      });
-    }
-    return d;
+    return d.reason === "disabled" ? { ...d, disabled: true } : d;
   };
 
   const send = (reply: FastifyReply, live: LivePolicy, d: Answer): Answer => {
@@ -245,7 +201,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
     const live = granted(appName, body.policy, "policy");
     // A peek decides nothing, so it counts in no metric (a disabled policy's neither).
-    if (!live.doc.enabled) return disabledDecision(live.policy, 1);
+    if (!live.enabled) return disabledAnswer(live.policy, 1);
     return send(reply, live, await live.limiter.peek(body.key));
   });
 

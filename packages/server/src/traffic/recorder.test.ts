@@ -70,6 +70,25 @@ describe("TrafficRecorder", () => {
     expect(out.counts).toHaveLength(5);
   });
 
+  it("adds counts reported in bulk (embedded clients) to the second they arrive in, without keys", async () => {
+    const now = T0 + 2000;
+    const out = sink();
+    const r = new TrafficRecorder({ sink: out, nodeId: "n1", now: () => now });
+    r.record("api", "web", "allowed", "u1");
+    r.recordCount("api", "web", "allowed", 7);
+    r.recordCount("api", "web", "shadow", 2);
+    r.recordCount("api", "web", "denied", 0);
+    await r.flush();
+    const s = T0 / 1000;
+    expect(out.counts).toEqual(
+      expect.arrayContaining([
+        { policy: "api", app: "web", span: 1, at: s + 2, allowed: 8, denied: 0, shadow: 2 },
+        { policy: "api", app: "web", span: 60, at: s, allowed: 8, denied: 0, shadow: 2 },
+      ]),
+    );
+    expect(out.keys.map((k) => k.key)).toEqual(["u1"]);
+  });
+
   it("reports the keys each flush changed, busiest and denied (shadow counts as denied)", async () => {
     const now = T0 + 5000;
     const out = sink();

@@ -81,21 +81,7 @@ export class TrafficRecorder {
   record(policy: string, app: string, outcome: TrafficOutcome, key: string): void {
     const ms = this.now();
     const second = Math.floor(ms / 1000);
-    let bucket = this.lastBucket;
-    if (second !== this.lastSecond || bucket === undefined) {
-      bucket = this.pending.get(second);
-      if (!bucket) {
-        bucket = new Map();
-        this.pending.set(second, bucket);
-        this.bound();
-      }
-      this.lastSecond = second;
-      this.lastBucket = bucket;
-    }
-    const pk = pairKey(policy, app);
-    let c = bucket.get(pk);
-    if (!c) bucket.set(pk, (c = { allowed: 0, denied: 0, shadow: 0 }));
-    c[outcome]++;
+    this.countsOf(second, policy, app)[outcome]++;
 
     const minute = second - (second % 60);
     let perPolicy = this.sketches.get(minute);
@@ -115,6 +101,35 @@ export class TrafficRecorder {
     }
     s.requests.offer(key);
     if (outcome !== "allowed") s.denied.offer(key);
+  }
+
+  /**
+   * Adds `count` decisions of `policy` for `app` made elsewhere and reported in bulk (an
+   * embedded client's report, `POST /v1/policies/report`): counted in the current second,
+   * without keys (a report carries none).
+   */
+  recordCount(policy: string, app: string, outcome: TrafficOutcome, count: number): void {
+    if (count <= 0) return;
+    this.countsOf(Math.floor(this.now() / 1000), policy, app)[outcome] += count;
+  }
+
+  /** The counts of (policy, app) in `second`, made when missing. */
+  private countsOf(second: number, policy: string, app: string): TrafficCounts {
+    let bucket = this.lastBucket;
+    if (second !== this.lastSecond || bucket === undefined) {
+      bucket = this.pending.get(second);
+      if (!bucket) {
+        bucket = new Map();
+        this.pending.set(second, bucket);
+        this.bound();
+      }
+      this.lastSecond = second;
+      this.lastBucket = bucket;
+    }
+    const pk = pairKey(policy, app);
+    let c = bucket.get(pk);
+    if (!c) bucket.set(pk, (c = { allowed: 0, denied: 0, shadow: 0 }));
+    return c;
   }
 
   /** Keeps at most `maxPendingSeconds` seconds waiting: the oldest go first. */

@@ -21,6 +21,7 @@ const DOCS = [
   "README.md",
   "docs/http.md",
   "docs/redis.md",
+  "docs/platform.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];

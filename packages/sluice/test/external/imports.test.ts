@@ -74,10 +74,12 @@ describe("importing the built package", () => {
     const ts = join(root, "node_modules", ".sluice-types-test.ts");
     writeFileSync(
       ts,
-      `import { createLimiter, memoryStore, type Decision } from "sluice";
+      `import { connectPolicies, createLimiter, memoryStore, type Decision } from "sluice";
 const limiter = createLimiter({ store: memoryStore(), policy: { name: "api", algorithm: "gcra", rules: [{ limit: 100, period: "1m", burst: 20 }] } });
 const d: Promise<Decision> = limiter.limit("user:42", { cost: 5 });
 void d;
+// The runtime's own fetch is a PolicyFetch.
+void connectPolicies({ url: "http://sluice:8080", apiKey: "k", store: memoryStore(), fetch: globalThis.fetch });
 `,
     );
     try {
@@ -108,10 +110,12 @@ void d;
     [
       "sluice",
       ["es2023"],
-      `import { createLimiter, memoryStore, redisStore, type Decision, type RedisClientLike } from "sluice";
+      `import { connectPolicies, createLimiter, fileCache, memoryStore, redisStore, type Decision, type PolicyClient, type PolicyFetch, type RedisClientLike } from "sluice";
 const limiter = createLimiter({ store: memoryStore(), policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
 export const d: Promise<Decision> = limiter.limit("k");
-export const r = (client: RedisClientLike) => redisStore({ client });`,
+export const r = (client: RedisClientLike) => redisStore({ client });
+export const p = (fetch: PolicyFetch): Promise<PolicyClient> =>
+  connectPolicies({ url: "http://sluice:8080", apiKey: "k", store: memoryStore(), cache: fileCache("/tmp/p.json"), fetch });`,
     ],
     [
       "sluice/algorithms",

@@ -1,0 +1,237 @@
+/**
+ * The API for embedded clients (`connectPolicies` in the library), which decide in their own
+ * process with the policies the service manages:
+ *
+ * - `GET /v1/policies`: the policies granted to the app (documents without their grants,
+ *   versions, drafts), the revision, and an `ETag` of the set. With `If-None-Match` it answers
+ *   304 while the set is unchanged; with `?wait=ms` too, it is a long poll: the answer waits
+ *   until the set changes or the wait ends. Waiting costs no query: every waiting request
+ *   hangs on this node's registry, which already polls the database's revision (so a change
+ *   made on another node wakes it within one poll).
+ * - `POST /v1/policies/report`: the client's counts since its last report (drafts, decisions:
+ *   added to the draft totals, the metrics and the console's traffic history) and its heartbeat
+ *   (app, host, version, revision) for the admin's list of clients.
+ *
+ * Long poll rather than server-sent events: each answer is a whole, consistent set (no stream of
+ * changes to replay after a reconnect), it is an ordinary request through any proxy or balancer
+ * (no buffering proxy holds events back), and a client that lost its node just asks another.
+ */
+import { createHash } from "node:crypto";
+import type { FastifyInstance, FastifyReply } from "fastify";
+import { policiesQuerySchema, policyReportSchema } from "../api-schemas.js";
+import { parseOr400 } from "../errors.js";
+import type { PolicyDocument } from "../model.js";
+import type { LivePolicy, Registry } from "../registry.js";
+import type { ServiceContext } from "../service.js";
+import { appOfRequest } from "./decision.js";
+
+/** A policy document as an app receives it: without the apps granted it. */
+type ServedDocument = Omit<PolicyDocument, "apps">;
+
+/** `GET /v1/policies`. */
+interface PolicySet {
+  readonly app: string;
+  readonly revision: number;
+  readonly policies: readonly {
+    readonly version: number;
+    readonly document: ServedDocument;
+    readonly draft?: { readonly id: number; readonly document: ServedDocument };
+  }[];
+}
+
+/** An app's set, with its ETag. */
+interface View {
+  readonly set: PolicySet;
+  readonly etag: string;
+}
+
+const served = (doc: PolicyDocument): ServedDocument => {
+  const { apps: _apps, ...rest } = doc;
+  return rest;
+};
+
+/**
+ * Each app's set, built once per snapshot the registry loads (however many clients ask), and
+ * dropped when the next one loads.
+ */
+class Views {
+  private generation = -1;
+  private readonly byApp = new Map<string, View>();
+
+  constructor(private readonly registry: Registry) {}
+
+  of(app: string): View {
+    if (this.registry.generation !== this.generation) {
+      this.byApp.clear();
+      this.generation = this.registry.generation;
+    }
+    let view = this.byApp.get(app);
+    if (!view) {
+      view = build(app, this.registry.all(), this.registry.currentRevision);
+      this.byApp.set(app, view);
+    }
+    return view;
+  }
+}
+
+function build(app: string, all: readonly LivePolicy[], revision: number): View {
+  const policies = all
+    .filter((live) => live.apps.has(app))
+    .sort((a, b) => (a.doc.name < b.doc.name ? -1 : a.doc.name > b.doc.name ? 1 : 0))
+    .map((live) => ({
+      version: live.version,
+      document: served(live.doc),
+      ...(live.draft ? { draft: { id: live.draft.id, document: served(live.draft.doc) } } : {}),
+    }));
+  // The ETag covers the policies alone: a change elsewhere (another app's policy) is no change
+  // for this app, and its clients keep waiting.
+  const etag = `"${createHash("sha256").update(JSON.stringify(policies)).digest("base64url").slice(0, 27)}"`;
+  return { set: { app, revision, policies }, etag };
+}
+
+/** Whether an `If-None-Match` header names `etag` (or is `*`); weak tags compare equal. */
+export function matchesEtag(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  return header
+    .split(",")
+    .map((t) => t.trim().replace(/^W\//, ""))
+    .some((t) => t === "*" || t === etag);
+}
+
+/** Why a long poll stopped waiting. */
+type Wake = "change" | "timeout" | "gone" | "closing";
+
+/** Registers `GET /v1/policies` and `POST /v1/policies/report`. */
+export function policyRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+  const { registry, repo, metrics, traffic } = ctx;
+  const views = new Views(registry);
+
+  // One listener on the registry for every waiting request of this node.
+  const waiters = new Set<(why: Wake) => void>();
+  let closing = false;
+  const unsubscribe = registry.onChange(() => {
+    for (const wake of [...waiters]) wake("change");
+  });
+  // A node shutting down answers its long polls at once (they would hold the shutdown up);
+  // their clients ask again, and reach another node.
+  app.addHook("preClose", (done) => {
+    closing = true;
+    for (const wake of [...waiters]) wake("closing");
+    done();
+  });
+  app.addHook("onClose", (_app, done) => {
+    unsubscribe();
+    done();
+  });
+
+  const waitForChange = (ms: number, reply: FastifyReply): Promise<Wake> =>
+    new Promise((resolve) => {
+      const finish = (why: Wake) => {
+        clearTimeout(timer);
+        waiters.delete(finish);
+        reply.raw.off("close", gone);
+        resolve(why);
+      };
+      const gone = () => finish("gone");
+      const timer = setTimeout(() => finish("timeout"), ms);
+      waiters.add(finish);
+      // The response's "close": the client went away (or the answer was sent).
+      reply.raw.once("close", gone);
+    });
+
+  app.get("/v1/policies", async (req, reply) => {
+    let appName = appOfRequest(req, registry);
+    const q = parseOr400(policiesQuerySchema, req.query ?? {}, "Invalid query");
+    // A client that saw a later revision (on another node) gets nothing older from this one
+    // than the database has now.
+    if (q.revision !== undefined && q.revision > registry.currentRevision) await registry.poll();
+    const inm = req.headers["if-none-match"];
+    let view = views.of(appName);
+    if (q.wait > 0 && matchesEtag(inm, view.etag)) {
+      const deadline = Date.now() + q.wait;
+      for (;;) {
+        const left = deadline - Date.now();
+        if (left <= 0 || closing) break;
+        const why = await waitForChange(left, reply);
+        // Gone: the answer below goes nowhere, and that is all that is left to do.
+        if (why === "gone") break;
+        // The key may have been revoked meanwhile (401), and the set may have changed.
+        appName = appOfRequest(req, registry);
+        view = views.of(appName);
+        if (why !== "change" || !matchesEtag(inm, view.etag)) break;
+      }
+    }
+    void reply.header("ETag", view.etag);
+    void reply.header("Sluice-Revision", String(registry.currentRevision));
+    void reply.header("Cache-Control", "no-cache");
+    // While this node shuts down, the client's next request goes to a new connection (to
+    // another node, behind a balancer), and this one does not hold the shutdown up.
+    if (closing) void reply.header("Connection", "close");
+    if (matchesEtag(inm, view.etag)) return reply.status(304).send();
+    return view.set;
+  });
+
+  app.post("/v1/policies/report", async (req) => {
+    const appName = appOfRequest(req, registry);
+    const body = parseOr400(policyReportSchema, req.body, "Invalid report");
+    const ignored: { path: string; message: string }[] = [];
+    const granted = (policy: string, path: string): LivePolicy | undefined => {
+      const live = registry.get(policy);
+      if (live?.apps.has(appName)) return live;
+      ignored.push({ path, message: `policy "${policy}" is not granted to app "${appName}"` });
+      return undefined;
+    };
+    const drafts: { draftId: number; policy: string; stats: (typeof body.drafts)[number] }[] = [];
+    for (const [i, d] of body.drafts.entries()) {
+      const live = granted(d.policy, `drafts.${i}.policy`);
+      if (!live) continue;
+      if (live.draft?.id !== d.draftId) {
+        ignored.push({
+          path: `drafts.${i}.draftId`,
+          message: `draft ${d.draftId} is no longer the draft of policy "${d.policy}" (it was replaced, promoted or discarded)`,
+        });
+        continue;
+      }
+      if (d.evaluated > 0) drafts.push({ draftId: d.draftId, policy: d.policy, stats: d });
+    }
+    const decisions = body.decisions.filter(
+      (d, i) => granted(d.policy, `decisions.${i}.policy`) !== undefined && d.count > 0,
+    );
+    await repo.recordClientReport(
+      {
+        app: appName,
+        instance: body.instance,
+        host: body.host,
+        version: body.client,
+        revision: body.revision,
+      },
+      drafts.map((d) => ({
+        draftId: d.draftId,
+        stats: {
+          evaluated: d.stats.evaluated,
+          wouldDeny: d.stats.wouldDeny,
+          wouldDenyNewly: d.stats.wouldDenyNewly,
+          wouldAllowNewly: d.stats.wouldAllowNewly,
+        },
+      })),
+    );
+    // Counted once the report is recorded (a report that failed is sent again).
+    for (const d of drafts) {
+      const denied = d.stats.wouldDeny;
+      if (denied > 0) metrics.draftDecisions.inc({ policy: d.policy, outcome: "denied" }, denied);
+      const allowed = d.stats.evaluated - denied;
+      if (allowed > 0)
+        metrics.draftDecisions.inc({ policy: d.policy, outcome: "allowed" }, allowed);
+    }
+    for (const d of decisions) {
+      metrics.decisions.inc(
+        { policy: d.policy, outcome: d.allowed ? "allowed" : "denied", reason: d.reason ?? "" },
+        d.count,
+      );
+      // The console's history, as the service's own decisions count there (without keys).
+      const outcome = !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed";
+      traffic.recordCount(d.policy, appName, outcome, d.count);
+    }
+    return { revision: registry.currentRevision, ignored };
+  });
+}
