@@ -13,6 +13,7 @@ import { type InPlaceAlgorithm, type ResolvedRule, type Step, ceilMs } from "./t
 export const slidingLog: InPlaceAlgorithm = {
   stateSize: 0,
   capacity: (rule) => rule.limit,
+  fresh: () => [0, 2],
   decide(state, nowMs, rule, cost) {
     return decideInPlace(state === undefined ? [0, 2] : state.slice(), nowMs, rule, cost);
   },

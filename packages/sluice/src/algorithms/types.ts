@@ -95,6 +95,8 @@ export function floorUnits(units: number): number {
  * `decide`'s (which is defined as this on a copy).
  */
 export interface InPlaceAlgorithm extends Algorithm {
+  /** A new state array holding nothing, for `decideInPlace` on a key without state. */
+  fresh(): number[];
   /**
    * `decide(state, nowMs, rule, cost)`, with `state` changed into the next state (pruned, and
    * charged when allowed). The result's `next` is `state` itself, or null when nothing is left.

@@ -453,7 +453,12 @@ export class MemoryStore implements SyncStore {
     else if (commit && cost > 0 && "decideInPlace" in alg) {
       // The key's log is changed in place (and is the new state when allowed).
       const own = current?.states[0];
-      step = (alg as InPlaceAlgorithm).decideInPlace(own ?? [0, 2], nowMs, rule, cost);
+      step = (alg as InPlaceAlgorithm).decideInPlace(
+        own ?? (alg as InPlaceAlgorithm).fresh(),
+        nowMs,
+        rule,
+        cost,
+      );
       if (step.allowed && entry !== undefined && own !== undefined) {
         entry.e = nowMs + step.ttlMs;
         if (step.next === null) entry.s.states[0] = undefined;
