@@ -130,7 +130,10 @@ interface DenyEntry {
 const CONNECTING_STATUS = new Set(["connect", "connecting", "wait"]);
 
 /** Most script calls in flight at once (see {@link RedisStore}). */
-const MAX_IN_FLIGHT = 2;
+const MAX_IN_FLIGHT = 4;
+
+/** Fewest operations a batch is split into when it is spread over several calls. */
+const MIN_CHUNK = 4;
 
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
@@ -138,9 +141,10 @@ const MAX_IN_FLIGHT = 2;
  *
  * Calls travel in batches: a call is queued and the queue is sent as one EVALSHA (per Cluster
  * slot, at most `maxBatch` operations) at the end of the current microtask checkpoint. At most
- * two script calls are in flight: while both are, new calls wait for one of them to come back
- * and then go together. With nothing in flight a queue of several is sent as two calls, so that
- * Redis runs one while Node reads the other's answer. A lone call goes at once (one round trip).
+ * four script calls are in flight: while they are, new calls wait for one of them to come back
+ * and then go together. With fewer in flight a queue is spread over the free calls (at least 4
+ * operations each), so that Redis runs one while Node reads another's answer. A lone call goes
+ * at once (one round trip).
  * The script decides a batch's operations one after another, each atomically. Failures reject
  * with a {@link StoreError}, which the limiter maps to the policy's `onStoreError`.
  */
@@ -313,19 +317,26 @@ export class RedisStore implements Store {
     } else this.sendChunks(queue);
   }
 
-  /** Sends a batch (one slot) as calls of at most `maxBatch`; in two halves when idle. */
+  /**
+   * Sends a batch (one slot) as calls of at most `maxBatch`, spread over the calls still free
+   * (at most {@link MAX_IN_FLIGHT} in flight) in chunks of at least {@link MIN_CHUNK}: with
+   * little in flight, several calls run at once, so Redis works on one while Node encodes the
+   * next or reads the previous one's answer.
+   */
   private sendChunks(batch: Pending[]): void {
-    const max = this.o.maxBatch;
-    if (batch.length <= max) {
-      if (this.inFlight === 0 && batch.length >= 2) {
-        // Nothing in flight: two calls, so that Redis works on one while Node reads the other.
-        const half = batch.length >> 1;
-        this.send(batch.slice(0, half));
-        this.send(batch.slice(half));
-      } else this.send(batch);
+    const n = batch.length;
+    const free = MAX_IN_FLIGHT - this.inFlight;
+    const parts = Math.max(
+      1,
+      Math.min(free, Math.floor(n / MIN_CHUNK)),
+      Math.ceil(n / this.o.maxBatch),
+    );
+    if (parts === 1) {
+      this.send(batch);
       return;
     }
-    for (let i = 0; i < batch.length; i += max) this.send(batch.slice(i, i + max));
+    const size = Math.ceil(n / parts);
+    for (let i = 0; i < n; i += size) this.send(batch.slice(i, i + size));
   }
 
   /** Sends one batch (all in one slot) and settles each operation with its own result. */
