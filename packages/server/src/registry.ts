@@ -42,6 +42,9 @@ export interface RegistryOptions {
   onLoad?: (snapshot: Snapshot) => void;
 }
 
+/** Most verified API keys remembered per snapshot of the apps. */
+const VERIFIED_KEYS = 10_000;
+
 /** How often each node adds its draft shadow counts to the shared totals. */
 const DRAFT_FLUSH_MS = 1000;
 
@@ -49,6 +52,8 @@ const DRAFT_FLUSH_MS = 1000;
 export class Registry {
   private policies = new Map<string, LivePolicy>();
   private apps = new Map<string, AppKey>();
+  /** API keys verified against `apps` (see {@link Registry.appForKey}). */
+  private verified = new Map<string, string>();
   private envoy = new Map<string, LiveEnvoyDomain>();
   private revision = -1;
   private timer: NodeJS.Timeout | undefined;
@@ -167,9 +172,17 @@ export class Registry {
 
   /** The app an API key belongs to (constant-time check of the key), or undefined. */
   appForKey(key: string): string | undefined {
+    // Keys already verified against this snapshot's hashes skip the SHA-256 (every request of
+    // an app carries the same key). The cache is emptied whenever the apps are reloaded, so a
+    // rotated or revoked key stops working as before, and it is bounded.
+    const known = this.verified.get(key);
+    if (known !== undefined) return known;
     const id = secretId("sk", key);
     const app = id === undefined ? undefined : this.apps.get(id);
-    return app && secretMatches(key, app.keyHash) ? app.name : undefined;
+    if (!app || !secretMatches(key, app.keyHash)) return undefined;
+    if (this.verified.size >= VERIFIED_KEYS) this.verified.clear();
+    this.verified.set(key, app.name);
+    return app.name;
   }
 
   /**
@@ -254,6 +267,7 @@ export class Registry {
     });
     this.policies = next;
     this.apps = apps;
+    this.verified = new Map();
     this.envoy = envoy;
     if (this.revision !== -1 && snap.revision !== this.revision) {
       this.options.logger.info(

@@ -16,6 +16,7 @@ import {
   batchRequestSchema,
   limitRequestSchema,
   peekRequestSchema,
+  plainLimitRequest,
   releaseRequestSchema,
 } from "../api-schemas.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
@@ -166,7 +167,9 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
 
   app.post("/v1/limit", async (req, reply) => {
     const appName = authApp(req);
-    const body = parseOr400(limitRequestSchema, req.body, "Invalid limit request");
+    const body =
+      plainLimitRequest(req.body) ??
+      parseOr400(limitRequestSchema, req.body, "Invalid limit request");
     const live = granted(appName, body.policy, "policy");
     const cost = body.cost ?? 1;
     checkCost(live, cost, "cost");
