@@ -24,8 +24,8 @@ async function sluiceLimiter(algorithm, { limit, periodMs }) {
 }
 
 /**
- * Builds `op(key)` for a contestant: "sluice" (with `algorithm`) or "rlf" (RateLimiterMemory),
- * both with `limit` per `periodMs`. For concurrency, `release` gives each lease back at once
+ * Builds `op(key)` for a contestant: "sluice" (with `algorithm`), "rlf" (RateLimiterMemory) or
+ * "rlf-reward" (RateLimiterMemory's `consume` + `reward`), all with `limit` per `periodMs`. For concurrency, `release` gives each lease back at once
  * (the decision is `limit` + `release`). A denial resolves a Decision with `allowed: false`
  * (sluice) or rejects with a RateLimiterRes (rlf): see `drive`.
  */
@@ -33,6 +33,16 @@ async function contestant(name, algorithm, policy, release = true) {
   if (name === "rlf") {
     const rl = await peer(policy);
     return (key) => rl.consume(key);
+  }
+  if (name === "rlf-reward") {
+    // RateLimiterMemory has no leases: "at most N in flight" is a point consumed when the work
+    // starts and given back (`reward`) when it ends — the peer of sluice's limit + release.
+    const rl = await peer(policy);
+    return async (key) => {
+      const r = await rl.consume(key);
+      await rl.reward(key, 1);
+      return r;
+    };
   }
   const limiter = await sluiceLimiter(algorithm, policy);
   if (algorithm === "concurrency" && release) {

@@ -192,6 +192,17 @@ export function planFor({ quick, only, port, log }) {
         rate,
       );
       if (!want(section)) continue;
+      // concurrency's peer: a point consumed and given back, as sluice's limit + release.
+      add(
+        section,
+        `${title}: RateLimiterMemory consume + reward${tag}`,
+        async () => {
+          const r = await runCaseRetry("memory", "throughput", { ...params, name: "rlf-reward" });
+          keep(`${section}:rlf-reward`, r);
+          return r;
+        },
+        rate,
+      );
       for (const algorithm of ALGORITHMS) {
         add(
           section,
@@ -414,7 +425,7 @@ export function planFor({ quick, only, port, log }) {
       }
       return m;
     };
-    for (const a of ["rlf", ...ALGORITHMS]) {
+    for (const a of ["rlf", "rlf-reward", ...ALGORITHMS]) {
       const m = med(`memory:${a}`);
       if (m) results.memory[a] = m;
       const h = med(`memory-hot:${a}`);

@@ -4,7 +4,7 @@
 // ("Profiling a figure") says how to profile one case. Each entry takes the run's results and
 // the target row (lib/report.mjs: `id`, and the fields it sets for the entry: `inflight`,
 // `section`, `algorithm`). Keys are the rows' `limits` (or, without one, their `id`).
-import { fmtMs, fmtRate } from "./util.mjs";
+import { fmtMs, fmtRate, memoryPeer } from "./util.mjs";
 
 const us = (x) => (x === undefined || Number.isNaN(x) ? "?" : `${x.toFixed(1)} µs`);
 const ns = (x) => (x === undefined || !Number.isFinite(x) ? "?" : `${x.toFixed(0)} ns`);
@@ -82,11 +82,15 @@ export const LIMITS = {
   memory: (r, t) => {
     const mem = r[t.section] ?? {};
     const s = mem[t.algorithm];
-    const p = mem.rlf;
+    const p = memoryPeer(mem, t.algorithm);
     if (!s || !p) return "";
-    let text = `${t.section === "memoryHot" ? "Hot keys" : "Round robin"}: ${memoryTimes(s, p, "sluice", "RateLimiterMemory")}`;
+    const peerName =
+      t.algorithm === "concurrency" ? "RateLimiterMemory's consume + reward" : "RateLimiterMemory";
+    let text = `${t.section === "memoryHot" ? "Hot keys" : "Round robin"}: ${memoryTimes(s, p, "sluice", peerName)}`;
     if (t.algorithm === "concurrency")
-      text += " Here a decision is `limit` + `release`: two awaited calls.";
+      text +=
+        " Here a decision is `limit` + `release`: two awaited calls, two clock reads and two " +
+        "look-ups of the key, plus the lease list's bookkeeping.";
     const sync = r.memorySync?.[t.algorithm];
     if (sync && t.section === "memory") {
       const a = perCall(s).wall;

@@ -191,3 +191,11 @@ export function fmtRatio(r) {
   if (r === undefined || !Number.isFinite(r)) return "–";
   return r >= 100 ? `${r.toFixed(0)}×` : `${r.toFixed(2)}×`;
 }
+
+/**
+ * The peer figure an awaited memory figure is compared with: RateLimiterMemory's `consume`, or
+ * for concurrency (`limit` + `release`) its `consume` + `reward`, when the run has it.
+ */
+export function memoryPeer(mem, algorithm) {
+  return algorithm === "concurrency" ? mem["rlf-reward"] : mem.rlf;
+}
