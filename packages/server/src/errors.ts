@@ -151,6 +151,8 @@ const DB_DOWN = new Set([
   // mysql2: the server closed the connection (it stopped, crashed, or killed the connection).
   "PROTOCOL_CONNECTION_LOST",
   "ER_CONNECTION_KILLED",
+  // mysql2: no answer within the query's deadline (databaseTimeoutMs).
+  "PROTOCOL_SEQUENCE_TIMEOUT",
 ]);
 
 /**
@@ -187,6 +189,7 @@ export function databaseOutageReason(err: unknown): string | undefined {
   if (code === "25006") return "it is read-only (a standby?)";
   if (
     code === "57014" ||
+    code === "PROTOCOL_SEQUENCE_TIMEOUT" ||
     /Query read timeout|timeout exceeded when trying to connect/i.test(err.message)
   )
     return "it did not answer in time";

@@ -353,6 +353,52 @@ describe("a database outage", () => {
     }
   });
 
+  it("hung (SIGSTOP): admin requests fail within the deadline with 503, readiness names the database, and it recovers", async () => {
+    const own = await startMariaDb();
+    const s = await startService({
+      databaseUrl: await own.createDatabase("hung"),
+      values: { databaseTimeoutMs: 500, readinessTimeoutMs: 300 },
+    });
+    const timed = async <T>(work: () => Promise<T>) => {
+      const t0 = performance.now();
+      const value = await work();
+      return { value, ms: performance.now() - t0 };
+    };
+    try {
+      own.process.kill("SIGSTOP");
+      try {
+        // Twice each: the second request must not queue behind the first one's hung query.
+        for (let i = 0; i < 2; i++) {
+          const read = await timed(() => s.call("GET", "/v1/admin/policies"));
+          expect(read.value.status).toBe(503);
+          expect(read.value.body.error.code).toBe("database_unavailable");
+          expect(read.ms).toBeLessThan(3000);
+          const write = await timed(() =>
+            s.call("POST", "/v1/admin/apps", { body: { name: `x${i}` } }),
+          );
+          expect(write.value.status).toBe(503);
+          expect(write.ms).toBeLessThan(3000);
+        }
+        const ready = await timed(() => call(s.url, "GET", "/readyz"));
+        expect(ready.value.status).toBe(503);
+        expect(ready.value.body.checks.database).toMatch(/^unavailable/);
+        expect(ready.ms).toBeLessThan(1500);
+      } finally {
+        own.process.kill("SIGCONT");
+      }
+      // The connections that timed out were destroyed and replaced: everything works again.
+      await waitFor(async () => (await s.call("GET", "/v1/admin/policies")).status === 200, 10_000);
+      expect((await s.call("POST", "/v1/admin/apps", { body: { name: "after" } })).status).toBe(
+        201,
+      );
+      expect((await call(s.url, "GET", "/readyz")).status).toBe(200);
+    } finally {
+      own.process.kill("SIGCONT");
+      await s.close();
+      await own.stop();
+    }
+  });
+
   it("keeps decisions going on the last loaded policies; the admin API and /readyz answer 503", async () => {
     const own = await startMariaDb();
     const s = await startService({ databaseUrl: await own.createDatabase("outage") });

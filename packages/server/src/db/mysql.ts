@@ -22,8 +22,15 @@
  *   mysql2 parses real `JSON` columns differently across versions); the repository parses and
  *   checks them itself, as on SQLite.
  */
-import { CompiledQuery, Kysely, MysqlDialect } from "kysely";
-import { createPool } from "mysql2";
+import {
+  CompiledQuery,
+  Kysely,
+  MysqlDialect,
+  type MysqlPool,
+  type MysqlPoolConnection,
+  type MysqlQueryResult,
+} from "kysely";
+import { type Pool, type PoolConnection, createPool } from "mysql2";
 import type { Tables } from "./schema.js";
 
 /** `mysql://…` or `mariadb://…`: the URLs that select this database. */
@@ -39,7 +46,7 @@ const SESSION = [
 /**
  * A Kysely over a pool of mysql2 connections to `url` (`mysql://user:pass@host:3306/db` or
  * `mariadb://…`; query parameters are mysql2 connection options, e.g. `?ssl={}`). `timeoutMs`
- * bounds each connection attempt.
+ * bounds each connection attempt and each query (see {@link withQueryDeadline}).
  */
 export function openMysql(url: string, timeoutMs = 5000): Kysely<Tables> {
   const pool = createPool({
@@ -62,10 +69,56 @@ export function openMysql(url: string, timeoutMs = 5000): Kysely<Tables> {
   });
   return new Kysely<Tables>({
     dialect: new MysqlDialect({
-      pool,
+      pool: withQueryDeadline(pool, timeoutMs),
       async onCreateConnection(connection) {
         for (const statement of SESSION) await connection.executeQuery(statement);
       },
     }),
   });
+}
+
+/**
+ * The pool as Kysely sees it, with a deadline on every query: a query the server has not
+ * answered within `timeoutMs` fails with mysql2's `PROTOCOL_SEQUENCE_TIMEOUT` (a database
+ * outage to the service), and its connection is destroyed. mysql2 only gives up waiting on the
+ * query; the connection would still be waiting for the answer, and every later query on it
+ * would queue behind that one with no deadline of its own (mysql2 starts a query's timer when
+ * the query starts). So a hung server (SIGSTOP, a network black hole) costs each request
+ * `timeoutMs` at most, and the pool opens fresh connections (within `connectTimeout`) once the
+ * server answers again.
+ */
+function withQueryDeadline(pool: Pool, timeoutMs: number): MysqlPool {
+  // Kysely keys its connection objects by the raw connection: one wrapper per connection.
+  const wrappers = new WeakMap<PoolConnection, MysqlPoolConnection>();
+  const wrap = (raw: PoolConnection): MysqlPoolConnection => {
+    let w = wrappers.get(raw);
+    if (w !== undefined) return w;
+    const query = (
+      sql: string,
+      values: unknown[],
+      callback?: (error: unknown, result: MysqlQueryResult) => void,
+    ) => {
+      if (callback === undefined) return raw.query({ sql, values, timeout: timeoutMs });
+      raw.query({ sql, values, timeout: timeoutMs }, (error, result) => {
+        if ((error as { code?: unknown } | null)?.code === "PROTOCOL_SEQUENCE_TIMEOUT")
+          raw.destroy();
+        callback(error, result as MysqlQueryResult);
+      });
+      return undefined;
+    };
+    w = { query, release: () => raw.release() } as MysqlPoolConnection;
+    wrappers.set(raw, w);
+    return w;
+  };
+  return {
+    getConnection(callback) {
+      pool.getConnection((error, raw) => {
+        if (error) callback(error, undefined as unknown as MysqlPoolConnection);
+        else callback(null, wrap(raw));
+      });
+    },
+    end(callback) {
+      pool.end(callback);
+    },
+  };
 }
