@@ -154,11 +154,11 @@ export async function startPostgres(): Promise<PostgresServer> {
     pause() {
       if (exited || child.pid === undefined) return;
       // The postmaster first, so it forks no new backend meanwhile.
-      for (const pid of clusterPids(child.pid)) process.kill(pid, "SIGSTOP");
+      for (const pid of clusterPids(child.pid)) signal(pid, "SIGSTOP");
     },
     resume() {
       if (exited || child.pid === undefined) return;
-      for (const pid of clusterPids(child.pid).reverse()) process.kill(pid, "SIGCONT");
+      for (const pid of clusterPids(child.pid).reverse()) signal(pid, "SIGCONT");
     },
     async createDatabase(name: string) {
       await query(`create database "${name.replace(/"/g, "")}"`);
@@ -167,7 +167,7 @@ export async function startPostgres(): Promise<PostgresServer> {
     async stop() {
       if (!exited) {
         if (child.pid !== undefined)
-          for (const pid of clusterPids(child.pid)) process.kill(pid, "SIGCONT");
+          for (const pid of clusterPids(child.pid)) signal(pid, "SIGCONT");
         // SIGINT is PostgreSQL's fast shutdown.
         child.kill("SIGINT");
         await Promise.race([
@@ -179,4 +179,16 @@ export async function startPostgres(): Promise<PostgresServer> {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Sends `sig` to `pid`; a process that has exited since it was listed (a backend ending its
+ * session between `clusterPids` and the signal) is not an error.
+ */
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ESRCH") throw err;
+  }
 }
