@@ -331,7 +331,7 @@ export function program(): Command {
       )
       .option(
         "-o, --output <file|dir>",
-        "write to a file instead of stdout (--envoy and a directory: one <domain>.yaml each)",
+        "write to a file instead of stdout (--envoy: a directory, created if missing, with one <domain>.yaml each; a path ending in .yaml/.yml is one file)",
       )
       .option("--envoy", "export the Envoy domains (the reference rate limit service's files)"),
     DB_KEYS,
@@ -343,7 +343,8 @@ export function program(): Command {
       const docs = await withRepo(config, async (repo) =>
         (await repo.listEnvoyDomains()).map((r) => r.doc),
       );
-      if (output !== undefined && (output.endsWith("/") || isDirectory(output))) {
+      // The reference service reads one domain per file: a directory unless a .yaml file is named.
+      if (output !== undefined && (isDirectory(output) || !/\.ya?ml$/i.test(output))) {
         mkdirSync(output, { recursive: true });
         const used = new Set<string>();
         for (const d of docs) {
@@ -357,8 +358,10 @@ export function program(): Command {
         return;
       }
       const text = docs.map((d) => exportEnvoyYaml(d)).join("---\n");
-      if (output !== undefined) writeFileSync(output, text);
-      else process.stdout.write(text);
+      if (output !== undefined) {
+        writeFileSync(output, text);
+        process.stdout.write(`wrote ${docs.length} domain(s) to ${output}\n`);
+      } else process.stdout.write(text);
       return;
     }
     const text = await withRepo(config, async (repo) =>

@@ -764,6 +764,14 @@ forEachDatabase((database) => {
         contentType: "application/yaml",
       });
       expect(dry.body).toMatchObject({ dryRun: true, plan: { update: ["web-api"] } });
+      const ghostDry = await s.call("POST", "/v1/admin/policies/import?dryRun=true", {
+        body: {
+          version: 1,
+          policies: [{ name: "ghosted", rules: [{ limit: 1, period: "1s" }], apps: ["ghost"] }],
+        },
+      });
+      expect(ghostDry.status).toBe(400);
+      expect(JSON.stringify(ghostDry.body.error)).toContain("unknown app(s): ghost");
       const before = await dbState();
       const bad = await s.call("POST", "/v1/admin/policies/import", {
         raw: changed.replace("limit: 5", "limit: -5"),

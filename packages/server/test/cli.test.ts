@@ -269,6 +269,11 @@ describe("policy files and check", () => {
     const ghost = await runCli(["policy", "import", bad, "--data-dir", data]);
     expect(ghost.code).toBe(1);
     expect(ghost.output).toContain("policies.1.apps: unknown app(s): ghost");
+    // The dry run refuses it too, rather than promising what the import will not do.
+    const ghostDry = await runCli(["policy", "import", bad, "--dry-run", "--data-dir", data]);
+    expect(ghostDry.code).toBe(1);
+    expect(ghostDry.output).toContain("policies.1.apps: unknown app(s): ghost");
+    expect(ghostDry.output).not.toContain("would");
     expect((await runCli(["policy", "export", "--data-dir", data])).output).toBe(exported);
 
     const one = join(dir, "one.yaml");

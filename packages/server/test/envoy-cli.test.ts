@@ -279,6 +279,22 @@ describe("sluice policy validate / import / export with reference files", () => 
       rmSync(out, { recursive: true, force: true });
     }
   });
+
+  it("-o names a directory that need not exist yet (one file per domain), or a .yaml file", async () => {
+    const parent = mkdtempSync(join(tmpdir(), "sluice-envoy-out-"));
+    try {
+      const dir = join(parent, "domains");
+      const e = await runCli(["policy", "export", "--envoy", "-o", dir, "--data-dir", data]);
+      expect(e.output).toBe(`wrote 10 domain file(s) to ${dir}\n`);
+      expect(readdirSync(dir)).toHaveLength(10);
+      const file = join(parent, "all.yaml");
+      const f = await runCli(["policy", "export", "--envoy", "-o", file, "--data-dir", data]);
+      expect(f.output).toBe(`wrote 10 domain(s) to ${file}\n`);
+      expect(readFileSync(file, "utf8").split("\n---\n")).toHaveLength(10);
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("the README's examples answer as documented there", () => {

@@ -406,8 +406,12 @@ export class PolicyRepository {
     });
   }
 
-  /** What importing `docs` would do (with `prune`, policies absent from `docs` are deleted). */
+  /**
+   * What importing `docs` would do (with `prune`, policies absent from `docs` are deleted);
+   * refused as the import would be when an app is unknown.
+   */
   async planImport(docs: readonly PolicyDocument[], prune: boolean): Promise<ImportPlan> {
+    await checkImportApps(this.db, docs);
     const current = new Map((await this.listPolicies()).map((p) => [p.doc.name, p]));
     return planFor(current, docs, prune);
   }
@@ -435,16 +439,7 @@ export async function importPoliciesIn(
   actor: string,
   options: { prune?: boolean } = {},
 ): Promise<ImportPlan> {
-  const issues = [];
-  for (const [i, d] of docs.entries()) {
-    const missing = await missingApps(trx, d.apps);
-    if (missing.length > 0)
-      issues.push({
-        path: `policies.${i}.apps`,
-        message: `unknown app(s): ${missing.join(", ")}`,
-      });
-  }
-  if (issues.length > 0) throw invalid("Import refused, nothing was changed", issues);
+  await checkImportApps(trx, docs);
   const rows = await trx.selectFrom("policies").selectAll().execute();
   const current = new Map(rows.map((r) => [r.name, toPolicyRecord(r)]));
   const plan = planFor(current, docs, options.prune ?? false);
@@ -464,6 +459,20 @@ export async function importPoliciesIn(
     });
   }
   return plan;
+}
+
+/** Refuses an import (or its dry run) that grants a policy to an app that does not exist. */
+async function checkImportApps(db: Db | Tx, docs: readonly PolicyDocument[]): Promise<void> {
+  const issues = [];
+  for (const [i, d] of docs.entries()) {
+    const missing = await missingApps(db, d.apps);
+    if (missing.length > 0)
+      issues.push({
+        path: `policies.${i}.apps`,
+        message: `unknown app(s): ${missing.join(", ")}`,
+      });
+  }
+  if (issues.length > 0) throw invalid("Import refused, nothing was changed", issues);
 }
 
 /** Writes the enforced row and a new version, and audits the change. */
