@@ -35,12 +35,13 @@ export function prototypeKeyPath(value: unknown, path: string[] = []): string | 
   return undefined;
 }
 
-/** Parses a JSON body, or throws a 400 that says exactly what is wrong with it. */
+/**
+ * Parses a JSON body, or throws a 400 that says exactly what is wrong with it. An empty body is
+ * no body (undefined): a route whose body is optional takes it as such (`curl -X POST` with the
+ * JSON content type and no data), and one that needs a body says "a JSON body is required".
+ */
 export function parseJsonBody(text: string): unknown {
-  if (text.trim() === "")
-    throw invalid("Invalid body", [
-      { path: "", message: "is empty; send a JSON object with Content-Type: application/json" },
-    ]);
+  if (text.trim() === "") return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -82,6 +82,16 @@ describe("error messages", () => {
     ]);
   });
 
+  it("an empty JSON body is no body: fine where the body is optional, 'required' where it is not", async () => {
+    const admin = { ...json, authorization: `Bearer ${s.adminToken}` };
+    const rotated = await send(s, "/v1/admin/apps/web/rotate-key", { body: "", headers: admin });
+    expect(rotated.status).toBe(200);
+    key = (rotated.body as unknown as { apiKey: string }).apiKey;
+    const none = await send(s, "/v1/admin/apps", { body: "", headers: admin });
+    expect(none.status).toBe(400);
+    expect(none.body.error.message).toBe("Invalid app: a JSON body is required");
+  });
+
   it("bad JSON says where the parser stopped", async () => {
     const r = await send(s, "/v1/limit", {
       body: '{"policy": "api", ',

@@ -523,6 +523,16 @@ describe("connectPolicies", () => {
     });
     afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
+    it("is written in a directory that did not exist yet", async () => {
+      const nested = join(dir, "app", "cache", "policies.json");
+      const c = await connect({ cacheFile: nested });
+      await c.close();
+      expect(errors).toEqual([]);
+      expect(JSON.parse(readFileSync(nested, "utf8"))).toMatchObject({
+        format: "sluice-policy-cache",
+      });
+    });
+
     it("is written with each new set and started from when the service cannot be reached", async () => {
       service.policies = [
         { version: 3, document: policy("api", 2), draft: { id: 4, document: policy("api", 1) } },
@@ -585,6 +595,32 @@ describe("connectPolicies", () => {
       expect(errors.at(-1)!.message).toMatch(
         /^the policy cache is not a policy set sluice wrote: /,
       );
+    });
+  });
+
+  it("close gives up a report in flight without calling it an error, and sends the counts again", async () => {
+    // Reports hang (a slow service) once `slow` is set; close() comes meanwhile.
+    let slow = false;
+    let hung = 0;
+    const c = await connect({
+      fetch: (url, init) => {
+        if (slow && new URL(url).pathname === "/v1/policies/report" && hung++ === 0)
+          return new Promise((_, reject) =>
+            init.signal?.addEventListener("abort", () => reject(new Error("aborted"))),
+          );
+        return service.fetch(url, init);
+      },
+    });
+    await c.limit("api", "k");
+    const reports = service.reports.length;
+    slow = true;
+    await time.advance(10_000);
+    expect(hung).toBe(1);
+    await c.close();
+    expect(errors).toEqual([]);
+    expect(service.reports.length).toBe(reports + 1);
+    expect(service.reports.at(-1)).toMatchObject({
+      decisions: [{ policy: "api", allowed: true, count: 1 }],
     });
   });
 

@@ -720,7 +720,8 @@ class Client implements PolicyClient {
     this.reportTimer = this.o.timers.setTimeout(() => {
       this.reportTimer = undefined;
       this.reporting = this.sendReport()
-        .catch((err: unknown) => this.tell(toSourceError(err)))
+        // A report given up by close() is no failure: close() sends its counts again.
+        .catch((err: unknown) => (this.closed ? undefined : this.tell(toSourceError(err))))
         .finally(() => {
           this.reporting = undefined;
           this.scheduleReport(this.o.reportIntervalMs);

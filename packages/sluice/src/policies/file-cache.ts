@@ -21,6 +21,7 @@ interface Fs {
   writeFile(path: string, data: string, options: { mode: number }): Promise<void>;
   rename(from: string, to: string): Promise<void>;
   rm(path: string, options: { force: boolean }): Promise<void>;
+  mkdir(path: string, options: { recursive: true; mode: number }): Promise<unknown>;
 }
 
 let fsModule: Promise<Fs> | undefined;
@@ -29,7 +30,8 @@ const fs = (): Promise<Fs> => (fsModule ??= import("node:fs/promises") as Promis
 /**
  * A {@link PolicyCache} in a file (Node). Each save writes a temporary file beside it and
  * renames it over the old one, so a crash mid-write never leaves half a file. The file holds
- * the policy documents (no API key, only its public id) and is written with mode 0600.
+ * the policy documents (no API key, only its public id) and is written with mode 0600; a
+ * missing directory is created (mode 0700) on the first save.
  */
 export function fileCache(path: string): PolicyCache {
   return {
@@ -45,6 +47,8 @@ export function fileCache(path: string): PolicyCache {
     async save(text) {
       const f = await fs();
       const tmp = `${path}.${Math.random().toString(36).slice(2)}.tmp`;
+      const dir = path.replace(/[\\/][^\\/]*$/, "");
+      if (dir !== "" && dir !== path) await f.mkdir(dir, { recursive: true, mode: 0o700 });
       try {
         await f.writeFile(tmp, text, { mode: 0o600 });
         await f.rename(tmp, path);
