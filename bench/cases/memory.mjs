@@ -26,8 +26,9 @@ async function sluiceLimiter(algorithm, { limit, periodMs }) {
 /**
  * Builds `op(key)` for a contestant: "sluice" (with `algorithm`), "rlf" (RateLimiterMemory) or
  * "rlf-reward" (RateLimiterMemory's `consume` + `reward`), all with `limit` per `periodMs`. For
- * concurrency, `release` gives each lease back at once (the decision is `limit` + `release`). A denial resolves a Decision with `allowed: false`
- * (sluice) or rejects with a RateLimiterRes (rlf): see `drive`.
+ * concurrency, `release` gives each lease back at once (the decision is `limit` + `release`). A
+ * denial resolves a Decision with `allowed: false` (sluice) or rejects with a RateLimiterRes
+ * (rlf): see `drive`.
  */
 async function contestant(name, algorithm, policy, release = true) {
   if (name === "rlf") {
