@@ -190,6 +190,34 @@ describe("the Envoy page in Chromium", () => {
     await page.screenshot({ path: join(shots, "envoy-domain.png"), fullPage: true });
   });
 
+  it("fits a 390 px screen: the domain's tables scroll inside their card, not the page", async () => {
+    const phone = await page
+      .context()
+      .browser()!
+      .newPage({ viewport: { width: 390, height: 844 } });
+    try {
+      phone.on("pageerror", (e) => pageErrors.push(String(e)));
+      await signIn(phone, ADMIN);
+      for (const hash of ["/envoy", "/envoy/edge"]) {
+        await phone.goto(`${base}/admin/#${hash}`);
+        await phone.waitForSelector(hash === "/envoy" ? "#envoy-domains" : "#envoy-limits");
+        const overflow = await phone.evaluate(
+          () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+        );
+        expect(overflow, hash).toBeLessThanOrEqual(0);
+      }
+      // The descriptor table is wider than the phone: its card's scroller takes the overflow.
+      expect(
+        await phone.$eval("#envoy-limits", (t) => {
+          const box = t.parentElement!;
+          return box.classList.contains("scroll") && box.scrollWidth > box.clientWidth;
+        }),
+      ).toBe(true);
+    } finally {
+      await phone.close();
+    }
+  });
+
   it("shows a viewer the same views, read-only", async () => {
     const viewerPage = await page.context().browser()!.newPage();
     try {

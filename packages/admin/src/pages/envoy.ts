@@ -11,7 +11,16 @@ import type * as schemas from "../../../server/src/envoy/api-schemas.js";
 import type { z } from "zod";
 import { ApiError } from "../api.js";
 import { h, mount, when } from "../dom.js";
-import { type Ctx, failed, formError, heading, isAdmin, loading, showIssues } from "../ui.js";
+import {
+  type Ctx,
+  failed,
+  formError,
+  heading,
+  isAdmin,
+  loading,
+  scroller,
+  showIssues,
+} from "../ui.js";
 
 type DomainList = z.infer<typeof schemas.envoyDomainListSchema>;
 type DomainRecord = z.infer<typeof schemas.envoyDomainRecordSchema>;
@@ -151,19 +160,21 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
     ),
     list.domains.length === 0
       ? h("p", { class: "muted", id: "envoy-empty" }, "No domain yet.")
-      : h(
-          "table",
-          { class: "list", id: "envoy-domains" },
+      : scroller(
           h(
-            "thead",
-            {},
+            "table",
+            { class: "list", id: "envoy-domains" },
             h(
-              "tr",
+              "thead",
               {},
-              ["Domain", "Limits", "Version", "Updated"].map((t) => h("th", {}, t)),
+              h(
+                "tr",
+                {},
+                ["Domain", "Limits", "Version", "Updated"].map((t) => h("th", {}, t)),
+              ),
             ),
+            h("tbody", {}, rows),
           ),
-          h("tbody", {}, rows),
         ),
     isAdmin(ctx) ? form : null,
     result,
@@ -431,12 +442,20 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
       { class: "muted" },
       `Version ${rec.version}, ${when(rec.updatedAt)} by ${rec.updatedBy}`,
     ),
-    h("h2", {}, "Descriptor limits"),
-    rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : tree,
+    h(
+      "div",
+      { class: "card", id: "envoy-limits-card" },
+      h("h2", {}, "Descriptor limits"),
+      rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : scroller(tree),
+    ),
     draftCard,
     counters,
     yamlForm,
-    h("h2", {}, "Versions"),
-    h("table", { class: "list", id: "envoy-versions" }, h("tbody", {}, versionRows)),
+    h(
+      "div",
+      { class: "card" },
+      h("h2", {}, "Versions"),
+      scroller(h("table", { class: "list", id: "envoy-versions" }, h("tbody", {}, versionRows))),
+    ),
   );
 }
