@@ -47,6 +47,8 @@ let serverLog = "";
 let browser: Browser | undefined;
 let page: Page;
 const pageErrors: string[] = [];
+/** Every request the browser saw answered 404 (the page should provoke none). */
+const notFound: string[] = [];
 
 async function signIn(p: Page, u: { username: string; password: string }): Promise<void> {
   await p.goto(`${base}/admin`);
@@ -120,6 +122,9 @@ beforeAll(async () => {
   page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
   page.setDefaultTimeout(10_000);
   page.on("pageerror", (e) => pageErrors.push(String(e)));
+  page.on("response", (r) => {
+    if (r.status() === 404) notFound.push(r.url());
+  });
 }, 60_000);
 
 afterAll(async () => {
@@ -236,5 +241,7 @@ describe("the Envoy page in Chromium", () => {
       await viewerPage.close();
     }
     expect(pageErrors).toEqual([]);
+    // A domain without a draft does not ask for one.
+    expect(notFound).toEqual([]);
   });
 });

@@ -185,15 +185,19 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
 export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
   mount(ctx.main, heading(domain), loading());
   const path = `/envoy/domains/${enc(domain)}`;
-  const [rec, yaml, versions, draft] = await Promise.all([
+  const [rec, yaml, versions] = await Promise.all([
     ctx.api.request<DomainRecord>("GET", path),
     yamlOf(ctx, domain),
     ctx.api.request<VersionList>("GET", `${path}/versions`),
-    ctx.api.request<Draft>("GET", `${path}/draft`).catch((err: unknown) => {
-      if (err instanceof ApiError && err.status === 404) return undefined;
-      throw err;
-    }),
   ]);
+  // The record says whether there is a draft: ask for it only then (a 404 is only the race
+  // of a draft discarded in between).
+  const draft = rec.hasDraft
+    ? await ctx.api.request<Draft>("GET", `${path}/draft`).catch((err: unknown) => {
+        if (err instanceof ApiError && err.status === 404) return undefined;
+        throw err;
+      })
+    : undefined;
   const admin = isAdmin(ctx);
 
   const tree = h(
