@@ -181,8 +181,13 @@ describe("the Envoy page in Chromium", () => {
     await page.click("#envoy-peek");
     await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 1 of 3");
     expect(await page.textContent("#envoy-counter")).toContain("key: remote_address=10.0.0.7");
+    // Reset asks for a second click: the first only arms the button.
+    await page.click("#envoy-reset");
+    expect(await page.textContent("#envoy-reset")).toBe("Click again to reset");
+    expect(await page.textContent("#envoy-counter")).toContain("remaining: 1 of 3");
     await page.click("#envoy-reset");
     await expect.poll(() => page.textContent("#envoy-counter")).toContain("counter reset");
+    expect(await page.textContent("#envoy-reset")).toBe("Reset");
     await page.click("#envoy-peek");
     await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 3 of 3");
   });

@@ -13,6 +13,7 @@ import { ApiError } from "../api.js";
 import { h, mount, when } from "../dom.js";
 import {
   type Ctx,
+  confirmButton,
   failed,
   formError,
   heading,
@@ -273,6 +274,17 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
           : "no counter (unlimited, or a limit of 0)",
     ].join("\n");
   };
+  const counterAction = async (action: "peek" | "reset") => {
+    try {
+      showCounter(
+        await ctx.api.request<CounterAnswer>("POST", `${path}/counters/${action}`, {
+          entries: entries(),
+        }),
+      );
+    } catch (err) {
+      showIssues(counters, err);
+    }
+  };
   const counters: HTMLFormElement = h(
     "form",
     {
@@ -280,16 +292,7 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
       id: "envoy-counters",
       onsubmit: async (e: Event) => {
         e.preventDefault();
-        const action = (e as SubmitEvent).submitter?.getAttribute("value") ?? "peek";
-        try {
-          showCounter(
-            await ctx.api.request<CounterAnswer>("POST", `${path}/counters/${action}`, {
-              entries: entries(),
-            }),
-          );
-        } catch (err) {
-          showIssues(counters, err);
-        }
+        await counterAction("peek");
       },
     },
     h("h2", {}, "Counters"),
@@ -299,14 +302,9 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
     h(
       "div",
       { class: "actions" },
-      h("button", { type: "submit", value: "peek", id: "envoy-peek" }, "Peek"),
-      admin
-        ? h(
-            "button",
-            { type: "submit", value: "reset", class: "danger", id: "envoy-reset" },
-            "Reset",
-          )
-        : null,
+      h("button", { type: "submit", id: "envoy-peek" }, "Peek"),
+      // Resetting forgets what the counter has used: a second click confirms.
+      admin ? confirmButton("Reset", () => counterAction("reset"), { id: "envoy-reset" }) : null,
     ),
     counterOut,
   );
