@@ -49,7 +49,10 @@ export function every(ctx: Ctx, ms: number, fn: () => Promise<void>, watch?: Ele
 
 const sum = (c: Counts) => c.allowed + c.denied + c.shadow;
 
-/** `allowed 4 · denied 6 · shadow would-deny 0`, with the numbers as data attributes. */
+/**
+ * `allowed 4 · denied 6 · 60% denied`, and `shadow would-deny 2 · 67% would deny (shadow)` when
+ * there are would-denials (never counted as denied), with the numbers as data attributes.
+ */
 export function totalsLine(c: Counts, props: Record<string, unknown> = {}): HTMLElement {
   return h(
     "p",
@@ -66,7 +69,10 @@ export function totalsLine(c: Counts, props: Record<string, unknown> = {}): HTML
     c.shadow > 0
       ? [" · ", h("strong", { class: "shadow" }, `shadow would-deny ${count(c.shadow)}`)]
       : null,
-    h("span", { class: "muted" }, ` · ${percent(c.denied + c.shadow, sum(c))} denied`),
+    h("span", { class: "muted" }, ` · ${percent(c.denied, sum(c))} denied`),
+    c.shadow > 0
+      ? h("span", { class: "muted" }, ` · ${percent(c.shadow, sum(c))} would deny (shadow)`)
+      : null,
   );
 }
 
@@ -170,11 +176,7 @@ export function trafficCard(
                             h("td", { class: "num" }, count(b.counts.allowed)),
                             h("td", { class: "num" }, count(b.counts.denied)),
                             h("td", { class: "num" }, count(b.counts.shadow)),
-                            h(
-                              "td",
-                              { class: "num" },
-                              percent(b.counts.denied + b.counts.shadow, sum(b.counts)),
-                            ),
+                            h("td", { class: "num" }, percent(b.counts.denied, sum(b.counts))),
                           ),
                         ),
                       ),

@@ -386,6 +386,14 @@ describe("the console in Chromium", () => {
     await page.goto(`${base}/admin/#/policies/search.shadow`);
     await expect.poll(() => totals.getAttribute("data-shadow")).toBe("2");
     expect(await totals.textContent()).toContain("shadow would-deny 2");
+    // Would-denials passed: not denied, and shown apart as such.
+    expect(await totals.textContent()).toContain("0% denied");
+    expect(await totals.textContent()).toContain("67% would deny (shadow)");
+    await expect
+      .poll(() => page.locator('#top-shadow tr[data-key="u"]').getAttribute("data-count"))
+      .toBe("2");
+    expect(await page.textContent("#top-shadow h3")).toBe("Most would-deny (shadow)");
+    expect(await page.textContent("#top-denied")).toContain("No denials.");
     // An idle policy takes a line, not a chart.
     await page.goto(`${base}/admin/#/policies/idle.policy`);
     await page.waitForSelector("#traffic-idle");
@@ -404,6 +412,13 @@ describe("the console in Chromium", () => {
     const first = page.locator(`#overview tr[data-policy="${POLICY}"]`);
     expect(await first.locator("svg.spark").getAttribute("data-denied")).toBe("6");
     expect(await first.locator("td.share").textContent()).toBe("60%");
+    // The shadow policy denied nothing: its would-deny share is apart, and so is its count.
+    expect(
+      await page.locator('#overview tr[data-policy="search.shadow"] td.share').textContent(),
+    ).toBe("0% · 67% would deny");
+    const summary = (await page.textContent("#overview-summary")) ?? "";
+    expect(summary).toContain("6 denied in 5 min");
+    expect(summary).toContain("2 would deny (shadow) in 5 min");
     expect(await page.locator('#overview tr[data-policy="idle.policy"]').textContent()).toContain(
       "idle",
     );

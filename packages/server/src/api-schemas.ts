@@ -624,7 +624,12 @@ export const topKeysSchema = z.strictObject({
   window: z.string(),
   from: z.number().int().meta({ description: "Start of the first minute counted, epoch seconds." }),
   busiest: z.array(heavyHitter),
-  denied: z.array(heavyHitter).meta({ description: "Denied, or would be (shadow), most first." }),
+  denied: z
+    .array(heavyHitter)
+    .meta({ description: "Denied (shadow would-denials not counted), most first." }),
+  shadow: z.array(heavyHitter).meta({
+    description: "Shadow would-denials (allowed only because of shadow mode), most first.",
+  }),
 });
 
 /** `GET /v1/admin/policies/:name/key`: what a key has left. */

@@ -161,8 +161,9 @@ forEachDatabase((database) => {
         { key: "u2", count: 2, overcount: 0 },
         { key: "cold", count: 1, overcount: 0 },
       ]);
-      // Shadow would-denials are the "denied" of a shadow policy: every "hot" but its first.
-      expect(top.body.denied[0]).toEqual({ key: "hot", count: 8, overcount: 0 });
+      // A shadow policy denies nothing: its would-denials are apart, every "hot" but its first.
+      expect(top.body.denied).toEqual([]);
+      expect(top.body.shadow[0]).toEqual({ key: "hot", count: 8, overcount: 0 });
       const bad = await a.call("GET", "/v1/admin/traffic/keys?policy=search&window=2m");
       expect(bad.status).toBe(400);
       expect(bad.body.error.issues).toEqual([

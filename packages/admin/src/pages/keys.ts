@@ -179,7 +179,13 @@ export function keyLookup(
 export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => void): HTMLElement {
   let window: KeyWindow = "5m";
   const body = h("div", { class: "top-keys" }, loading());
-  const list = (title: string, id: string, rows: TopKeys["busiest"], empty: string) =>
+  const list = (
+    title: string,
+    id: string,
+    rows: TopKeys["busiest"],
+    empty: string,
+    countHead = "Decisions",
+  ) =>
     h(
       "div",
       { class: "top-list", id },
@@ -196,7 +202,7 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
                 h(
                   "tr",
                   {},
-                  ["Key", "Decisions", ""].map((x) => h("th", {}, x)),
+                  ["Key", countHead, ""].map((x) => h("th", {}, x)),
                 ),
               ),
               h(
@@ -239,6 +245,16 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
           "div",
           { class: "cols" },
           list("Most denied", "top-denied", t.denied, "No denials."),
+          // Shadow would-denials passed: listed apart, never among the denied.
+          t.shadow.length > 0
+            ? list(
+                "Most would-deny (shadow)",
+                "top-shadow",
+                t.shadow,
+                "No would-denials.",
+                "Would-denies",
+              )
+            : null,
           list("Busiest", "top-busiest", t.busiest, "No decisions."),
         ),
       );

@@ -142,13 +142,15 @@ function overviewTable(o: TrafficOverview): HTMLElement {
         o.policies.map((p) => {
           const t = total(p.recent);
           const idle = t === 0 && p.rate === 0;
-          const denied = p.recent.denied + p.recent.shadow;
+          // Shadow would-denials let the request pass: never counted as denied.
+          const denied = p.recent.denied;
+          const shadow = p.recent.shadow;
           return h(
             "tr",
             {
               "data-policy": p.name,
               "data-rate": p.rate,
-              class: idle ? "idle" : denied > 0 ? "attention" : undefined,
+              class: idle ? "idle" : denied + shadow > 0 ? "attention" : undefined,
             },
             h("td", {}, h("a", { href: `#/policies/${enc(p.name)}` }, p.name), tags(p)),
             h(
@@ -185,7 +187,21 @@ function overviewTable(o: TrafficOverview): HTMLElement {
             h(
               "td",
               { class: "num share" },
-              idle ? h("span", { class: "muted" }, "—") : percent(denied, t),
+              idle
+                ? h("span", { class: "muted" }, "—")
+                : [
+                    percent(denied, t),
+                    shadow > 0
+                      ? [
+                          " · ",
+                          h(
+                            "span",
+                            { class: "shadow would-deny", title: "shadow would-deny share" },
+                            `${percent(shadow, t)} would deny`,
+                          ),
+                        ]
+                      : null,
+                  ],
             ),
             h(
               "td",
@@ -240,7 +256,8 @@ export async function overviewPage(ctx: Ctx): Promise<void> {
         const anyTraffic = o.policies.some(
           (p) => total(p.recent) > 0 || p.spark.some((s) => s.allowed + s.denied + s.shadow > 0),
         );
-        const denials = o.policies.reduce((t, p) => t + p.recent.denied + p.recent.shadow, 0);
+        const denials = o.policies.reduce((t, p) => t + p.recent.denied, 0);
+        const wouldDeny = o.policies.reduce((t, p) => t + p.recent.shadow, 0);
         const rate = o.policies.reduce((t, p) => t + p.rate, 0);
         mount(
           body,
@@ -264,6 +281,14 @@ export async function overviewPage(ctx: Ctx): Promise<void> {
                     h("strong", {}, count(denials)),
                     " denied in 5 min",
                   ),
+                  wouldDeny > 0
+                    ? h(
+                        "div",
+                        { class: "shadow" },
+                        h("strong", {}, count(wouldDeny)),
+                        " would deny (shadow) in 5 min",
+                      )
+                    : null,
                 ),
                 overviewTable(o),
               ],

@@ -184,7 +184,7 @@ export interface TrafficTable {
 
 /**
  * Heavy hitters: each node's Space-Saving summary of the keys of one policy in one minute
- * (`kind` `requests`: every decision; `denied`: denials and shadow would-denials), at most a
+ * (`kind` `requests`: every decision; `denied`: denials; `shadow`: shadow would-denials), at most a
  * bounded number of keys per node, policy, kind and minute. Kept an hour.
  */
 export interface TrafficKeysTable {

@@ -8,7 +8,7 @@
  * | -------------- | ----------------------------------------------------- | ---------- |
  * | `traffic`      | per policy × app × second with decisions (`span` 1)   | 65 minutes |
  * | `traffic`      | per policy × app × minute with decisions (`span` 60)  | 25 hours   |
- * | `traffic_keys` | ≤ 2 × capacity per node × policy × minute with traffic | 65 minutes |
+ * | `traffic_keys` | ≤ 3 × capacity per node × policy × minute with traffic | 65 minutes |
  *
  * These writes bump no revision and write no audit entry: they are observations, not changes.
  */
@@ -37,8 +37,11 @@ export interface TrafficRow extends TrafficCounts {
   readonly at: number;
 }
 
-/** Which keys a heavy-hitter summary counts: every decision, or the denied ones. */
-export type KeyKind = "requests" | "denied";
+/**
+ * Which keys a heavy-hitter summary counts: every decision, the denied ones, or the shadow
+ * would-denials (allowed only because of shadow mode).
+ */
+export type KeyKind = "requests" | "denied" | "shadow";
 
 /** One key of one node's summary for a policy, kind and minute. */
 export interface KeyRow {

@@ -184,6 +184,7 @@ export class TrafficQueries {
     from: number;
     busiest: readonly HeavyHitter[];
     denied: readonly HeavyHitter[];
+    shadow: readonly HeavyHitter[];
   }> {
     const nowSec = this.nowSec();
     const from = nowSec - (nowSec % 60) - KEY_WINDOWS[window] * 60;
@@ -200,7 +201,11 @@ export class TrafficQueries {
       }
       return mergeSummaries([...summaries.values()] satisfies Summary[], limit).entries;
     };
-    const [busiest, denied] = await Promise.all([read("requests"), read("denied")]);
-    return { from, busiest, denied };
+    const [busiest, denied, shadow] = await Promise.all([
+      read("requests"),
+      read("denied"),
+      read("shadow"),
+    ]);
+    return { from, busiest, denied, shadow };
   }
 }

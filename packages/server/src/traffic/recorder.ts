@@ -6,7 +6,7 @@
  * counts of every node are summed, so every node answers the same history.
  *
  * Memory is bounded: counts of at most `maxPendingSeconds` seconds wait for a flush (when the
- * database is down, the oldest are dropped and that is logged), and each policy has two
+ * database is down, the oldest are dropped and that is logged), and each policy has three
  * Space-Saving sketches of `keyCapacity` keys per minute (see ./sketch.ts).
  */
 import type { Logger } from "pino";
@@ -45,6 +45,7 @@ const SWEEP_MS = 60_000;
 interface Sketches {
   readonly requests: SpaceSaving;
   readonly denied: SpaceSaving;
+  readonly shadow: SpaceSaving;
 }
 
 const pairKey = (policy: string, app: string) => `${policy}\u0000${app}`;
@@ -76,7 +77,7 @@ export class TrafficRecorder {
 
   /**
    * Counts one decision of `policy` for `app` about `key` (the hot path: memory only). A shadow
-   * would-denial counts as `shadow`, and among the denied keys.
+   * would-denial counts as `shadow`, and among the shadow keys (not the denied ones).
    */
   record(policy: string, app: string, outcome: TrafficOutcome, key: string): void {
     const ms = this.now();
@@ -96,11 +97,12 @@ export class TrafficRecorder {
       s = {
         requests: new SpaceSaving(this.keyCapacity),
         denied: new SpaceSaving(this.keyCapacity),
+        shadow: new SpaceSaving(this.keyCapacity),
       };
       perPolicy.set(policy, s);
     }
     s.requests.offer(key);
-    if (outcome !== "allowed") s.denied.offer(key);
+    if (outcome !== "allowed") s[outcome].offer(key);
   }
 
   /**
@@ -240,7 +242,7 @@ export class TrafficRecorder {
     const taken: { sketch: SpaceSaving; keys: string[] }[] = [];
     for (const [minute, perPolicy] of this.sketches) {
       for (const [policy, s] of perPolicy) {
-        for (const kind of ["requests", "denied"] as const satisfies readonly KeyKind[]) {
+        for (const kind of ["requests", "denied", "shadow"] as const satisfies readonly KeyKind[]) {
           const sketch = s[kind];
           const dirty = sketch.takeDirty();
           if (dirty.length === 0) continue;
