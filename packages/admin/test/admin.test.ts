@@ -719,6 +719,14 @@ describe("the console in Chromium", () => {
     }
   });
 
+  it("says on the Envoy page that this node (no --grpc-port) does not serve the Envoy service", async () => {
+    await page.goto(`${base}/admin/#/envoy`);
+    await page.waitForSelector("#envoy-service-off");
+    expect(await page.textContent("#envoy-service-off")).toContain(
+      "This node does not serve the Envoy rate limit service: start sluice serve with --grpc-port",
+    );
+  });
+
   it("fits a 390 px screen: no page-wide horizontal scroll, the navigation reachable", async () => {
     const phone = await newPage(390, 844);
     try {

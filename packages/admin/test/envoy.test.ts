@@ -143,6 +143,8 @@ describe("the Envoy page in Chromium", () => {
     await signIn(page, ADMIN);
     await page.goto(`${base}/admin/#/envoy`);
     await page.waitForSelector("#envoy-empty");
+    // This node serves the Envoy service (--grpc-port): no notice saying otherwise.
+    expect(await page.$("#envoy-service-off")).toBeNull();
     // A bad file is refused with the service's message.
     await page.fill("#envoy-import-yaml", CONFIG.replace("unit: day", "unit: eon"));
     await page.click("#envoy-import-submit");

@@ -170,6 +170,8 @@ describe("admin API answers match their schemas", () => {
     await answer(envoyDomainRecordSchema, "GET", "/v1/admin/envoy/domains/edge");
     const list = await answer(envoyDomainListSchema, "GET", "/v1/admin/envoy/domains");
     expect(list.domains.map((d) => [d.domain, d.version])).toEqual([["edge", 2]]);
+    // Started without a gRPC port: this node does not serve the Envoy service.
+    expect(list.service).toEqual({ grpc: false });
     await answer(envoyVersionListSchema, "GET", "/v1/admin/envoy/domains/edge/versions");
     await answer(envoyVersionSchema, "GET", "/v1/admin/envoy/domains/edge/versions/1");
     await answer(

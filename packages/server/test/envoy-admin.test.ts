@@ -91,6 +91,7 @@ forEachDatabase((database) => {
 
     it("lists domains and shows each limit as the node runs it, to every role", async () => {
       const list = await s.call("GET", "/v1/admin/envoy/domains", { token: viewer });
+      expect(list.body.service).toEqual({ grpc: true });
       expect(
         list.body.domains.map((d: { domain: string; limits: number }) => [d.domain, d.limits]),
       ).toEqual([

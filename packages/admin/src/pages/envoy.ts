@@ -159,6 +159,13 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
       { class: "muted" },
       "Descriptor limits of the Envoy rate limit service (gRPC RLS v3 and POST /json): each rate_limit is a sluice policy named after its domain and descriptor path.",
     ),
+    list.service.grpc
+      ? null
+      : h(
+          "div",
+          { class: "notice", id: "envoy-service-off", role: "status" },
+          "This node does not serve the Envoy rate limit service: start sluice serve with --grpc-port <port> (gRPC, and POST /json on the HTTP port) to answer Envoy. The domains below can still be edited here.",
+        ),
     list.domains.length === 0
       ? h("p", { class: "muted", id: "envoy-empty" }, "No domain yet.")
       : scroller(

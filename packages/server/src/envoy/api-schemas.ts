@@ -103,6 +103,12 @@ export const envoyDomainRecordSchema = z.strictObject({
 /** `GET /v1/admin/envoy/domains`. */
 export const envoyDomainListSchema = z.strictObject({
   revision: z.number().int(),
+  service: z.strictObject({
+    grpc: z.boolean().meta({
+      description:
+        "Whether this node serves the Envoy rate limit service (gRPC and POST /json): started with --grpc-port.",
+    }),
+  }),
   domains: z.array(
     z.strictObject({
       domain: z.string(),

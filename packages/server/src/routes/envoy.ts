@@ -169,6 +169,7 @@ export function envoyAdminRoutes(app: FastifyInstance, ctx: ServiceContext): voi
     const list = await repo.listEnvoyDomains();
     return {
       revision: registry.currentRevision,
+      service: { grpc: ctx.envoy !== undefined },
       domains: list.map((r) => ({
         domain: r.doc.domain,
         version: r.version,
