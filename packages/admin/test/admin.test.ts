@@ -454,6 +454,29 @@ describe("the console in Chromium", () => {
     });
   });
 
+  it("refreshes a draft's shadow counts while the policy page is open", async () => {
+    const admin = await adminToken();
+    const name = "draft.refresh";
+    const created = await api("POST", "/v1/admin/policies", {
+      token: admin,
+      body: { name, rules: [{ limit: 100, period: "1m" }], apps: ["checkout"] },
+    });
+    expect(created.status).toBe(201);
+    const put = await api("PUT", `/v1/admin/policies/${name}/draft`, {
+      token: admin,
+      body: { name, rules: [{ limit: 1, period: "1m" }], apps: ["checkout"], expectVersion: 1 },
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    await page.goto(`${base}/admin/#/policies/${name}`);
+    await page.waitForSelector("#draft-stats");
+    expect(await page.textContent("#draft-stats")).not.toContain("Evaluated 3");
+    for (let i = 0; i < 3; i++) expect((await decide(apiKey, name, "k")).allowed).toBe(true);
+    // No reload: the counts follow on the Traffic card's cadence.
+    await expect
+      .poll(() => page.textContent("#draft-stats"))
+      .toContain("Evaluated 3 · would deny 2 · would newly deny 2");
+  });
+
   it("as viewer: reads the overview, history and top keys; may not unblock, edit, or open the new-policy form", async () => {
     await page.goto(`${base}/admin/#/users`);
     await page.fill("#user-form input[name=username]", VIEWER.username);

@@ -9,7 +9,7 @@ import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord, VersionRecord } f
 import { type Change, diff } from "../diff.js";
 import { h, mount, when } from "../dom.js";
 import { curlLimit, expressSnippet, expressViaServiceSnippet } from "../snippets.js";
-import { trafficCard } from "../traffic-view.js";
+import { REFRESH_MS, every, trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
   canDeletePolicy,
@@ -341,7 +341,35 @@ function draftSection(
   editable: boolean,
   reload: () => Promise<void>,
 ): HTMLElement {
-  const st = d.stats;
+  // The shadow counts, refreshed with the Traffic card (every 5 s) while the page is open. A
+  // promote or discard from here stops the refresh first (the draft is about to go).
+  const stats = h("p", { class: "stats", id: "draft-stats" });
+  const showStats = (st: DraftRecord["stats"]) => {
+    stats.textContent = st
+      ? `Evaluated ${st.evaluated} · would deny ${st.wouldDeny} · would newly deny ${st.wouldDenyNewly} · would newly allow ${st.wouldAllowNewly}`
+      : "";
+  };
+  showStats(d.stats);
+  let leaving = false;
+  let first = true;
+  every(
+    ctx,
+    REFRESH_MS,
+    async () => {
+      if (first) {
+        first = false;
+        return;
+      }
+      if (leaving) return;
+      try {
+        const fresh = await ctx.api.draft(p.name);
+        if (!leaving && fresh?.id === d.id) showStats(fresh.stats);
+      } catch {
+        // Kept as last shown; the next tick tries again.
+      }
+    },
+    stats,
+  );
   return h(
     "section",
     { class: "card draft", id: "draft" },
@@ -351,13 +379,7 @@ function draftSection(
       { class: "muted" },
       `Saved ${when(d.createdAt)} by ${d.createdBy}, based on version ${d.baseVersion}. Every request is also decided by the draft; its answers are only counted.`,
     ),
-    st
-      ? h(
-          "p",
-          { class: "stats" },
-          `Evaluated ${st.evaluated} · would deny ${st.wouldDeny} · would newly deny ${st.wouldDenyNewly} · would newly allow ${st.wouldAllowNewly}`,
-        )
-      : null,
+    stats,
     h(
       "p",
       { class: "draft-rules" },
@@ -382,6 +404,7 @@ function draftSection(
               type: "button",
               id: "promote-draft",
               onclick: async () => {
+                leaving = true;
                 try {
                   const r = await ctx.api.promoteDraft(p.name, {
                     expectVersion: p.version,
@@ -390,6 +413,7 @@ function draftSection(
                   ctx.flash(`Draft promoted: version ${r.version} is enforced`);
                   await reload();
                 } catch (err) {
+                  leaving = false;
                   ctx.flash(messageOf(err), "error");
                 }
               },
@@ -397,11 +421,13 @@ function draftSection(
             "Promote to enforced",
           ),
           confirmButton("Discard draft", async () => {
+            leaving = true;
             try {
               await ctx.api.deleteDraft(p.name);
               ctx.flash("Draft discarded");
               await reload();
             } catch (err) {
+              leaving = false;
               ctx.flash(messageOf(err), "error");
             }
           }),
