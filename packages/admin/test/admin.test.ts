@@ -459,7 +459,7 @@ describe("the console in Chromium", () => {
     const name = "draft.refresh";
     const created = await api("POST", "/v1/admin/policies", {
       token: admin,
-      body: { name, rules: [{ limit: 100, period: "1m" }], apps: ["checkout"] },
+      body: { name, rules: [{ limit: 100, period: "1h", burst: 5 }], apps: ["checkout"] },
     });
     expect(created.status).toBe(201);
     const put = await api("PUT", `/v1/admin/policies/${name}/draft`, {
@@ -475,6 +475,17 @@ describe("the console in Chromium", () => {
     await expect
       .poll(() => page.textContent("#draft-stats"))
       .toContain("Evaluated 3 · would deny 2 · would newly deny 2");
+    // A lookup counts against the capacity (burst 5 of gcra 100/h), not the limit.
+    await page.fill("#lookup-key", "k");
+    await page.click("#lookup");
+    const enforced = page.locator("#lookup-result .decision").first();
+    await expect.poll(() => enforced.textContent()).toContain("2 of 5 left");
+    expect(await enforced.textContent()).toContain("fully replenished in");
+    // Untouched: everything left is "full", with no replenish time.
+    await page.fill("#lookup-key", "fresh");
+    await page.click("#lookup");
+    await expect.poll(() => enforced.textContent()).toContain("5 of 5 left · full");
+    expect(await enforced.textContent()).not.toContain("replenished");
   });
 
   it("as viewer: reads the overview, history and top keys; may not unblock, edit, or open the new-policy form", async () => {

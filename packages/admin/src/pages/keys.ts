@@ -40,8 +40,15 @@ function ms(v: number): string {
   return `${+(v / 3_600_000).toFixed(1)} h`;
 }
 
-/** A decision in words: passes or not, what is left, and the wait. */
+/**
+ * A decision in words: passes or not, what is left of the capacity (a rule's `burst`, which is
+ * its limit for algorithms without one), and the wait. A key with every rule's capacity left
+ * is `full`: no replenish time (a peek's `resetAfterMs` is as if charged).
+ */
 function decisionView(d: Decision, what: string): HTMLElement {
+  const capacity = d.rules[d.rule]?.burst ?? d.limit;
+  const full =
+    d.rules.length > 0 ? d.rules.every((r) => r.remaining >= r.burst) : d.remaining >= d.limit;
   return h(
     "div",
     { class: `decision ${d.allowed ? "ok" : "blocked"}`, "data-allowed": String(d.allowed) },
@@ -53,10 +60,12 @@ function decisionView(d: Decision, what: string): HTMLElement {
       h(
         "span",
         { class: "remaining", "data-remaining": d.remaining },
-        `${count(d.remaining)} of ${count(d.limit)} left`,
+        `${count(d.remaining)} of ${count(capacity)} left`,
       ),
       d.allowed ? "" : ` · retry in ${ms(d.retryAfterMs)}`,
-      ` · fully replenished in ${ms(d.resetAfterMs)}`,
+      full
+        ? h("span", { class: "full" }, " · full")
+        : ` · fully replenished in ${ms(d.resetAfterMs)}`,
       d.reason ? h("span", { class: "tag" }, d.reason) : null,
     ),
     d.rules.length > 1
@@ -67,7 +76,7 @@ function decisionView(d: Decision, what: string): HTMLElement {
             h(
               "li",
               {},
-              `rule ${i + 1} (${r.limit} per ${ms(r.periodMs)}): ${r.allowed ? "passes" : "blocks"}, ${r.remaining} left`,
+              `rule ${i + 1} (${r.limit} per ${ms(r.periodMs)}): ${r.allowed ? "passes" : "blocks"}, ${r.remaining} of ${r.burst} left`,
             ),
           ),
         )
