@@ -770,6 +770,7 @@ describe("the console in Chromium", () => {
         `/policies/${POLICY}`,
         "/audit",
         "/apps",
+        "/users",
         "/clients",
         "/simulator",
       ]) {
@@ -783,6 +784,19 @@ describe("the console in Chromium", () => {
       }
       await phone.click('nav a[data-page="audit"]');
       await phone.waitForSelector("#audit-filters");
+      // Each audit entry's Change is on screen, and a diff's Field column readable.
+      const update = phone.locator('#audit tr[data-action="policy.update"]').first();
+      const change = await update.locator("td.detail").boundingBox();
+      expect(change && change.x >= 0 && change.x + change.width <= 390).toBe(true);
+      const fieldCell = await update.locator("table.diff td").first().boundingBox();
+      expect(fieldCell?.width).toBeGreaterThanOrEqual(80);
+      // Users: the role menus are readable and Save is on screen.
+      await phone.goto(`${base}/admin/#/users`);
+      const olga = phone.locator(`tr[data-user="${OWNER.username}"]`);
+      const role = await olga.locator("select").boundingBox();
+      expect(role?.width).toBeGreaterThanOrEqual(80);
+      const save = await olga.locator("button", { hasText: "Save" }).boundingBox();
+      expect(save && save.x >= 0 && save.x + save.width <= 390).toBe(true);
     } finally {
       await phone.context().close();
     }

@@ -139,11 +139,11 @@ export async function auditPage(ctx: Ctx): Promise<void> {
     h(
       "tr",
       { "data-audit": e.id, "data-action": e.action },
-      h("td", { class: "when" }, when(e.at)),
-      h("td", {}, e.actor),
-      h("td", {}, h("code", {}, e.action)),
-      h("td", {}, `${e.targetType} `, h("strong", {}, e.target)),
-      h("td", { class: "detail" }, auditChange(e)),
+      h("td", { class: "when", "data-label": "When" }, when(e.at)),
+      h("td", { "data-label": "Who" }, e.actor),
+      h("td", { "data-label": "Action" }, h("code", {}, e.action)),
+      h("td", { "data-label": "Object" }, `${e.targetType} `, h("strong", {}, e.target)),
+      h("td", { class: "detail", "data-label": "Change" }, auditChange(e)),
     );
 
   const filters = (): AuditQuery => {
@@ -251,7 +251,8 @@ export async function auditPage(ctx: Ctx): Promise<void> {
     scroller(
       h(
         "table",
-        { class: "list", id: "audit" },
+        // On a phone each entry is stacked (one labelled line per cell): see app.css.
+        { class: "list stack", id: "audit" },
         h(
           "thead",
           {},

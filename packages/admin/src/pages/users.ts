@@ -66,10 +66,14 @@ export async function usersPage(ctx: Ctx): Promise<void> {
       return h(
         "tr",
         { "data-user": u.username },
-        h("td", {}, u.username),
-        h("td", {}, u.role),
-        h("td", {}, u.apps.join(", ") || h("span", { class: "muted" }, "—")),
-        h("td", {}, u.updatedAt ? when(u.updatedAt) : ""),
+        h("td", { "data-label": "User" }, u.username),
+        h("td", { "data-label": "Role" }, u.role),
+        h(
+          "td",
+          { "data-label": "Apps owned" },
+          u.apps.join(", ") || h("span", { class: "muted" }, "—"),
+        ),
+        h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
         h(
           "td",
           {},
@@ -90,10 +94,10 @@ export async function usersPage(ctx: Ctx): Promise<void> {
     return h(
       "tr",
       { "data-user": u.username },
-      h("td", {}, u.username),
-      h("td", {}, roleSel),
-      h("td", {}, owned, err),
-      h("td", {}, u.updatedAt ? when(u.updatedAt) : ""),
+      h("td", { "data-label": "User" }, u.username),
+      h("td", { "data-label": "Role" }, roleSel),
+      h("td", { "data-label": "Apps owned" }, owned, err),
+      h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
       h(
         "td",
         { class: "row-actions" },
@@ -199,7 +203,8 @@ export async function usersPage(ctx: Ctx): Promise<void> {
     scroller(
       h(
         "table",
-        { class: "list", id: "users" },
+        // On a phone each user is stacked (one labelled line per cell): see app.css.
+        { class: "list stack", id: "users" },
         h(
           "thead",
           {},
