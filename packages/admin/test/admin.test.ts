@@ -486,6 +486,20 @@ describe("the console in Chromium", () => {
     await page.click("#lookup");
     await expect.poll(() => enforced.textContent()).toContain("5 of 5 left · full");
     expect(await enforced.textContent()).not.toContain("replenished");
+    // A new version behind the page's back: the draft is stale, and promoting it is refused
+    // in the console's words, not the API's.
+    const updated = await api("PUT", `/v1/admin/policies/${name}`, {
+      token: admin,
+      body: { name, rules: [{ limit: 50, period: "1h", burst: 5 }], apps: ["checkout"] },
+    });
+    expect(updated.status, JSON.stringify(updated.body)).toBe(200);
+    await page.reload();
+    await page.waitForSelector("#draft .notice.error");
+    await page.click("#promote-draft");
+    await expect
+      .poll(() => page.textContent("#flash"))
+      .toContain("Save it again from the form, or discard it.");
+    expect(await page.textContent("#flash")).not.toContain("PUT");
   });
 
   it("as viewer: reads the overview, history and top keys; may not unblock, edit, or open the new-policy form", async () => {

@@ -5,7 +5,14 @@
  * edit as a draft evaluated in shadow).
  */
 import { ALGORITHMS } from "sluice/algorithms";
-import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord, VersionRecord } from "../api.js";
+import {
+  type AppRecord,
+  ApiError,
+  type DraftRecord,
+  type PolicyDoc,
+  type PolicyRecord,
+  type VersionRecord,
+} from "../api.js";
 import { type Change, diff } from "../diff.js";
 import { h, mount, when } from "../dom.js";
 import { curlLimit, expressSnippet, expressViaServiceSnippet } from "../snippets.js";
@@ -414,7 +421,14 @@ function draftSection(
                   await reload();
                 } catch (err) {
                   leaving = false;
-                  ctx.flash(messageOf(err), "error");
+                  // 409: stale (made from an older version) or changed meanwhile. The API's
+                  // wording names its own calls; say what to do here instead.
+                  ctx.flash(
+                    err instanceof ApiError && err.status === 409
+                      ? `Not promoted: the draft or the enforced version changed since this draft was made (version ${p.version} is enforced now). Save it again from the form, or discard it.`
+                      : messageOf(err),
+                    "error",
+                  );
                 }
               },
             },
