@@ -431,6 +431,8 @@ describe("the console in Chromium", () => {
     await page.goto(`${base}/admin/#/policies/${POLICY}`);
     const denied = page.locator('#top-denied tr[data-key="user-1"]');
     await expect.poll(() => denied.getAttribute("data-count")).toBe("6");
+    expect(await page.textContent("#top-denied thead th:nth-child(2)")).toBe("Denials");
+    expect(await page.textContent("#top-busiest thead th:nth-child(2)")).toBe("Decisions");
     expect(
       await page.locator('#top-busiest tr[data-key="user-1"]').getAttribute("data-count"),
     ).toBe("10");

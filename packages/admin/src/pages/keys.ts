@@ -253,7 +253,7 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
         h(
           "div",
           { class: "cols" },
-          list("Most denied", "top-denied", t.denied, "No denials."),
+          list("Most denied", "top-denied", t.denied, "No denials.", "Denials"),
           // Shadow would-denials passed: listed apart, never among the denied.
           t.shadow.length > 0
             ? list(
