@@ -61,8 +61,19 @@ export function mount(el: Element, ...children: Child[]): void {
   append(el, children);
 }
 
-/** Formats an ISO timestamp in the reader's locale, to the second. */
+const two = (n: number) => String(n).padStart(2, "0");
+
+/** A local time of day, 24-hour like the charts' axes: `14:05:09`. */
+export function clock(d: Date = new Date()): string {
+  return `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`;
+}
+
+/**
+ * Formats an ISO timestamp in the reader's time zone, to the second, 24-hour (one format in the
+ * whole console, the charts' own): `2026-11-23 14:05:09`.
+ */
 export function when(iso: string): string {
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : d.toLocaleString();
+  if (Number.isNaN(d.getTime())) return iso;
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${clock(d)}`;
 }

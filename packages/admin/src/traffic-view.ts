@@ -5,7 +5,7 @@
  */
 import type { Counts, TrafficHistory, TrafficWindow } from "./api.js";
 import { OUTCOME_COLORS, chart, clockLabel } from "./chart.js";
-import { type Child, h, mount } from "./dom.js";
+import { type Child, clock, h, mount } from "./dom.js";
 import { type Ctx, count, messageOf, percent, scroller, windowSelect } from "./ui.js";
 
 /** How often an open page reads the traffic again (ms). */
@@ -185,7 +185,7 @@ export function trafficCard(
                 : null,
             ],
       );
-      status.textContent = `Every node, updated ${new Date().toLocaleTimeString()}`;
+      status.textContent = `Every node, updated ${clock()}`;
       status.className = "muted small";
     } catch (err) {
       status.textContent = `Cannot read the traffic: ${messageOf(err)}`;

@@ -295,6 +295,11 @@ describe("the console in Chromium", () => {
     await page.click("#save-policy");
     await expect.poll(() => page.textContent("#policy-version")).toBe("Version 2");
     expect(await page.textContent("#enforced")).toContain("8 / 1m (burst 8)");
+    // Times are 24-hour everywhere (the chart's format), never AM/PM.
+    expect(await page.textContent("p.meta")).toMatch(
+      /updated \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} by root/,
+    );
+    expect(await page.textContent("main")).not.toMatch(/\d (AM|PM)\b/);
     // v1 → v2, the latest change, is shown at once.
     const row = (path: string) => page.locator(`#version-diff-table tr[data-path="${path}"]`);
     expect(await row("rules.0.limit").locator("td.before").textContent()).toBe("5");
@@ -423,6 +428,8 @@ describe("the console in Chromium", () => {
       "idle",
     );
     expect(await page.$('#overview tr[data-policy="idle.policy"] svg')).toBeNull();
+    // One time format, 24-hour like the chart's axis.
+    expect(await page.textContent("#overview-status")).toMatch(/^Updated \d{2}:\d{2}:\d{2} · /);
     // Traffic exists now: the first steps are no longer shown.
     expect(await page.$("#getting-started")).toBeNull();
   });

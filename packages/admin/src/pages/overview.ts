@@ -7,7 +7,7 @@
  */
 import type { AppRecord, OverviewPolicy, TrafficOverview } from "../api.js";
 import { sparkline } from "../chart.js";
-import { h, mount } from "../dom.js";
+import { clock, h, mount } from "../dom.js";
 import { curlCreateApp, curlCreatePolicy, curlLimit, curlLogin } from "../snippets.js";
 import { REFRESH_MS, every } from "../traffic-view.js";
 import {
@@ -293,7 +293,7 @@ export async function overviewPage(ctx: Ctx): Promise<void> {
                 overviewTable(o),
               ],
         );
-        status.textContent = `Updated ${new Date().toLocaleTimeString()} · every ${REFRESH_MS / 1000} s`;
+        status.textContent = `Updated ${clock()} · every ${REFRESH_MS / 1000} s`;
         status.className = "muted small";
       } catch (err) {
         status.textContent = `Cannot read the traffic: ${messageOf(err)}`;
