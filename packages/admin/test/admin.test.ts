@@ -628,6 +628,21 @@ describe("the console in Chromium", () => {
       page
         .locator("#audit tbody tr[data-audit]")
         .evaluateAll((rs) => rs.map((r) => r.getAttribute("data-action")));
+    // The suggestions are every action the service records (its own list).
+    const suggested = await page
+      .locator("#audit-actions option")
+      .evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(suggested).toEqual(
+      expect.arrayContaining([
+        "policy",
+        "policy.draft.discard",
+        "envoy",
+        "envoy.draft.discard",
+        "envoy.counters.reset",
+        "app.rotate-key",
+        "session.login",
+      ]),
+    );
     await page.fill("#audit-action", "policy");
     await page.fill("#audit-object", "SEARCH");
     await page.click("#audit-filter");

@@ -5,6 +5,7 @@
  * and a time range; they live in the address (`#/audit?actor=ada&action=policy`), so a
  * filtered view can be reloaded and shared. "Older" pages back 50 entries at a time.
  */
+import type { AuditAction } from "../../../server/src/audit-actions.js";
 import type { AuditQuery, AuditRecord } from "../api.js";
 import { diff, show } from "../diff.js";
 import { h, mount, when } from "../dom.js";
@@ -23,20 +24,50 @@ import { diffTable } from "./policies.js";
 const PAGE = 50;
 
 /** Actions offered in the filter's list (any other can be typed). */
-const ACTIONS = [
-  "policy",
-  "policy.create",
-  "policy.update",
-  "policy.delete",
-  "policy.restore",
-  "policy.draft",
-  "policy.promote",
-  "policy.import",
-  "key.reset",
-  "app",
-  "user",
-  "session",
-];
+/**
+ * The filter's suggestions: every action the service records (its own list), each kind before
+ * its actions (`policy`, then `policy.create`…), and the kinds with more below (`envoy.draft`).
+ */
+// Every action of the service's list (AUDIT_ACTIONS in packages/server/src/audit-actions.ts),
+// once: the type refuses one missing or one it does not record (only types cross from the
+// server to the browser).
+const RECORDED: Record<AuditAction, true> = {
+  "policy.create": true,
+  "policy.update": true,
+  "policy.restore": true,
+  "policy.promote": true,
+  "policy.import": true,
+  "policy.delete": true,
+  "policy.draft": true,
+  "policy.draft.discard": true,
+  "key.reset": true,
+  "envoy.create": true,
+  "envoy.update": true,
+  "envoy.restore": true,
+  "envoy.promote": true,
+  "envoy.import": true,
+  "envoy.delete": true,
+  "envoy.draft": true,
+  "envoy.draft.discard": true,
+  "envoy.counters.reset": true,
+  "app.create": true,
+  "app.rotate-key": true,
+  "app.delete": true,
+  "user.create": true,
+  "user.update": true,
+  "user.delete": true,
+  "session.login": true,
+  "session.logout": true,
+};
+const ACTIONS: readonly string[] = (() => {
+  const out = new Set<string>();
+  for (const a of Object.keys(RECORDED)) {
+    const parts = a.split(".");
+    for (let i = 1; i < parts.length; i++) out.add(parts.slice(0, i).join("."));
+    out.add(a);
+  }
+  return [...out];
+})();
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === "object" && v !== null && !Array.isArray(v);

@@ -3,6 +3,7 @@
  * know when to reload) and the audit log, one entry per change with actor, time and detail.
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
+import type { AuditAction } from "../audit-actions.js";
 import { sql } from "kysely";
 import { z } from "zod";
 import { type Db, appendAudit } from "./common.js";
@@ -108,7 +109,7 @@ export class AuditRepository {
    */
   async record(
     actor: string,
-    action: string,
+    action: AuditAction,
     targetType: string,
     target: string,
     detail: unknown,

@@ -4,6 +4,7 @@
  * Each write of the service is one {@link writeTransaction} that appends to the audit log with
  * {@link appendAudit}.
  */
+import type { AuditAction } from "../audit-actions.js";
 import type { Kysely, Transaction } from "kysely";
 import type { Tables } from "../db/schema.js";
 
@@ -38,7 +39,7 @@ export function writeTransaction<T>(db: Db, fn: (trx: Tx) => Promise<T>): Promis
 export async function appendAudit(
   trx: Tx,
   actor: string,
-  action: string,
+  action: AuditAction,
   targetType: string,
   target: string,
   detail: unknown,

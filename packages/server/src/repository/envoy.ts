@@ -5,6 +5,7 @@
  * shadow counts, and the all-or-nothing import of reference-format files. Every write is one
  * transaction that bumps the revision and appends to the audit log (target type `envoy_domain`).
  */
+import type { VersionAction } from "../audit-actions.js";
 import type { ExpressionBuilder, Selectable } from "kysely";
 import { z } from "zod";
 import type { DialectName } from "../db/migrations.js";
@@ -381,7 +382,7 @@ async function writeDomain(
   doc: EnvoyDomainDocument,
   before: EnvoyDomainRecord | undefined,
   actor: string,
-  action: string,
+  action: VersionAction,
   extra: Record<string, unknown> = {},
 ): Promise<EnvoyDomainRecord> {
   const at = now();
