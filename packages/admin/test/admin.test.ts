@@ -628,6 +628,9 @@ describe("the console in Chromium", () => {
       page
         .locator("#audit tbody tr[data-audit]")
         .evaluateAll((rs) => rs.map((r) => r.getAttribute("data-action")));
+    // From and Until are wide enough for a whole date and time with the picker (not cut short).
+    for (const id of ["#audit-since", "#audit-until"])
+      expect((await page.locator(id).boundingBox())?.width, id).toBeGreaterThanOrEqual(230);
     // The suggestions are every action the service records (its own list).
     const suggested = await page
       .locator("#audit-actions option")
