@@ -454,6 +454,15 @@ describe("the console in Chromium", () => {
     expect(await result.getAttribute("data-allowed")).toBe("true");
     expect(await result.locator(".remaining").getAttribute("data-remaining")).toBe("4");
     expect((await decide(apiKey, POLICY, "user-1")).allowed).toBe(true);
+    // On the Keys page a lookup goes into the address: a reload shows the same key.
+    await page.goto(`${base}/admin/#/keys?policy=${POLICY}`);
+    await page.fill("#lookup-key", "user-1");
+    await page.click("#lookup");
+    await page.waitForSelector("#lookup-result .decision");
+    expect(new URL(page.url()).hash).toBe(`#/keys?policy=${POLICY}&key=user-1`);
+    await page.reload();
+    await page.waitForSelector("#lookup-result .decision");
+    expect(await page.inputValue("#lookup-key")).toBe("user-1");
     const admin = await adminToken();
     const audit = await api("GET", "/v1/admin/audit?action=key.reset", { token: admin });
     expect(audit.body.entries[0]).toMatchObject({

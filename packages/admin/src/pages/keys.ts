@@ -86,12 +86,13 @@ function decisionView(d: Decision, what: string): HTMLElement {
 
 /**
  * Looks up one key of `policy`: its state, and Unblock when the user may change the policy.
- * `preset` fills the key in (and looks it up at once).
+ * `preset` fills the key in (and looks it up at once); `onLookUp` hears of every lookup made.
  */
 export function keyLookup(
   ctx: Ctx,
   policy: PolicyRecord,
   preset?: string,
+  onLookUp?: (key: string) => void,
 ): HTMLElement & { lookUp(key: string): void } {
   const keyInput = input({
     name: "key",
@@ -140,6 +141,7 @@ export function keyLookup(
   };
   const lookUp = async (key: string) => {
     keyInput.value = key;
+    onLookUp?.(key);
     try {
       const st = await ctx.api.keyState(policy.name, key);
       show(st);
@@ -324,7 +326,12 @@ export async function keysPage(ctx: Ctx): Promise<void> {
   picker.addEventListener("change", () =>
     ctx.navigate(`/keys?policy=${encodeURIComponent(picker.value)}`),
   );
-  const lookup = keyLookup(ctx, policy, ctx.query.get("key") ?? undefined);
+  // Each lookup goes into the address (`#/keys?policy=…&key=…`): the view reloads and can be
+  // shared. Replaced, not navigated: the page stays as it is.
+  const lookup = keyLookup(ctx, policy, ctx.query.get("key") ?? undefined, (key) => {
+    const q = new URLSearchParams({ policy: policy.name, key });
+    history.replaceState(null, "", `#/keys?${q}`);
+  });
   mount(
     ctx.main,
     heading("Keys", h("label", { for: "keys-policy" }, "Policy "), picker),
