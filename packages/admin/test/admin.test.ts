@@ -540,6 +540,9 @@ describe("the console in Chromium", () => {
       await v.waitForSelector(`#overview tr[data-policy="${POLICY}"]`);
       await v.click(`#overview tr[data-policy="${POLICY}"] a`);
       await v.waitForSelector("#read-only");
+      expect(await v.textContent("#read-only")).toBe(
+        "Read-only: your role cannot change this policy.",
+      );
       await expect.poll(() => v.locator("#traffic-totals").getAttribute("data-denied")).toBe("6");
       await v.waitForSelector('#top-denied tr[data-key="user-1"]');
       await v.click('#top-denied tr[data-key="user-1"] button.pick');
@@ -594,6 +597,9 @@ describe("the console in Chromium", () => {
       await signIn(o, OWNER);
       await o.goto(`${base}/admin/#/policies/billing.api`);
       await o.waitForSelector("#read-only");
+      expect(await o.textContent("#read-only")).toBe(
+        "Read-only: this policy is not granted to any of your apps.",
+      );
       expect(await o.$("#edit-policy")).toBeNull();
       // Shared with billing, which olga does not own: she may edit it but not delete it.
       await o.goto(`${base}/admin/#/policies/shared.api`);

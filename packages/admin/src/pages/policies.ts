@@ -319,7 +319,10 @@ export async function policyPage(ctx: Ctx, name: string): Promise<void> {
       : h(
           "p",
           { class: "notice", id: "read-only" },
-          "Read-only: your role cannot change this policy.",
+          // An owner may change policies, but only those granted to one of its apps.
+          ctx.session.user.role === "owner"
+            ? "Read-only: this policy is not granted to any of your apps."
+            : "Read-only: your role cannot change this policy.",
         ),
     trafficCard(ctx, { policy: p.name }, () =>
       h(
