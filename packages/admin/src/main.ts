@@ -91,13 +91,16 @@ function setup(tokenActive: boolean, presetToken: string): void {
       novalidate: true,
       onsubmit: async (e: Event) => {
         e.preventDefault();
-        if (password.value !== repeat.value) {
-          showIssues(
-            form,
-            new ApiError(400, "invalid_request", "", [
-              { path: "repeat", message: "does not match the password" },
-            ]),
-          );
+        // Every problem found here at once (the service's own rules, said the same way); a
+        // mismatch alone would otherwise hide the rest, as nothing is sent with one.
+        const issues: { path: string; message: string }[] = [];
+        if (username.value.trim() === "") issues.push({ path: "username", message: "is required" });
+        if (password.value.length < 8)
+          issues.push({ path: "password", message: "must be at least 8 characters" });
+        if (password.value !== repeat.value)
+          issues.push({ path: "repeat", message: "does not match the password" });
+        if (issues.length > 0) {
+          showIssues(form, new ApiError(400, "invalid_request", "", issues));
           return;
         }
         try {

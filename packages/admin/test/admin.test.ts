@@ -218,6 +218,16 @@ describe("the console in Chromium", () => {
     await page.goto(setupLink);
     await expect.poll(() => page.inputValue("#setup-form input[name=token]")).toMatch(/^su_/);
     await page.fill("#setup-form input[name=username]", ADMIN.username);
+    // Every problem at once: too short and not repeated.
+    await page.fill("#setup-form input[name=password]", "short");
+    await page.fill("#setup-form input[name=repeat]", "shirt");
+    await page.click("#create-admin");
+    await expect
+      .poll(() => page.textContent('#setup-form [data-field="password"] .field-error'))
+      .toBe("must be at least 8 characters");
+    expect(await page.textContent('#setup-form [data-field="repeat"] .field-error')).toBe(
+      "does not match the password",
+    );
     await page.fill("#setup-form input[name=password]", ADMIN.password);
     await page.fill("#setup-form input[name=repeat]", "something else");
     await page.click("#create-admin");
