@@ -75,8 +75,10 @@ function ts(value: unknown): string {
 }
 
 /**
- * An Express app limited by the library with the same policy on the same Redis: the same name
- * means the same Redis keys, so the app and the service count one limit together.
+ * An Express app limited by the library with the same policy, in plain JavaScript like the
+ * other snippets. The page does not know which counters the service runs, so the wording holds
+ * for both: on the service's Redis the same name means the same keys (one limit counted
+ * together); a service on memory counters counts apart.
  */
 export function expressSnippet(doc: PolicyDoc): string {
   return [
@@ -85,11 +87,12 @@ export function expressSnippet(doc: PolicyDoc): string {
     `import { createLimiter, redisStore } from "sluice";`,
     `import { rateLimit } from "sluice/express";`,
     ``,
-    `// The policy "${doc.name}" as the service holds it now, on the service's Redis: the same`,
-    `// keys, so this app and the service count one limit. Changes made in the console do not`,
-    `// reach this copy; call POST /v1/limit (above) to follow them.`,
+    `// The policy "${doc.name}" as the service holds it now. Pointed at the Redis the service`,
+    `// counts in (if it runs Redis counters), this app and the service use the same keys and`,
+    `// count one limit; a service on memory counters counts apart. Changes made in the console`,
+    `// do not reach this copy; call POST /v1/limit (above) to follow them.`,
     `const limiter = createLimiter({`,
-    `  store: redisStore({ client: new Redis(process.env.REDIS_URL!) }),`,
+    `  store: redisStore({ client: new Redis(process.env.REDIS_URL) }),`,
     `  policy: ${ts(libraryPolicy(doc))},`,
     `});`,
     ``,

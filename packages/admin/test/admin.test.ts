@@ -295,6 +295,12 @@ describe("the console in Chromium", () => {
     await page.waitForSelector("#policy-version");
     expect(await page.textContent("#policy-version")).toBe("Version 1");
     expect(await page.textContent("#flash")).toMatch(/Created api\.search: version 1/);
+    // The library snippet is plain JavaScript, and does not claim the service runs on Redis
+    // (this one runs memory counters).
+    const express = (await page.textContent("#snippet-express")) ?? "";
+    expect(express).toContain("new Redis(process.env.REDIS_URL)");
+    expect(express).not.toContain("REDIS_URL!");
+    expect(express).not.toContain("on the service's Redis");
   });
 
   it("edits, restores, and shows the difference between any two versions", async () => {
