@@ -214,16 +214,7 @@ class PolicyLimiter implements Limiter {
         `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`,
       );
     }
-    const decision = await this.limit(key, options);
-    let released = decision.leaseId === undefined;
-    return {
-      decision,
-      release: async () => {
-        if (released) return false;
-        released = true;
-        return this.release(key, decision.leaseId!);
-      },
-    };
+    return leaseOf(await this.limit(key, options), (id) => this.release(key, id));
   }
 
   release(key: string, leaseId: string): Promise<boolean> {
@@ -498,5 +489,21 @@ export function toDecision(
     cost,
     reason,
     leaseId,
+  };
+}
+
+/**
+ * The {@link Lease} of a concurrency decision: `release` gives the lease back through
+ * `release(leaseId)` once (later calls, and a denied decision's, resolve `false`).
+ */
+export function leaseOf(decision: Decision, release: (leaseId: string) => Promise<boolean>): Lease {
+  let released = decision.leaseId === undefined;
+  return {
+    decision,
+    release: () => {
+      if (released) return Promise.resolve(false);
+      released = true;
+      return release(decision.leaseId!);
+    },
   };
 }

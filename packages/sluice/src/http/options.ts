@@ -2,7 +2,14 @@
  * The middleware's options, validated once into a frozen, fully resolved form. Every problem is
  * collected and thrown together as one `ValidationError` (`SLUICE_ERR_OPTIONS`) naming each field.
  */
-import { type Clock, type Timers, systemClock, systemTimers } from "../clock.js";
+import {
+  type Clock,
+  TIMERS_MESSAGE,
+  type Timers,
+  isTimers,
+  systemClock,
+  systemTimers,
+} from "../clock.js";
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
 import type { Limiter } from "../limiter.js";
@@ -121,14 +128,7 @@ export function resolveOptions<Raw, Fallback>(
     if (o[f] !== undefined && typeof o[f] !== "function") fail(f, "must be a function");
   }
   const timers = o.timers ?? systemTimers;
-  if (
-    typeof timers !== "object" ||
-    timers === null ||
-    typeof timers.setTimeout !== "function" ||
-    typeof timers.clearTimeout !== "function"
-  ) {
-    fail("timers", "must be an object with setTimeout(callback, ms) and clearTimeout(handle)");
-  }
+  if (!isTimers(timers)) fail("timers", TIMERS_MESSAGE);
   const headers = o.headers ?? "both";
   if (headers !== false && !(HEADER_FORMATS as readonly unknown[]).includes(headers))
     fail("headers", `must be one of ${HEADER_FORMATS.join(", ")} or false`);

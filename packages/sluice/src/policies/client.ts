@@ -11,7 +11,14 @@
  */
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
-import { type Clock, type Timers, systemClock, systemTimers } from "../clock.js";
+import {
+  type Clock,
+  TIMERS_MESSAGE,
+  type Timers,
+  isTimers,
+  systemClock,
+  systemTimers,
+} from "../clock.js";
 import type { Decision } from "../decision.js";
 import { SluiceError, ValidationError, type ValidationIssue } from "../errors.js";
 import {
@@ -20,6 +27,7 @@ import {
   type Limiter,
   type Reservation,
   createLimiter,
+  leaseOf,
 } from "../limiter.js";
 import { type Policy, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
@@ -279,13 +287,7 @@ function resolveOptions(o: ConnectPoliciesOptions): Resolved {
   for (const f of ["onError", "onUpdate", "onStoreError", "fetch", "clock", "random"] as const)
     if (o[f] !== undefined && typeof o[f] !== "function") fail(f, "must be a function");
   const timers = o.timers ?? systemTimers;
-  if (
-    typeof timers !== "object" ||
-    timers === null ||
-    typeof timers.setTimeout !== "function" ||
-    typeof timers.clearTimeout !== "function"
-  )
-    fail("timers", "must be an object with setTimeout(callback, ms) and clearTimeout(handle)");
+  if (!isTimers(timers)) fail("timers", TIMERS_MESSAGE);
   const fetchFn =
     o.fetch ?? (globalThis as { fetch?: PolicyFetch }).fetch?.bind(globalThis) ?? undefined;
   if (!fetchFn) fail("fetch", "is required where the runtime has no global fetch");
@@ -923,16 +925,7 @@ class ManagedLimiter implements Limiter {
   async acquire(key: string, options?: LimitOptions): Promise<Lease> {
     const live = this.current();
     if (live.policy.algorithm !== "concurrency") return live.limiter.acquire(key, options);
-    const decision = await this.limit(key, options);
-    let released = decision.leaseId === undefined;
-    return {
-      decision,
-      release: async () => {
-        if (released) return false;
-        released = true;
-        return this.release(key, decision.leaseId!);
-      },
-    };
+    return leaseOf(await this.limit(key, options), (id) => this.release(key, id));
   }
 
   async release(key: string, leaseId: string): Promise<boolean> {
