@@ -91,3 +91,78 @@ export async function startCluster(): Promise<RedisCluster> {
     },
   };
 }
+
+/** Node id and port of every master, and the slot ranges each serves. */
+export async function clusterMasters(
+  port: number,
+): Promise<Array<{ id: string; port: number; slots: Array<[number, number]> }>> {
+  const out = await redisCli(port, "cluster", "nodes");
+  const masters: Array<{ id: string; port: number; slots: Array<[number, number]> }> = [];
+  for (const line of out.trim().split("\n")) {
+    const f = line.split(" ");
+    if (!f[2]!.includes("master") || f[2]!.includes("fail")) continue;
+    const slots: Array<[number, number]> = [];
+    for (const s of f.slice(8)) {
+      if (s.startsWith("[")) continue; // a slot being migrated or imported
+      const [a, b] = s.split("-");
+      slots.push([Number(a), Number(b ?? a)]);
+    }
+    masters.push({ id: f[0]!, port: Number(f[1]!.split(":")[1]!.split("@")[0]), slots });
+  }
+  return masters;
+}
+
+/** The master serving `slot`. */
+export async function ownerOfSlot(
+  port: number,
+  slot: number,
+): Promise<{ id: string; port: number }> {
+  const owner = (await clusterMasters(port)).find((m) =>
+    m.slots.some(([a, b]) => slot >= a && slot <= b),
+  );
+  if (!owner) throw new Error(`no master serves slot ${slot}`);
+  return owner;
+}
+
+/**
+ * Moves one slot to another master the way `redis-cli --cluster reshard` does: IMPORTING on
+ * the target, MIGRATING on the source, MIGRATE of its keys in batches, then SETSLOT NODE on
+ * both and every other master. `beforeMigrate` runs just before each MIGRATE (e.g. to keep the
+ * target busy, so that it restores the keys later than the source dumped them).
+ */
+export async function migrateSlot(
+  cluster: RedisCluster,
+  slot: number,
+  toPort: number,
+  beforeMigrate?: () => void,
+): Promise<void> {
+  const masters = await clusterMasters(cluster.nodes[0]!.port);
+  const from = masters.find((m) => m.slots.some(([a, b]) => slot >= a && slot <= b))!;
+  const to = masters.find((m) => m.port === toPort)!;
+  if (from.id === to.id) throw new Error(`slot ${slot} is already on ${toPort}`);
+  await redisCli(to.port, "cluster", "setslot", String(slot), "importing", from.id);
+  await redisCli(from.port, "cluster", "setslot", String(slot), "migrating", to.id);
+  for (;;) {
+    const keys = (await redisCli(from.port, "cluster", "getkeysinslot", String(slot), "100"))
+      .split("\n")
+      .filter((k) => k !== "");
+    if (keys.length === 0) break;
+    beforeMigrate?.();
+    await redisCli(
+      from.port,
+      "migrate",
+      "127.0.0.1",
+      String(to.port),
+      "",
+      "0",
+      "5000",
+      "keys",
+      ...keys,
+    );
+  }
+  await redisCli(to.port, "cluster", "setslot", String(slot), "node", to.id);
+  await redisCli(from.port, "cluster", "setslot", String(slot), "node", to.id);
+  for (const m of masters)
+    if (m.id !== from.id && m.id !== to.id)
+      await redisCli(m.port, "cluster", "setslot", String(slot), "node", to.id);
+}

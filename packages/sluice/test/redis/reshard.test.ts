@@ -1,0 +1,272 @@
+/**
+ * A Redis Cluster operated under traffic (issue "exact through operations", items 2 and 3): a
+ * slot moved by MIGRATE keeps its counters (fixed-window's window is read from the key's expiry,
+ * which MIGRATE re-bases on the target's clock), a reshard under load loses no acknowledged
+ * charge and fails (almost) no decision, and `CLUSTER FAILOVER` under load loses nothing.
+ * Real 6-node Cluster; real `redis-cli --cluster reshard`.
+ */
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { Cluster, Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type Decision,
+  type Limiter,
+  type PolicyInput,
+  type RedisStore,
+  createLimiter,
+  redisStore,
+} from "../../src/index.js";
+import { identifierTag, slotOfTag } from "../../src/stores/redis-keys.js";
+import { waitFor } from "../../../../test/support/ports.js";
+import {
+  type RedisCluster,
+  clusterMasters,
+  migrateSlot,
+  ownerOfSlot,
+  redisCli,
+  startCluster,
+} from "../../../../test/support/redis-cluster.js";
+
+const exec = promisify(execFile);
+const run = Date.now().toString(36);
+
+let cluster: RedisCluster;
+let client: Cluster;
+let store: RedisStore;
+const extra: Redis[] = [];
+
+beforeAll(async () => {
+  cluster = await startCluster();
+  client = new Cluster([...cluster.startupNodes]);
+  client.on("error", () => {});
+  store = redisStore({ client, heartbeatMs: 0, denyCache: false });
+  await client.ping();
+}, 120_000);
+
+afterAll(async () => {
+  await store?.close();
+  client?.disconnect();
+  for (const r of extra) r.disconnect();
+  await cluster?.stop();
+});
+
+/** A period far from its next window edge (windows are aligned to the epoch). */
+function longPeriodMs(): number {
+  const day = 86_400_000;
+  for (const days of [30, 29, 31, 28]) {
+    const p = days * day;
+    const left = p - (Date.now() % p);
+    if (left > 3_600_000 && Date.now() % p > 3_600_000) return p;
+  }
+  return 30 * day;
+}
+
+/** A connection to `port`, connected. */
+async function connection(port: number): Promise<Redis> {
+  const r = new Redis(port, "127.0.0.1");
+  r.on("error", () => {});
+  extra.push(r);
+  await r.ping();
+  return r;
+}
+
+/** Keeps a node busy for `ms` (a script that spins on TIME): commands sent meanwhile wait. */
+function busy(r: Redis, ms: number): void {
+  void r
+    .eval(
+      "local t = redis.call('TIME') local s = t[1] * 1000000 + t[2] repeat local n = redis.call('TIME') until n[1] * 1000000 + n[2] - s >= tonumber(ARGV[1])",
+      0,
+      String(ms * 1000),
+    )
+    .catch(() => undefined);
+}
+
+describe("a slot moved by MIGRATE to a target that restores it 50 ms later", () => {
+  it.each([
+    ["one rule", [{ limit: 10, period: "24h" }]],
+    [
+      "two rules",
+      [
+        { limit: 10, period: "24h" },
+        { limit: 100, period: "48h" },
+      ],
+    ],
+  ] as const)("fixed-window, %s: an exhausted key stays exhausted", async (label, rules) => {
+    const limiter = createLimiter({
+      store,
+      policy: {
+        name: `mig${run}-${label.replace(" ", "")}`,
+        algorithm: "fixed-window",
+        rules: rules.map((r) => ({ ...r })),
+        onStoreError: "deny",
+      },
+    });
+    const id = `victim-${label.replace(" ", "")}`;
+    const first = await Promise.all(Array.from({ length: 20 }, () => limiter.limit(id)));
+    expect(first.filter((d) => d.allowed)).toHaveLength(10);
+    const slot = slotOfTag(identifierTag(id));
+    const from = await ownerOfSlot(cluster.nodes[0]!.port, slot);
+    const to = (await clusterMasters(cluster.nodes[0]!.port)).find((m) => m.port !== from.port)!;
+    const target = await connection(to.port);
+    await migrateSlot(cluster, slot, to.port, () => busy(target, 50));
+    expect((await ownerOfSlot(cluster.nodes[0]!.port, slot)).port).toBe(to.port);
+    const after = await Promise.all(Array.from({ length: 10 }, () => limiter.limit(id)));
+    expect(after.filter((d) => d.reason !== undefined)).toEqual([]);
+    expect(after.filter((d) => d.allowed)).toHaveLength(0);
+  });
+});
+
+/** Traffic over many identifiers; counts what Redis acknowledged per identifier. */
+function traffic(limiters: Limiter[], ids: string[]) {
+  let stop = false;
+  const acked = limiters.map(() => new Map<string, number>());
+  const reasons = new Map<string, number>();
+  const failures: unknown[] = [];
+  let decisions = 0;
+  const note = (li: number, id: string, d: Decision) => {
+    decisions++;
+    if (d.reason !== undefined) reasons.set(d.reason, (reasons.get(d.reason) ?? 0) + 1);
+    else if (d.allowed) acked[li]!.set(id, (acked[li]!.get(id) ?? 0) + 1);
+  };
+  const loop = (async () => {
+    while (!stop) {
+      await Promise.all(
+        limiters.flatMap((l, li) =>
+          ids.map((id) =>
+            l.limit(id).then(
+              (d) => note(li, id, d),
+              (e: unknown) => failures.push(e),
+            ),
+          ),
+        ),
+      );
+    }
+  })();
+  return {
+    acked,
+    reasons,
+    failures,
+    get decisions() {
+      return decisions;
+    },
+    async stop() {
+      stop = true;
+      await loop;
+    },
+  };
+}
+
+/** Acknowledged charges that Redis no longer holds, per limiter (fixed-window: exact counts). */
+async function lost(limiters: Limiter[], acked: Array<Map<string, number>>): Promise<number[]> {
+  return Promise.all(
+    limiters.map(async (l, li) => {
+      let missing = 0;
+      for (const [id, n] of acked[li]!) {
+        const d = await l.peek(id);
+        expect(d.reason).toBeUndefined();
+        for (const r of d.rules) missing += Math.max(0, n - (r.limit - r.remaining));
+      }
+      return missing;
+    }),
+  );
+}
+
+describe("operations under load", () => {
+  const P = longPeriodMs();
+  const SLOTS = 300;
+  const policies: PolicyInput[] = [
+    { name: `rs${run}-one`, algorithm: "fixed-window", rules: [{ limit: 1e9, period: P }] },
+    {
+      name: `rs${run}-two`,
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 1e9, period: P },
+        { limit: 2e9, period: 2 * P },
+      ],
+    },
+  ];
+
+  it("redis-cli --cluster reshard of 300 slots, one key per MIGRATE: no acknowledged charge lost, no decision failed", async () => {
+    const limiters = policies.map((policy) =>
+      createLimiter({ store, policy: { ...policy, onStoreError: "deny" } }),
+    );
+    const masters = await clusterMasters(cluster.nodes[0]!.port);
+    const [from, to] = [masters[0]!, masters[1]!];
+    const [lo] = from.slots[0]!;
+    // 1,200 identifiers in the slots that move (4 per slot: 18 keys), 100 elsewhere.
+    const ids: string[] = [];
+    for (let i = 0; ids.length < 1200; i++) {
+      const s = slotOfTag(identifierTag(`m${i}`));
+      if (s >= lo && s < lo + SLOTS) ids.push(`m${i}`);
+    }
+    for (let i = 0; ids.length < 1300; i++) {
+      const s = slotOfTag(identifierTag(`o${i}`));
+      if (s < lo || s >= lo + SLOTS) ids.push(`o${i}`);
+    }
+    const t = traffic(limiters, ids);
+    await waitFor(() => t.decisions > 5000, 30_000, 20);
+    await exec(
+      "redis-cli",
+      [
+        "--cluster",
+        "reshard",
+        `127.0.0.1:${from.port}`,
+        "--cluster-from",
+        from.id,
+        "--cluster-to",
+        to.id,
+        "--cluster-slots",
+        String(SLOTS),
+        "--cluster-pipeline",
+        "1",
+        "--cluster-yes",
+      ],
+      { timeout: 120_000 },
+    );
+    const at = t.decisions;
+    await waitFor(() => t.decisions > at + 5000, 30_000, 20);
+    await t.stop();
+    const missing = await lost(limiters, t.acked);
+    console.log(
+      `reshard under load: ${t.decisions} decisions, reasons ${JSON.stringify(Object.fromEntries(t.reasons))}, lost ${JSON.stringify(missing)}`,
+    );
+    expect(t.failures).toEqual([]);
+    expect(missing).toEqual([0, 0]);
+    expect(t.reasons.get("store-error") ?? 0).toBe(0);
+    expect((await ownerOfSlot(cluster.nodes[0]!.port, lo)).port).toBe(to.port);
+  }, 180_000);
+
+  it("CLUSTER FAILOVER of a master under load: nothing lost, no decision failed", async () => {
+    const limiters = policies.map((policy) =>
+      createLimiter({
+        store,
+        policy: { ...policy, name: `${policy.name}-fo`, onStoreError: "deny" },
+      }),
+    );
+    const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
+    const t = traffic(limiters, ids);
+    await waitFor(() => t.decisions > 5000, 30_000, 20);
+    const master = (await clusterMasters(cluster.nodes[0]!.port))[2]!;
+    const replicaLine = (await redisCli(master.port, "cluster", "replicas", master.id))
+      .trim()
+      .split("\n")[0]!;
+    const replicaPort = Number(replicaLine.split(" ")[1]!.split(":")[1]!.split("@")[0]);
+    await redisCli(replicaPort, "cluster", "failover");
+    await waitFor(
+      async () => (await redisCli(replicaPort, "role")).startsWith("master"),
+      30_000,
+      50,
+    );
+    const at = t.decisions;
+    await waitFor(() => t.decisions > at + 5000, 30_000, 20);
+    await t.stop();
+    const missing = await lost(limiters, t.acked);
+    console.log(
+      `CLUSTER FAILOVER under load: ${t.decisions} decisions, reasons ${JSON.stringify(Object.fromEntries(t.reasons))}, lost ${JSON.stringify(missing)}`,
+    );
+    expect(t.failures).toEqual([]);
+    expect(missing).toEqual([0, 0]);
+    expect(t.reasons.get("store-error") ?? 0).toBe(0);
+  }, 180_000);
+});
