@@ -16,8 +16,13 @@ export interface RedisSentinel {
   readonly sentinels: ReadonlyArray<{ host: string; port: number }>;
   /** Port of the current master, as the sentinels see it. */
   masterPort(): Promise<number>;
-  /** `SENTINEL FAILOVER` and wait until the sentinels report the other node as master. */
+  /**
+   * `SENTINEL FAILOVER`; resolves once the sentinels report the other node as master, it
+   * accepts writes, and the old master replicates from it.
+   */
   failover(): Promise<number>;
+  /** Resolves once the replica has every write of the master (their offsets are equal). */
+  synced(): Promise<void>;
   /** Stop everything and delete the directories. */
   stop(): Promise<void>;
 }
@@ -26,10 +31,12 @@ export interface RedisSentinel {
 export async function startSentinel(name = "sluice"): Promise<RedisSentinel> {
   const master = await startRedis();
   const replica = await startRedis(["--replicaof", "127.0.0.1", String(master.port)]);
+  // Replicating: the replica has synced and its link is up.
   await waitFor(
-    async () => (await redisCli(master.port, "info", "replication")).includes("connected_slaves:1"),
+    async () =>
+      (await redisCli(replica.port, "info", "replication")).includes("master_link_status:up"),
     15_000,
-    100,
+    50,
   );
   const sentinels: Array<{ port: number; dir: string; child: ChildProcess }> = [];
   const stopAll = async () => {
@@ -92,13 +99,36 @@ export async function startSentinel(name = "sluice"): Promise<RedisSentinel> {
       await redisCli(sentinels[0]!.port, "sentinel", "failover", name);
       await waitFor(async () => (await masterPort()) !== before, 30_000, 100);
       const after = await masterPort();
-      // Wait until the new master accepts writes.
+      // Wait until the new master accepts writes, and the old one has become its replica and
+      // synced (a second failover right after would otherwise promote a replica with no data).
       await waitFor(
         async () => (await redisCli(after, "info", "replication")).includes("role:master"),
         30_000,
         100,
       );
+      await waitFor(
+        async () => {
+          const info = await redisCli(before, "info", "replication");
+          return info.includes(`master_port:${after}`) && info.includes("master_link_status:up");
+        },
+        30_000,
+        50,
+      );
       return after;
+    },
+    async synced() {
+      const m = await masterPort();
+      const r = m === master.port ? replica.port : master.port;
+      const offset = (port: number, field: string) =>
+        redisCli(port, "info", "replication").then((info) =>
+          Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? -1),
+        );
+      await waitFor(
+        async () =>
+          (await offset(m, "master_repl_offset")) === (await offset(r, "slave_repl_offset")),
+        30_000,
+        20,
+      );
     },
     stop: stopAll,
   };

@@ -66,6 +66,9 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
       "no",
       "--dir",
       dir,
+      // A replica syncs at once (Redis waits 5 s by default, gathering replicas for one sync).
+      "--repl-diskless-sync-delay",
+      "0",
       ...extraArgs,
     ],
     { stdio: "ignore" },

@@ -21,7 +21,10 @@ export interface Counters {
   readonly store: Store;
   /** `memory` or `redis`. */
   readonly kind: string;
-  /** Reachability check for `/readyz` (which puts its own deadline on it). */
+  /**
+   * Readiness check for `/readyz` (which puts its own deadline on it): the store can decide
+   * from Redis (connected; during a Sentinel failover, to the new master) and Redis answers.
+   */
   ping(): Promise<void>;
   /** Closes the store and the Redis connection. */
   close(): Promise<void>;
@@ -95,6 +98,7 @@ export function openCounters(options: {
     store: instrument(store, options.metrics),
     kind: "redis",
     async ping() {
+      await store.ready();
       await client.ping();
     },
     async close() {
@@ -145,6 +149,7 @@ export function instrument(inner: Store, metrics: Metrics): Store {
     release: (policy: Policy, key: string, leaseId: string) =>
       release(() => inner.release(policy, key, leaseId)),
     reset: (policy: Policy, key: string) => reset(() => inner.reset(policy, key)),
+    ...(inner.ready ? { ready: () => inner.ready!() } : {}),
     ...(inner.liveInstances ? { liveInstances: () => inner.liveInstances?.() } : {}),
     ...(inner.close ? { close: () => inner.close!() } : {}),
   };

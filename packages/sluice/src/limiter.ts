@@ -54,6 +54,12 @@ export interface Limiter {
   readonly policy: Policy;
   /** The store in use. */
   readonly store: Store;
+  /**
+   * Resolves once the store can decide from its backend (Redis connected); rejects with a
+   * `StoreError` when the first connection failed or did not come within the store's connect
+   * budget. Optional: `limit()` itself waits for the first connection.
+   */
+  ready(): Promise<void>;
   /** Decide one request and charge it if allowed. Never rejects for a denial or (per `onStoreError`) a store failure. */
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What `limit` would answer (for `cost`, default 1) without charging; `remaining` is what is left now. */
@@ -125,6 +131,10 @@ class PolicyLimiter implements Limiter {
   ) {
     this.capacity = policyCapacity(policy);
     this.sync = isSyncStore(store) ? store : undefined;
+  }
+
+  ready(): Promise<void> {
+    return this.store.ready?.() ?? Promise.resolve();
   }
 
   // Not `async`: the awaited path is one promise (already resolved for a synchronous store),

@@ -52,6 +52,12 @@ export interface Store {
   release(policy: Policy, key: string, leaseId: string): Promise<boolean>;
   /** Forget everything about the key (counters and penalty block). */
   reset(policy: Policy, key: string): Promise<void>;
+  /**
+   * Resolves once the store can decide from its backend (for a Redis store: the client is
+   * connected); rejects with a `StoreError` when it cannot within its connect budget. Stores
+   * that need no connection leave it out.
+   */
+  ready?(): Promise<void>;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */

@@ -882,6 +882,10 @@ class ManagedLimiter implements Limiter {
     return this.client.o.store;
   }
 
+  ready(): Promise<void> {
+    return this.client.o.store.ready?.() ?? Promise.resolve();
+  }
+
   limit(key: string, options?: LimitOptions): Promise<Decision> {
     let live: Live;
     let cost: number;

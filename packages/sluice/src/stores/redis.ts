@@ -6,20 +6,37 @@ import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
 import { ALGORITHM_CODES, identifierTag, slotOfTag } from "./redis-keys.js";
+import {
+  Breakers,
+  type ClientEvent,
+  ClockOffsets,
+  followClient,
+  isUnreachable,
+  monoNow,
+} from "./redis-health.js";
+import { type SentinelClientLike, type SentinelWatch, watchSentinels } from "./sentinel-watch.js";
 
 /**
  * The part of a Redis client the store uses. An ioredis `Redis` (standalone or Sentinel) or
  * `Cluster` satisfies it; sluice never imports ioredis at runtime.
  */
-export interface RedisClientLike {
+export interface RedisClientLike extends SentinelClientLike {
   /** Send one command (ioredis `call(command, args)`). */
   call(command: string, args: Array<string | number | Uint8Array>): Promise<unknown>;
-  /** ioredis connection status (`ready`, `connecting`, `reconnecting`, `end`, …). */
+  /** ioredis connection status (`wait`, `connecting`, `connect`, `ready`, `reconnecting`, `end`, …). */
   readonly status: string;
   /** True for an ioredis `Cluster`: batches are then grouped by slot. */
   readonly isCluster?: boolean;
+  /** Start connecting a client made with `lazyConnect` (ioredis `connect()`). */
+  connect?(): Promise<void>;
+  /** Close the connection; with `true`, reconnect at once (ioredis `disconnect(reconnect)`). */
+  disconnect?(reconnect?: boolean): void;
+  /** The connection's socket, for the address of the server it is connected to. */
+  readonly stream?: { readonly remoteAddress?: string; readonly remotePort?: number };
   on(event: "error", listener: (err: Error) => void): unknown;
+  on(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
   off(event: "error", listener: (err: Error) => void): unknown;
+  off(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
 }
 
 /** Options of {@link redisStore}. */
@@ -33,8 +50,24 @@ export interface RedisStoreOptions {
   now?: Clock;
   /** Prefix of every key. Default `"sl:"`. Must not contain `{` or `}`. */
   prefix?: string;
-  /** Per-call timeout (ms): a slower answer rejects with `SLUICE_ERR_STORE_TIMEOUT`. Default 500. */
+  /**
+   * Per-call budget (ms), counted from the call: a call not answered within it rejects with
+   * `SLUICE_ERR_STORE_TIMEOUT` (the policy's `onStoreError` decides), and Redis will not run it
+   * afterwards. Default 500.
+   */
   timeoutMs?: number;
+  /**
+   * The budget of the first connection (ms): calls made before the client has ever been ready
+   * wait for it (then each has its `timeoutMs`), up to this long from the first of them; after
+   * it, or at once when nothing listens at the address, they reject and `onStoreError`
+   * decides. Default 5000.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * With a Sentinel client: watch the sentinels and stop writing to the master at the first
+   * sign of a failover, until the client reaches the new master. Default true.
+   */
+  watchSentinels?: boolean;
   /** Most decisions carried by one script call. Default 128. */
   maxBatch?: number;
   /** Answer keys known to be denied locally until their retry time. Default true. */
@@ -43,7 +76,10 @@ export interface RedisStoreOptions {
   denyCacheSize?: number;
   /** Consecutive failures after which the breaker opens (calls fail fast). Default 5. */
   breakerFailures?: number;
-  /** While the breaker is open, how often to PING Redis to close it again (ms). Default 1000. */
+  /**
+   * While a breaker is open, how long until one call is let through to try Redis again (ms);
+   * when the client reconnects, the next call tries at once. Default 1000.
+   */
   probeIntervalMs?: number;
   /** How many app instances share the limits (for the insurance limiter); default: counted through Redis. */
   instances?: number;
@@ -61,6 +97,8 @@ const OPTION_KEYS: { readonly [K in keyof Required<RedisStoreOptions>]: true } =
   now: true,
   prefix: true,
   timeoutMs: true,
+  connectTimeoutMs: true,
+  watchSentinels: true,
   maxBatch: true,
   denyCache: true,
   denyCacheSize: true,
@@ -76,6 +114,8 @@ interface ResolvedOptions {
   readonly now: Clock | undefined;
   readonly prefix: string;
   readonly timeoutMs: number;
+  readonly connectTimeoutMs: number;
+  readonly watchSentinels: boolean;
   readonly maxBatch: number;
   readonly denyCache: boolean;
   readonly denyCacheSize: number;
@@ -105,6 +145,8 @@ interface Pending {
   readonly cacheable: boolean;
   readonly forgets: number;
   readonly key: string;
+  /** When the caller stops waiting (monoNow): the call's budget ends. */
+  due: number;
   readonly resolve: (value: StoreDecision | boolean) => void;
   readonly reject: (err: unknown) => void;
 }
@@ -127,13 +169,14 @@ interface DenyEntry {
   readonly rules: readonly RuleDecision[];
 }
 
-const CONNECTING_STATUS = new Set(["connect", "connecting", "wait"]);
-
 /** Most script calls in flight at once (see {@link RedisStore}). */
 const MAX_IN_FLIGHT = 4;
 
 /** Fewest operations a batch is split into when it is spread over several calls. */
 const MIN_CHUNK = 4;
+
+/** Longest a Sentinel failover holds calls back when the sentinels never say it ended (ms). */
+const MAX_FAILOVER_HOLD_MS = 10_000;
 
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
@@ -157,28 +200,57 @@ export class RedisStore implements Store {
   private readonly policies = new WeakMap<Policy, PolicyInfo>();
   private queue: Pending[] = [];
   private scheduled = false;
-  /** Script calls sent and not yet answered. */
+  /** Script calls sent and not yet answered (standalone and Sentinel). */
   private inFlight = 0;
+  /** In a Cluster, the same per slot: a slot whose calls are slow (a migration, a failing node)
+   * holds back its own calls only. */
+  private readonly inFlightBySlot = new Map<number, number>();
   private lastPolicy: Policy | undefined;
   private lastInfo: PolicyInfo | undefined;
   private leaseSeq = 0;
   /** Added to absolute expiries when time is injected (see lua/sluice.lua, ARGV[3]). */
   private shift: number | undefined;
-  private failures = 0;
-  private open = false;
-  private probeTimer: NodeJS.Timeout | undefined;
+  private readonly breakers: Breakers;
+  private readonly offsets: ClockOffsets;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastInstances: number | undefined;
   private readonly denied = new Map<string, DenyEntry>();
   /** Counts resets and adjustments made through this store (see `decide`). */
   private forgets = 0;
   private closed = false;
+  /** The time calls enqueued in this turn are stamped with (monoNow, read once per turn). */
+  private turnStart = 0;
+  /** The client has been ready at least once. */
+  private connected: boolean;
+  /** Why the first connection failed (calls then fail fast until the client is ready). */
+  private connectError: StoreError | undefined;
+  /** When the first connection's budget ends (monoNow), once a call has waited for it. */
+  private connectDeadline = 0;
+  /** Set while a Sentinel failover is under way: calls wait for the new master. */
+  private failover: { readonly since: number; to?: { host: string; port: number } } | undefined;
+  /** Fires when the first held call is due (see `hold`). */
+  private holdTimer: Deadline | undefined;
+  private readyWaiters: Array<{ resolve: () => void; reject: (err: StoreError) => void }> = [];
+  private readonly unfollow: () => void;
+  private readonly sentinels: SentinelWatch | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveOptions(options);
-    this.cluster = this.o.client.isCluster === true;
+    const client = this.o.client;
+    this.cluster = client.isCluster === true;
     this.instanceId = randomBytes(9).toString("base64url");
-    guardClient(this.o.client);
+    this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
+    this.offsets = new ClockOffsets(this.cluster);
+    this.connected = client.status === "ready";
+    this.unfollow = followClient(client, this);
+    this.sentinels =
+      this.o.watchSentinels && !this.cluster
+        ? watchSentinels(client, {
+            failoverStarted: () => this.failoverStarted(),
+            masterSwitched: (host, port) => this.masterSwitched(host, port),
+            failoverAborted: () => this.failoverEnded(),
+          })
+        : undefined;
     if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
       this.heartbeat();
       this.heartbeatTimer = setInterval(() => this.heartbeat(), this.o.heartbeatMs);
@@ -232,9 +304,54 @@ export class RedisStore implements Store {
     return this.o.instances ?? this.lastInstances;
   }
 
-  /** True while the breaker is open (Redis considered down; calls fail fast). */
+  /** True while a circuit breaker is open (Redis, or in a Cluster a slot, considered down; calls fail fast). */
   get breakerOpen(): boolean {
-    return this.open;
+    return this.breakers.anyOpen;
+  }
+
+  /**
+   * Resolves once the store can decide from Redis: the client is connected (and, during a
+   * Sentinel failover, connected to the new master). Rejects with a `StoreError` when the first
+   * connection failed (`SLUICE_ERR_STORE_UNAVAILABLE`) or did not come within
+   * `connectTimeoutMs` (`SLUICE_ERR_STORE_TIMEOUT`). Decisions do not need it — they wait for
+   * the first connection by themselves — but a server can await it before taking traffic.
+   */
+  ready(): Promise<void> {
+    const connected = this.connectedReady();
+    // With a Sentinel client, also the watch of the sentinels (a failover it would miss loses
+    // charges).
+    const watch = this.sentinels?.started;
+    return watch ? Promise.all([connected, watch]).then(() => undefined) : connected;
+  }
+
+  private connectedReady(): Promise<void> {
+    if (this.closed)
+      return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
+    if (this.gateOpen()) return Promise.resolve();
+    if (!this.connected && this.connectError) return Promise.reject(this.connectError);
+    this.startConnecting();
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.readyWaiters = this.readyWaiters.filter((w) => w !== waiter);
+        reject(
+          new StoreError(
+            "SLUICE_ERR_STORE_TIMEOUT",
+            `Redis did not become ready within ${this.o.connectTimeoutMs} ms (connectTimeoutMs)`,
+          ),
+        );
+      }, this.o.connectTimeoutMs);
+      const waiter = {
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+        reject: (err: StoreError) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      this.readyWaiters.push(waiter);
+    });
   }
 
   /** Sends what is queued, stops the timers and leaves the instance count. Does not close the client. */
@@ -242,19 +359,27 @@ export class RedisStore implements Store {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    const closedErr = new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed");
+    this.rejectQueued(closedErr);
+    for (const w of this.readyWaiters.splice(0)) w.reject(closedErr);
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    if (this.probeTimer) clearInterval(this.probeTimer);
-    this.heartbeatTimer = this.probeTimer = undefined;
-    if (this.o.instances === undefined && this.o.heartbeatMs > 0 && !this.open && this.usable()) {
-      await this.withTimeout(
-        this.script(
-          INSTANCES_LUA,
-          [this.instancesKey()],
-          [this.instanceId, this.o.heartbeatMs * 3, "1"],
-        ),
+    this.holdTimer?.cancel();
+    this.heartbeatTimer = undefined;
+    this.holdTimer = undefined;
+    this.sentinels?.stop();
+    if (
+      this.o.instances === undefined &&
+      this.o.heartbeatMs > 0 &&
+      !this.breakers.anyOpen &&
+      this.o.client.status === "ready"
+    ) {
+      await this.callOnce(
+        INSTANCES_LUA,
+        [this.instancesKey()],
+        [this.instanceId, this.o.heartbeatMs * 3, "1"],
       ).catch(() => undefined);
     }
-    unguardClient(this.o.client);
+    this.unfollow();
     this.denied.clear();
   }
 
@@ -272,6 +397,12 @@ export class RedisStore implements Store {
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
     const info = this.info(policy);
     const tag = identifierTag(key);
+    if (!this.scheduled) {
+      // The first call of this turn: every call of the turn is stamped with this time.
+      this.scheduled = true;
+      this.turnStart = monoNow();
+      queueMicrotask(this.flushLater);
+    }
     return new Promise((resolve, reject) => {
       this.queue.push({
         op,
@@ -283,27 +414,31 @@ export class RedisStore implements Store {
         cacheable,
         forgets: this.forgets,
         key,
+        due: this.turnStart + this.o.timeoutMs,
         resolve,
         reject,
       });
-      if (this.queue.length >= this.o.maxBatch) this.flush();
-      else if (!this.scheduled) {
-        this.scheduled = true;
-        queueMicrotask(this.flushLater);
-      }
+      // A full batch goes at once (in a Cluster, batches are per slot: at the end of the turn).
+      if (this.queue.length >= this.o.maxBatch && !this.cluster) this.flush();
     });
   }
 
   private readonly flushLater = (): void => {
     this.scheduled = false;
-    // Both calls busy: what is queued goes when one of them comes back (see `sent`).
-    if (this.inFlight < MAX_IN_FLIGHT || this.queue.length >= this.o.maxBatch) this.flush();
+    // Every call busy: what is queued goes when one of them comes back (see `sent`). In a
+    // Cluster, `flush` decides per slot.
+    if (this.cluster || this.inFlight < MAX_IN_FLIGHT || this.queue.length >= this.o.maxBatch)
+      this.flush();
   };
 
-  /** Sends everything queued. */
+  /** Sends everything queued, unless calls must wait (first connection, failover: see `hold`). */
   private flush(): void {
     const queue = this.queue;
     if (queue.length === 0) return;
+    if (this.mustHold()) {
+      this.hold();
+      return;
+    }
     this.queue = [];
     if (this.cluster) {
       const bySlot = new Map<number, Pending[]>();
@@ -313,8 +448,13 @@ export class RedisStore implements Store {
         if (group === undefined) bySlot.set(slot, [p]);
         else group.push(p);
       }
-      for (const group of bySlot.values()) this.sendChunks(group);
-    } else this.sendChunks(queue);
+      for (const [slot, group] of bySlot) {
+        // A slot with every call busy keeps its operations until one comes back.
+        if ((this.inFlightBySlot.get(slot) ?? 0) < MAX_IN_FLIGHT || group.length >= this.o.maxBatch)
+          this.sendChunks(group, slot);
+        else for (const p of group) this.queue.push(p);
+      }
+    } else this.sendChunks(queue, 0);
   }
 
   /**
@@ -323,24 +463,52 @@ export class RedisStore implements Store {
    * little in flight, several calls run at once, so Redis works on one while Node encodes the
    * next or reads the previous one's answer.
    */
-  private sendChunks(batch: Pending[]): void {
+  private sendChunks(batch: Pending[], slot: number): void {
     const n = batch.length;
-    const free = MAX_IN_FLIGHT - this.inFlight;
+    const free =
+      MAX_IN_FLIGHT - (this.cluster ? (this.inFlightBySlot.get(slot) ?? 0) : this.inFlight);
     const parts = Math.max(
       1,
       Math.min(free, Math.floor(n / MIN_CHUNK)),
       Math.ceil(n / this.o.maxBatch),
     );
     if (parts === 1) {
-      this.send(batch);
+      this.send(batch, slot);
       return;
     }
     const size = Math.ceil(n / parts);
-    for (let i = 0; i < n; i += size) this.send(batch.slice(i, i + size));
+    for (let i = 0; i < n; i += size) this.send(batch.slice(i, i + size), slot);
   }
 
-  /** Sends one batch (all in one slot) and settles each operation with its own result. */
-  private send(batch: Pending[]): void {
+  /**
+   * Sends one batch (all in one slot) and settles each operation with its own result. The call
+   * is due when its oldest operation is (each operation's budget counts from its own call); it
+   * carries that deadline on the server's clock, so that Redis never runs it after the caller
+   * stopped waiting (see lua/sluice.lua, ARGV[4]).
+   */
+  private send(batch: Pending[], slot: number): void {
+    const now = monoNow();
+    if (!this.breakers.allow(slot, now)) {
+      this.rejectAll(
+        batch,
+        new StoreError(
+          "SLUICE_ERR_STORE_UNAVAILABLE",
+          "Redis is unavailable (circuit open); waiting for a trial call to succeed",
+        ),
+      );
+      return;
+    }
+    if (this.o.client.status !== "ready") {
+      this.breakers.failure(slot, now);
+      this.rejectAll(
+        batch,
+        new StoreError(
+          "SLUICE_ERR_STORE_UNAVAILABLE",
+          `Redis is unavailable (client status "${this.o.client.status}")`,
+        ),
+      );
+      return;
+    }
     const keys: string[] = [];
     let specCount = 0;
     const specArgs: Array<string | number> = [];
@@ -349,7 +517,9 @@ export class RedisStore implements Store {
     let lastPolicy: Policy | undefined;
     let lastIndex = 0;
     let specIndex: Map<Policy, number> | undefined;
+    let due = Infinity;
     for (const p of batch) {
+      if (p.due < due) due = p.due;
       const info = p.info;
       let idx: number | undefined;
       if (p.policy === lastPolicy) idx = lastIndex;
@@ -378,30 +548,82 @@ export class RedisStore implements Store {
       this.o.now ? String(this.o.now()) : "",
       this.o.ttlPadMs,
       this.shiftMs(),
+      this.offsets.deadline(slot, due),
       specCount,
     ];
     for (const a of specArgs) argv.push(a);
     for (const a of opArgs) argv.push(a);
     // Taken before the script runs, so that a denial it remembers never outlasts the real one.
     const sentAt = this.o.denyCache ? this.localNow() : 0;
-    this.inFlight++;
-    this.run(SLUICE_LUA, keys, argv).then(
+    if (this.cluster) this.inFlightBySlot.set(slot, (this.inFlightBySlot.get(slot) ?? 0) + 1);
+    else this.inFlight++;
+    const call = { due, answered: false };
+    const timer = deadlineTimer(due, () => {
+      if (call.answered) return;
+      call.answered = true;
+      this.sent(slot);
+      this.breakers.failure(slot, monoNow());
+      this.rejectAll(
+        batch,
+        new StoreError(
+          "SLUICE_ERR_STORE_TIMEOUT",
+          `Redis did not answer within ${this.o.timeoutMs} ms`,
+        ),
+      );
+    });
+    this.script(SLUICE_LUA, keys, argv, call).then(
       (reply) => {
-        this.sent();
+        const at = monoNow();
+        if (Array.isArray(reply) && typeof reply[reply.length - 1] === "number")
+          this.offsets.sample(slot, reply[reply.length - 1] as number, at);
+        if (call.answered) {
+          this.late(batch, reply);
+          return;
+        }
+        call.answered = true;
+        timer.cancel();
+        this.sent(slot);
+        this.breakers.success(slot);
         this.settle(batch, reply, sentAt);
       },
       (err: unknown) => {
-        this.sent();
-        for (const p of batch) p.reject(err);
+        const expired = /^SLUICE_EXPIRED (\d+)/.exec(errorMessage(err));
+        if (expired) this.offsets.sample(slot, Number(expired[1]), monoNow());
+        if (call.answered) return;
+        call.answered = true;
+        timer.cancel();
+        this.sent(slot);
+        this.breakers.failure(slot, monoNow());
+        this.rejectAll(
+          batch,
+          expired
+            ? new StoreError(
+                "SLUICE_ERR_STORE_TIMEOUT",
+                `Redis ran the call after its deadline (${this.o.timeoutMs} ms); it changed nothing`,
+                { cause: err },
+              )
+            : new StoreError("SLUICE_ERR_STORE", `Redis call failed: ${errorMessage(err)}`, {
+                cause: err,
+              }),
+        );
       },
     );
   }
 
+  private rejectAll(batch: readonly Pending[], err: unknown): void {
+    for (const p of batch) p.reject(err);
+  }
+
   /** A call came back: what waited for it goes now (after this microtask checkpoint's own calls). */
-  private sent(): void {
-    this.inFlight--;
+  private sent(slot: number): void {
+    if (this.cluster) {
+      const n = this.inFlightBySlot.get(slot)! - 1;
+      if (n === 0) this.inFlightBySlot.delete(slot);
+      else this.inFlightBySlot.set(slot, n);
+    } else this.inFlight--;
     if (this.queue.length > 0 && !this.scheduled) {
       this.scheduled = true;
+      this.turnStart = monoNow();
       queueMicrotask(this.flushLater);
     }
   }
@@ -438,14 +660,17 @@ export class RedisStore implements Store {
     return info;
   }
 
-  /** Splits a batch reply into each operation's result (format: lua/sluice.lua's header). */
-  private settle(batch: Pending[], reply: unknown, sentAt: number): void {
-    if (!Array.isArray(reply)) {
-      const err = new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
-      for (const p of batch) p.reject(err);
-      return;
-    }
-    const n = reply.length;
+  /**
+   * Splits a batch reply into each operation's result (format: lua/sluice.lua's header; the
+   * last value is the server's time), or a `StoreError` when the reply does not match the batch.
+   */
+  private parse(
+    batch: readonly Pending[],
+    reply: unknown,
+  ): Array<StoreDecision | boolean | SluiceError> | StoreError {
+    if (!Array.isArray(reply) || reply.length === 0)
+      return new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
+    const n = reply.length - 1;
     // Read every result first: a reply that does not match the batch settles nobody with a
     // guess (an earlier operation's answer could belong to another).
     const results = new Array<StoreDecision | boolean | SluiceError>(batch.length);
@@ -506,14 +731,22 @@ export class RedisStore implements Store {
       }
     }
     if (b < batch.length || i !== n) {
-      const err = new StoreError(
+      return new StoreError(
         "SLUICE_ERR_STORE",
         `Unreadable reply from the sluice script: ${n} values for ${batch.length} operation(s)`,
       );
-      for (const p of batch) p.reject(err);
+    }
+    return results;
+  }
+
+  /** Settles each operation of an answered batch with its own result. */
+  private settle(batch: Pending[], reply: unknown, sentAt: number): void {
+    const results = this.parse(batch, reply);
+    if (results instanceof StoreError) {
+      this.rejectAll(batch, results);
       return;
     }
-    for (b = 0; b < batch.length; b++) {
+    for (let b = 0; b < batch.length; b++) {
       const p = batch[b]!;
       const r = results[b]!;
       if (r instanceof SluiceError) {
@@ -534,71 +767,60 @@ export class RedisStore implements Store {
       p.resolve(r);
     }
   }
+  /**
+   * A reply that came after its call was answered (by `onStoreError`): Redis ran the call just
+   * before its deadline, but the answer arrived too late. A concurrency lease it took is given
+   * back (nobody holds its id); charges of the other algorithms stay (docs/redis.md: the bound).
+   */
+  private late(batch: readonly Pending[], reply: unknown): void {
+    const results = this.parse(batch, reply);
+    if (results instanceof StoreError) return;
+    batch.forEach((p, b) => {
+      const r = results[b];
+      if (
+        p.op === OP_DECIDE &&
+        p.lease !== "" &&
+        typeof r === "object" &&
+        "allowed" in r &&
+        r.allowed
+      )
+        this.enqueue(OP_RELEASE, p.policy, p.key, 0, p.lease, false).catch(() => undefined);
+    });
+  }
 
-  // ─── calling Redis: breaker, timeout, NOSCRIPT ───
+  // ─── calling Redis: NOSCRIPT, deadlines ───
 
   /**
-   * Whether to send a command now. `ready` always; while connecting only before any failure:
-   * once Redis has failed, nothing is left waiting in the client's offline queue (it would
-   * charge decisions that were already answered by `onStoreError`).
+   * EVALSHA; on NOSCRIPT only (after a restart, failover or SCRIPT FLUSH), EVAL, which also
+   * loads it — unless the call was answered meanwhile (a re-sent command meeting a restarted
+   * server must not run).
    */
-  private usable(): boolean {
-    const status = this.o.client.status;
-    return (
-      status === "ready" || (this.failures === 0 && !this.open && CONNECTING_STATUS.has(status))
-    );
-  }
-
-  private async run(
-    script: LuaScript,
-    keys: string[],
-    argv: Array<string | number>,
-  ): Promise<unknown> {
-    if (this.open)
-      throw new StoreError(
-        "SLUICE_ERR_STORE_UNAVAILABLE",
-        "Redis is unavailable (circuit open); waiting for a probe to succeed",
-      );
-    if (!this.usable()) {
-      this.failed();
-      throw new StoreError(
-        "SLUICE_ERR_STORE_UNAVAILABLE",
-        `Redis is unavailable (client status "${this.o.client.status}")`,
-      );
-    }
-    try {
-      const reply = await this.withTimeout(this.script(script, keys, argv));
-      this.failures = 0;
-      return reply;
-    } catch (err) {
-      this.failed();
-      throw err instanceof StoreError
-        ? err
-        : new StoreError("SLUICE_ERR_STORE", `Redis call failed: ${errorMessage(err)}`, {
-            cause: err,
-          });
-    }
-  }
-
-  /** EVALSHA; on NOSCRIPT only (after a restart, failover or SCRIPT FLUSH), EVAL, which also loads it. */
   private async script(
     script: LuaScript,
     keys: string[],
     argv: Array<string | number>,
+    call?: { readonly answered: boolean },
   ): Promise<unknown> {
     const args: Array<string | number> = [script.sha, keys.length, ...keys, ...argv];
     try {
       return await this.o.client.call("EVALSHA", args);
     } catch (err) {
-      if (!errorMessage(err).startsWith("NOSCRIPT")) throw err;
+      if (!errorMessage(err).startsWith("NOSCRIPT") || call?.answered) throw err;
       args[0] = script.text;
       return await this.o.client.call("EVAL", args);
     }
   }
 
-  private withTimeout<T>(p: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
+  /** One script call outside the batches (instance counting), with the per-call timeout. */
+  private callOnce(
+    script: LuaScript,
+    keys: string[],
+    argv: Array<string | number>,
+  ): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const call = { answered: false };
       const timer = setTimeout(() => {
+        call.answered = true;
         reject(
           new StoreError(
             "SLUICE_ERR_STORE_TIMEOUT",
@@ -606,7 +828,7 @@ export class RedisStore implements Store {
           ),
         );
       }, this.o.timeoutMs);
-      p.then(
+      this.script(script, keys, argv, call).then(
         (v) => {
           clearTimeout(timer);
           resolve(v);
@@ -619,30 +841,174 @@ export class RedisStore implements Store {
     });
   }
 
-  private failed(): void {
-    if (this.open || ++this.failures < this.o.breakerFailures || this.closed) return;
-    this.open = true;
-    this.probeTimer = setInterval(() => this.probe(), this.o.probeIntervalMs);
-    this.probeTimer.unref();
+  // ─── the connection: the first one, failovers ───
+
+  /** Calls go to Redis now (else they wait in the queue: see `mustHold`). */
+  private gateOpen(): boolean {
+    return this.o.client.status === "ready" && this.failover === undefined;
   }
 
-  private probing = false;
-  private probe(): void {
-    if (this.probing || !this.usable()) return;
-    this.probing = true;
-    this.withTimeout(this.o.client.call("PING", [])).then(
-      () => {
-        this.probing = false;
-        this.open = false;
-        this.failures = 0;
-        if (this.probeTimer) clearInterval(this.probeTimer);
-        this.probeTimer = undefined;
-        if (this.o.instances === undefined && this.o.heartbeatMs > 0) this.heartbeat();
-      },
-      () => {
-        this.probing = false;
-      },
+  /**
+   * Whether queued calls wait instead of going: during a Sentinel failover, and before the
+   * first connection (unless it failed, or the client was closed for good).
+   */
+  private mustHold(): boolean {
+    if (this.failover !== undefined) return true;
+    if (this.connected || this.connectError !== undefined) return false;
+    const status = this.o.client.status;
+    return status !== "ready" && status !== "end";
+  }
+
+  /** Makes a lazy client connect, and starts the first connection's budget. */
+  private startConnecting(): void {
+    if (this.connected || this.connectError) return;
+    if (this.connectDeadline === 0) this.connectDeadline = monoNow() + this.o.connectTimeoutMs;
+    if (this.o.client.status === "wait") this.o.client.connect?.().catch(() => undefined);
+  }
+
+  /**
+   * Queued calls wait: for the first connection until its budget ends, during a failover each
+   * until its own deadline. One timer, for the earliest.
+   */
+  private hold(): void {
+    this.startConnecting();
+    if (this.holdTimer !== undefined) return;
+    const at = this.failover ? this.queue[0]!.due : this.connectDeadline;
+    this.holdTimer = deadlineTimer(at, () => {
+      this.holdTimer = undefined;
+      if (this.failover) {
+        const now = monoNow();
+        const late = this.queue.filter((p) => p.due <= now);
+        if (late.length > 0) {
+          this.queue = this.queue.filter((p) => p.due > now);
+          this.rejectAll(
+            late,
+            new StoreError(
+              "SLUICE_ERR_STORE_TIMEOUT",
+              `Redis did not answer within ${this.o.timeoutMs} ms (a Sentinel failover is under way)`,
+            ),
+          );
+        }
+        if (this.queue.length > 0) this.hold();
+      } else if (!this.connected) {
+        this.connectFailed(
+          new StoreError(
+            "SLUICE_ERR_STORE_TIMEOUT",
+            `Redis did not connect within ${this.o.connectTimeoutMs} ms (connectTimeoutMs)`,
+          ),
+        );
+      }
+    });
+  }
+
+  /** The first connection failed: what waits for it fails, and calls fail fast until it is up. */
+  private connectFailed(err: StoreError): void {
+    this.connectError = err;
+    this.holdTimer?.cancel();
+    this.holdTimer = undefined;
+    if (this.failover === undefined) this.rejectQueued(err);
+    for (const w of this.readyWaiters.splice(0)) w.reject(err);
+  }
+
+  private rejectQueued(err: StoreError): void {
+    const queue = this.queue;
+    this.queue = [];
+    this.rejectAll(queue, err);
+  }
+
+  /** Calls go again (connected, or a failover is over): what waited goes, readiness resolves. */
+  private reopen(): void {
+    this.holdTimer?.cancel();
+    this.holdTimer = undefined;
+    this.breakers.retryNow();
+    if (!this.gateOpen()) return;
+    for (const w of this.readyWaiters.splice(0)) w.resolve();
+    this.flush();
+  }
+
+  /** @internal The client's events (see redis-health.ts `followClient`). */
+  onClientEvent(event: ClientEvent, err?: Error): void {
+    console.log(
+      "DBG event",
+      monoNow().toFixed(0),
+      event,
+      this.o.client.stream?.remotePort,
+      this.failover,
     );
+    if (this.closed) return;
+    if (event === "ready") {
+      if (!this.connected) {
+        this.connected = true;
+        this.connectError = undefined;
+        // Calls that waited for the first connection get their whole budget from now.
+        const due = monoNow() + this.o.timeoutMs;
+        for (const p of this.queue) p.due = due;
+      }
+      if (this.failover?.to !== undefined && this.connectedTo(this.failover.to) !== false)
+        this.failover = undefined;
+      this.reopen();
+    } else if (event === "refresh") {
+      this.breakers.retryNow();
+    } else if (!this.connected && this.connectError === undefined) {
+      // Before the first connection: an address where nothing listens fails at once; a server
+      // that is slow to answer is waited for (connectTimeoutMs).
+      if (event === "end" || (event === "error" && isUnreachable(err)))
+        this.connectFailed(
+          new StoreError(
+            "SLUICE_ERR_STORE_UNAVAILABLE",
+            `Redis is unreachable: ${err ? errorMessage(err) : "the client was closed"}`,
+            { cause: err },
+          ),
+        );
+    }
+  }
+
+  /** Whether the client is connected to `host:port` (undefined when it cannot tell). */
+  private connectedTo(addr: { host: string; port: number }): boolean | undefined {
+    const s = this.o.client.stream;
+    if (this.o.client.status !== "ready" || s?.remotePort === undefined) return undefined;
+    return s.remotePort === addr.port && (s.remoteAddress ?? addr.host).endsWith(addr.host);
+  }
+
+  private failoverStarted(): void {
+    if (this.closed || this.failover !== undefined) return;
+    this.failover = { since: monoNow() };
+    // A failover that never ends (the sentinels gave up without saying so) stops holding
+    // calls after this long; each held call is answered by its own deadline meanwhile.
+    const f = this.failover;
+    setTimeout(() => {
+      if (this.failover === f) this.failoverEnded();
+    }, MAX_FAILOVER_HOLD_MS).unref();
+  }
+
+  private masterSwitched(host: string, port: number): void {
+    console.log(
+      "DBG switch",
+      monoNow().toFixed(0),
+      host,
+      port,
+      this.o.client.status,
+      this.o.client.stream?.remotePort,
+    );
+    if (this.closed) return;
+    const f = this.failover ?? { since: monoNow() };
+    f.to = { host, port };
+    this.failover = f;
+    const on = this.connectedTo(f.to);
+    if (on === true) {
+      this.failoverEnded();
+      return;
+    }
+    // Still on the old master (the client has no failover detector of its own): reconnect,
+    // through the sentinels, to the new one. The next `ready` ends the failover.
+    if (this.o.client.status === "ready" && on === false) this.o.client.disconnect?.(true);
+  }
+
+  private failoverEnded(): void {
+    console.log("DBG ended", monoNow().toFixed(0), new Error().stack?.split("\n")[2]);
+    if (this.failover === undefined) return;
+    this.failover = undefined;
+    this.reopen();
   }
 
   // ─── instances ───
@@ -652,13 +1018,11 @@ export class RedisStore implements Store {
   }
 
   private heartbeat(): void {
-    if (this.open || this.closed || !this.usable()) return;
-    this.withTimeout(
-      this.script(
-        INSTANCES_LUA,
-        [this.instancesKey()],
-        [this.instanceId, this.o.heartbeatMs * 3, "0"],
-      ),
+    if (this.breakers.anyOpen || this.closed || !this.gateOpen()) return;
+    this.callOnce(
+      INSTANCES_LUA,
+      [this.instancesKey()],
+      [this.instanceId, this.o.heartbeatMs * 3, "0"],
     ).then(
       (n) => {
         if (typeof n === "number" && n > 0) this.lastInstances = n;
@@ -725,25 +1089,29 @@ export class RedisStore implements Store {
   }
 }
 
-/** Stores per client: the client gets one no-op `error` listener while any store uses it. */
-const guarded = new WeakMap<RedisClientLike, number>();
-const ignoreClientError = (): void => {
-  // ioredis reconnects by itself; calls meanwhile fail (and count) through the breaker. The
-  // listener only keeps an unhandled 'error' event from being reported as a crash.
-};
-
-function guardClient(client: RedisClientLike): void {
-  const n = guarded.get(client) ?? 0;
-  if (n === 0) client.on("error", ignoreClientError);
-  guarded.set(client, n + 1);
+/** A timer that can be cancelled. */
+interface Deadline {
+  cancel(): void;
 }
 
-function unguardClient(client: RedisClientLike): void {
-  const n = guarded.get(client) ?? 0;
-  if (n <= 1) {
-    client.off("error", ignoreClientError);
-    guarded.delete(client);
-  } else guarded.set(client, n - 1);
+/**
+ * Calls `fn` once `monoNow()` has reached `at`. Node may fire a timer a little before its time
+ * by the clock of the moment (its loop time lags); a call must never be answered by its timeout
+ * before its deadline, so the timer is set again for what is left.
+ */
+function deadlineTimer(at: number, fn: () => void): Deadline {
+  let t: NodeJS.Timeout;
+  const arm = (): void => {
+    t = setTimeout(
+      () => {
+        if (at - monoNow() > 0) arm();
+        else fn();
+      },
+      Math.max(0, Math.ceil(at - monoNow())),
+    );
+  };
+  arm();
+  return { cancel: () => clearTimeout(t) };
 }
 
 function errorMessage(err: unknown): string {
@@ -792,6 +1160,8 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
     now: options.now,
     prefix,
     timeoutMs: int("timeoutMs", options.timeoutMs, 1, 500),
+    connectTimeoutMs: int("connectTimeoutMs", options.connectTimeoutMs, 1, 5000),
+    watchSentinels: options.watchSentinels ?? true,
     maxBatch: int("maxBatch", options.maxBatch, 1, 128),
     denyCache: options.denyCache ?? true,
     denyCacheSize: int("denyCacheSize", options.denyCacheSize, 1, 10_000),
@@ -804,6 +1174,8 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
   };
   if (typeof resolved.denyCache !== "boolean")
     issues.push({ path: "denyCache", message: "must be true or false" });
+  if (typeof resolved.watchSentinels !== "boolean")
+    issues.push({ path: "watchSentinels", message: "must be true or false" });
   if (issues.length > 0)
     throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid redisStore options", issues);
   return Object.freeze(resolved);

@@ -94,3 +94,29 @@ describe("decisions answered by onStoreError are never charged later", () => {
     await nothingCharged(ls);
   });
 });
+
+describe("recovery", () => {
+  it("once the client has reconnected, the next decision goes to Redis (no wait for probeIntervalMs)", async () => {
+    const s = redisStore({
+      client,
+      heartbeatMs: 0,
+      timeoutMs: 300,
+      breakerFailures: 2,
+      probeIntervalMs: 600_000,
+    });
+    stores.push(s);
+    const l = createLimiter({
+      store: s,
+      policy: { name: `rec${run}`, rules: [{ limit: 5, period: "1h" }], onStoreError: "deny" },
+    });
+    expect((await l.limit("k")).reason).toBeUndefined();
+    server.kill();
+    await waitFor(async () => (await l.limit("k")).reason === "store-error" && s.breakerOpen);
+    const again = await startRedis([], server.port);
+    servers.push(again);
+    await waitFor(() => client.status === "ready", 10_000, 10);
+    const d = await l.limit("k");
+    expect([d.allowed, d.reason, d.remaining]).toEqual([true, undefined, 4]);
+    expect(s.breakerOpen).toBe(false);
+  });
+});

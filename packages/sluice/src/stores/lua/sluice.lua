@@ -15,7 +15,12 @@
 --   ARGV[3]  shift: ms added to every absolute expiry (PXAT) so that it falls on the Redis
 --            server's clock; 0 in production (now is the server clock), when time is injected
 --            the distance from the injected clock to the real one, plus pad
---   ARGV[4]  number of policy specs S, then S specs:
+--   ARGV[4]  deadline: the latest Redis server time (epoch ms, TIME) at which this call may still
+--            run, or "" for none. The caller answers a call that has not come back by its
+--            deadline itself (onStoreError); a call that reaches Redis later than that (a hung
+--            server waking up, a command ioredis re-sends after reconnecting, a redirection
+--            retried) changes nothing and answers the error SLUICE_EXPIRED <server time>.
+--   ARGV[5]  number of policy specs S, then S specs:
 --              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
 --   1 peek, 2 adjust, 3 release, 4 reset) when its cost is 1 and it carries no lease; else
@@ -23,7 +28,8 @@
 --   release, the lease id.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
 --            blockMs > 0 or the op is a reset.
--- Output: a flat array, per operation in order:
+-- Output: a flat array, per operation in order (then, last, the Redis server time in epoch ms,
+-- which the caller uses to map its deadlines onto the server's clock):
 --   decide/peek, one rule and no penalty (the common case):
 --            allowed: remaining, resetAfterMs      denied: −(remaining + 1), resetAfterMs, retryAfterMs
 --   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
@@ -49,21 +55,22 @@ local call, pcall_ = redis.call, redis.pcall
 
 -- ─── the call's time and policies ───
 
-local now
-if ARGV[1] == '' then
-  local t = call('TIME')
-  now = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
-else
-  now = tonumber(ARGV[1])
-end
+local t = call('TIME')
+-- The server's own time, whatever time the decisions use.
+local serverNow = tonumber(t[1]) * 1000 + floor(tonumber(t[2]) / 1000)
+local now = serverNow
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
 local pad = tonumber(ARGV[2])
 local shift = tonumber(ARGV[3])
+if ARGV[4] ~= '' and serverNow > tonumber(ARGV[4]) then
+  return redis.error_reply('SLUICE_EXPIRED ' .. serverNow)
+end
 
 -- Which algorithms the batch uses: only their functions are made (a closure costs each call).
 local has = {}
 local specs = {}
-local a = 5
-for s = 1, tonumber(ARGV[4]) do
+local a = 6
+for s = 1, tonumber(ARGV[5]) do
   local alg = ARGV[a]
   local spec = { alg = alg, n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
   a = a + 3
@@ -237,8 +244,15 @@ if has.f then
       local w = floor(x / FW_COUNT)
       if w == fmod(start / P, FW_WINDOWS) then return { start, x - w * FW_COUNT } end
     end
-    -- Another window's count is the same as no state (fw_decide would ignore it too).
-    if call('PEXPIRETIME', key) - shift ~= start + P then return nil end
+    -- The key expires at the end of the window it counts. MIGRATE (a reshard) and a restore
+    -- re-base that expiry on the target's clock, so it can be off by the move's delay and the
+    -- clocks' difference: the window is the one whose end is nearest (a key of the previous
+    -- window ends P earlier). Another window's count is the same as no state (fw_decide would
+    -- ignore it too). A count moved off its window's end is put back on it.
+    local e = call('PEXPIRETIME', key) - shift
+    local wend = start + P
+    if e <= wend - P / 2 or e >= wend + P / 2 then return nil end
+    if e ~= wend then call('PEXPIREAT', key, wend + shift) end
     return { start, x }
   end
 end
@@ -371,7 +385,10 @@ while a <= nargs do
     end
   end
 end
-if a > nargs then return out end
+if a > nargs then
+  out[on + 1] = serverNow
+  return out
+end
 
 -- ─── the second part: everything else ───
 
@@ -720,4 +737,5 @@ while a <= nargs do
     end
   end
 end
+out[on + 1] = serverNow
 return out

@@ -1,0 +1,224 @@
+/**
+ * What the Redis store knows about the health of its Redis, kept apart from the batching:
+ * circuit breakers (one for a standalone or Sentinel server, one per slot in a Cluster), the
+ * distance from this process's clock to Redis's (to give every call a deadline on the server's
+ * clock), and the client's connection events, shared by every store on one client.
+ */
+
+/** A monotonic clock in ms (never goes back with the wall clock). */
+export const monoNow: () => number = () => performance.now();
+
+/**
+ * One circuit breaker. Closed, it lets every call through and counts failures in a row; at
+ * `threshold` it opens. Open, it refuses calls until `retryAt`, then lets one call through as a
+ * trial: its success closes the breaker, its failure opens it again for another interval.
+ */
+export class Breaker {
+  private failures = 0;
+  /** When the breaker is open, the time (monoNow) from which a trial may go; 0 when closed. */
+  private retryAt = 0;
+  private trial = false;
+
+  constructor(
+    private readonly threshold: number,
+    private readonly intervalMs: number,
+  ) {}
+
+  /** True while the breaker is open (calls are refused, but for a trial). */
+  get open(): boolean {
+    return this.retryAt !== 0;
+  }
+
+  /** Whether a call may go now (while open, only one trial at a time once its time has come). */
+  allow(now: number): boolean {
+    if (this.retryAt === 0) return true;
+    if (this.trial || now < this.retryAt) return false;
+    this.trial = true;
+    return true;
+  }
+
+  success(): void {
+    this.failures = 0;
+    this.retryAt = 0;
+    this.trial = false;
+  }
+
+  failure(now: number): void {
+    if (this.trial) {
+      this.trial = false;
+      this.retryAt = now + this.intervalMs;
+      return;
+    }
+    if (this.retryAt === 0 && ++this.failures >= this.threshold)
+      this.retryAt = now + this.intervalMs;
+  }
+
+  /** Redis is reachable again (the client reconnected): the next call is a trial, at once. */
+  retryNow(): void {
+    if (this.retryAt !== 0 && !this.trial) this.retryAt = Number.MIN_VALUE;
+  }
+}
+
+/**
+ * The breakers of one store: a single one for a standalone or Sentinel server; one per slot in
+ * a Cluster (created on a slot's first failure, dropped when it closes), so that a failing node,
+ * or a slot in the middle of a migration, fails fast alone while every other slot is served.
+ */
+export class Breakers {
+  private readonly single: Breaker | undefined;
+  private readonly bySlot = new Map<number, Breaker>();
+
+  constructor(
+    perSlot: boolean,
+    private readonly threshold: number,
+    private readonly intervalMs: number,
+  ) {
+    this.single = perSlot ? undefined : new Breaker(threshold, intervalMs);
+  }
+
+  /** Whether a call for `slot` may go now. */
+  allow(slot: number, now: number): boolean {
+    const b = this.single ?? this.bySlot.get(slot);
+    return b === undefined || b.allow(now);
+  }
+
+  success(slot: number): void {
+    if (this.single) this.single.success();
+    else if (this.bySlot.size > 0) this.bySlot.delete(slot);
+  }
+
+  failure(slot: number, now: number): void {
+    if (this.single) return this.single.failure(now);
+    let b = this.bySlot.get(slot);
+    if (b === undefined) this.bySlot.set(slot, (b = new Breaker(this.threshold, this.intervalMs)));
+    b.failure(now);
+  }
+
+  /** True while any breaker is open. */
+  get anyOpen(): boolean {
+    if (this.single) return this.single.open;
+    for (const b of this.bySlot.values()) if (b.open) return true;
+    return false;
+  }
+
+  /** The client is connected again (or the Cluster's slots were refreshed): try at once. */
+  retryNow(): void {
+    this.single?.retryNow();
+    for (const b of this.bySlot.values()) b.retryNow();
+  }
+}
+
+/** How long a sample of the clock distance is trusted before a newer one replaces it (ms). */
+const SAMPLE_TRUST_MS = 10_000;
+
+/**
+ * The distance from this process's monotonic clock to the Redis server's clock, so that a call
+ * can carry its deadline in the server's time (lua/sluice.lua refuses to run after it).
+ *
+ * Each reply carries the server's time T (whole ms) when the script ran; it ran before the reply
+ * arrived at local time r, so the server was at least T − r ahead of this clock: a lower bound
+ * of the distance. The deadline sent for a call due at local time D is D + (that bound) − 1: if
+ * the server runs the call no later than that by its own clock, it ran before D by ours, before
+ * the caller gave up on it. The largest recent bound is kept (tightest); a bound older than 10 s
+ * gives way to the next sample, so that a clock step is followed. In a Cluster each slot keeps
+ * its own (the nodes' clocks may differ); a slot without one sends no deadline.
+ */
+export class ClockOffsets {
+  private single: { lo: number; at: number } | undefined;
+  private readonly bySlot: Map<number, { lo: number; at: number }> | undefined;
+
+  constructor(perSlot: boolean) {
+    this.bySlot = perSlot ? new Map() : undefined;
+  }
+
+  /** A reply that left the server at `serverMs` arrived at local time `receivedAt`. */
+  sample(slot: number, serverMs: number, receivedAt: number): void {
+    const lo = serverMs - receivedAt;
+    const e = this.bySlot ? this.bySlot.get(slot) : this.single;
+    if (e === undefined) {
+      const fresh = { lo, at: receivedAt };
+      if (this.bySlot) this.bySlot.set(slot, fresh);
+      else this.single = fresh;
+    } else if (lo > e.lo || receivedAt - e.at > SAMPLE_TRUST_MS) {
+      e.lo = lo;
+      e.at = receivedAt;
+    }
+  }
+
+  /** The server-time deadline (epoch ms, as text) of a call due at local time `due`, or "". */
+  deadline(slot: number, due: number): string {
+    const e = this.bySlot ? this.bySlot.get(slot) : this.single;
+    return e === undefined ? "" : String(Math.floor(due + e.lo) - 1);
+  }
+}
+
+/** The client events the store follows. */
+export type ClientEvent = "ready" | "error" | "close" | "end" | "refresh";
+
+/** Something that follows a client's events (a store). */
+export interface ClientListener {
+  onClientEvent(event: ClientEvent, err?: Error): void;
+}
+
+/** The part of an event emitter the hub needs (ioredis `Redis` and `Cluster`). */
+export interface EventSource {
+  on(event: "error", listener: (err: Error) => void): unknown;
+  on(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
+  off(event: "error", listener: (err: Error) => void): unknown;
+  off(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
+}
+
+interface Hub {
+  readonly listeners: Set<ClientListener>;
+  readonly handlers: Array<[ClientEvent, (err?: Error) => void]>;
+}
+
+const hubs = new WeakMap<EventSource, Hub>();
+const EVENTS: readonly ClientEvent[] = ["ready", "error", "close", "end", "refresh"];
+
+/**
+ * Follows `client`'s events: one listener per event on the client, however many stores use it
+ * (its `error` listener also keeps ioredis's reconnection errors from being reported as
+ * unhandled). Returns the function that stops following.
+ */
+export function followClient(client: EventSource, listener: ClientListener): () => void {
+  let hub = hubs.get(client);
+  if (hub === undefined) {
+    const listeners = new Set<ClientListener>();
+    const handlers = EVENTS.map((event): [ClientEvent, (err?: Error) => void] => [
+      event,
+      (err?: Error) => {
+        for (const l of listeners) l.onClientEvent(event, err);
+      },
+    ]);
+    for (const [event, h] of handlers) client.on(event as "ready", h as () => void);
+    hub = { listeners, handlers };
+    hubs.set(client, hub);
+  }
+  hub.listeners.add(listener);
+  const h = hub;
+  return () => {
+    if (!h.listeners.delete(listener) || h.listeners.size > 0) return;
+    for (const [event, fn] of h.handlers) client.off(event as "ready", fn as () => void);
+    hubs.delete(client);
+  };
+}
+
+/**
+ * True for an error that says the server cannot be reached at all (nothing listens, no such
+ * host), as opposed to one that is slow to answer. A Cluster reports its nodes' last error.
+ */
+export function isUnreachable(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (
+      code === "ECONNREFUSED" ||
+      code === "ENOTFOUND" ||
+      code === "EHOSTUNREACH" ||
+      code === "ENETUNREACH"
+    )
+      return true;
+    e = (e as { lastNodeError?: unknown }).lastNodeError;
+  }
+  return false;
+}
