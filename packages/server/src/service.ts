@@ -153,10 +153,10 @@ export async function createService(
       logger,
       pollIntervalMs: config.pollIntervalMs,
       onStoreError: throttledStoreErrorLog(logger),
-      onLoad: (snap) => {
-        metrics.policies.set(snap.policies.length);
-        metrics.envoyDomains.set(snap.envoyDomains.length);
-        metrics.revision.set(snap.revision);
+      onLoad: (load) => {
+        metrics.policies.set(load.live.policies);
+        metrics.envoyDomains.set(load.live.envoyDomains);
+        metrics.revision.set(load.revision);
       },
     });
     registry = reg;
