@@ -42,7 +42,7 @@ import {
   importEnvoyDomainsIn,
   liveEnvoyDomains,
 } from "./repository/envoy.js";
-import { type LoadedKind, writeTransaction } from "./repository/common.js";
+import { type LoadedKind, type Tx, writeTransaction } from "./repository/common.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
 
@@ -105,6 +105,33 @@ export interface Snapshot {
  */
 const MOST_CHANGES = 500;
 
+/**
+ * What a node loads, read in `trx` and stamped with `revision`: every object, or only those
+ * `names` lists (the snapshot then says so in `changed`).
+ */
+async function readSnapshot(
+  trx: Tx,
+  revision: number,
+  names?: Readonly<Record<LoadedKind, ReadonlySet<string>>>,
+): Promise<Snapshot> {
+  const only = (kind: LoadedKind) => (names ? [...names[kind]] : undefined);
+  const live = await livePolicies(trx, only("policy"));
+  const keys = await appKeys(trx, only("app"));
+  const envoy = await liveEnvoyDomains(trx, only("envoy_domain"));
+  return {
+    revision,
+    policies: live.policies,
+    drafts: live.drafts,
+    apps: keys.apps,
+    envoyDomains: envoy.domains,
+    envoyDrafts: envoy.drafts,
+    corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
+    ...(names
+      ? { changed: { policies: names.policy, apps: names.app, envoyDomains: names.envoy_domain } }
+      : {}),
+  };
+}
+
 /** Options of {@link Repository}. */
 export interface RepositoryOptions {
   /**
@@ -140,21 +167,9 @@ export class Repository {
 
   /** Policies, drafts and app keys, consistent with one revision. */
   async snapshot(): Promise<Snapshot> {
-    return this.database.db.transaction().execute(async (trx) => {
-      const revision = await this.audit.revision(trx);
-      const live = await livePolicies(trx);
-      const keys = await appKeys(trx);
-      const envoy = await liveEnvoyDomains(trx);
-      return {
-        revision,
-        policies: live.policies,
-        drafts: live.drafts,
-        apps: keys.apps,
-        envoyDomains: envoy.domains,
-        envoyDrafts: envoy.drafts,
-        corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
-      };
-    });
+    return this.database.db
+      .transaction()
+      .execute(async (trx) => readSnapshot(trx, await this.audit.revision(trx)));
   }
 
   /**
@@ -191,19 +206,7 @@ export class Repository {
       };
       for (const r of rows) if (r.kind in names) names[r.kind as LoadedKind].add(r.name);
       if (Object.values(names).some((n) => n.size > MOST_CHANGES)) return undefined;
-      const live = await livePolicies(trx, [...names.policy]);
-      const keys = await appKeys(trx, [...names.app]);
-      const envoy = await liveEnvoyDomains(trx, [...names.envoy_domain]);
-      return {
-        revision: current,
-        policies: live.policies,
-        drafts: live.drafts,
-        apps: keys.apps,
-        envoyDomains: envoy.domains,
-        envoyDrafts: envoy.drafts,
-        corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
-        changed: { policies: names.policy, apps: names.app, envoyDomains: names.envoy_domain },
-      };
+      return readSnapshot(trx, current, names);
     });
   }
 
