@@ -354,10 +354,25 @@ interface Entry {
 
 /** Keys of sliding-log and concurrency policies: one small object per key, updated in place. */
 class VarSpace extends Space<Entry> {
+  /** The entry last dropped, for a new key to take over with its arrays (see {@link takeSpare}). */
+  private spare: Entry | undefined = undefined;
+
+  /**
+   * The entry last dropped, if any: a new key that takes it over (a flood into a full store)
+   * leaves no long-lived object behind for the garbage collector, as a slot does.
+   */
+  takeSpare(): Entry | undefined {
+    const spare = this.spare;
+    this.spare = undefined;
+    return spare;
+  }
+
   protected expiry(entry: Entry): number {
     return entry.e;
   }
-  protected free(): void {}
+  protected free(entry: Entry): void {
+    this.spare = entry;
+  }
   protected stateOf(entry: Entry, i: number): readonly number[] | undefined {
     return entry.s.states[i];
   }
@@ -635,20 +650,13 @@ export class MemoryStore implements SyncStore {
       return { allowed: false, rules, blockedForMs: 0 };
     }
     const to = classOfRule(step.remaining, alg.capacity(rule));
-    if (entry !== undefined) {
-      entry.e = nowMs + step.ttlMs;
-      if (entry.s.blockUntil !== 0 || entry.s.states.length !== 1)
-        entry.s = { states: [undefined], blockUntil: 0 };
-      entry.s.states[0] = reuse(entry.s.states[0], step.next);
-      sp.classify(key, entry, from, to);
-    } else if (step.ttlMs > 0) {
-      this.insertEntry(
-        sp,
-        key,
-        { e: nowMs + step.ttlMs, s: { states: [step.next ?? undefined], blockUntil: 0 } },
-        to,
-        nowMs,
-      );
+    if (entry !== undefined || step.ttlMs > 0) {
+      const own = entry ?? this.insertEntry(sp, key, to, nowMs);
+      own.e = nowMs + step.ttlMs;
+      if (own.s.blockUntil !== 0 || own.s.states.length !== 1)
+        own.s = { states: [undefined], blockUntil: 0 };
+      own.s.states[0] = reuse(own.s.states[0], step.next);
+      if (entry !== undefined) sp.classify(key, entry, from, to);
     }
     return leaseId > 0
       ? { allowed: true, rules, blockedForMs: 0, leaseId: String(leaseId) }
@@ -704,8 +712,9 @@ export class MemoryStore implements SyncStore {
       return entry;
     }
     if (ttlMs <= 0) return undefined;
-    const fresh: Entry = { e: nowMs + ttlMs, s: next };
-    this.insertEntry(sp, key, fresh, to, nowMs);
+    const fresh = this.insertEntry(sp, key, to, nowMs);
+    fresh.e = nowMs + ttlMs;
+    fresh.s = next;
     return fresh;
   }
 
@@ -717,10 +726,15 @@ export class MemoryStore implements SyncStore {
     return offset;
   }
 
-  /** Adds a new key to a sliding-log or concurrency space, in class `to`. */
-  private insertEntry(sp: VarSpace, key: string, entry: Entry, to: KeyClass, nowMs: number): void {
+  /**
+   * Adds a new key to a sliding-log or concurrency space, in class `to`; returns its entry for
+   * the caller to fill: the one room was just made from, or a new one.
+   */
+  private insertEntry(sp: VarSpace, key: string, to: KeyClass, nowMs: number): Entry {
     this.makeRoom(sp, nowMs);
+    const entry = sp.takeSpare() ?? { e: 0, s: { states: [undefined], blockUntil: 0 } };
     sp.set(key, entry, to);
+    return entry;
   }
 
   /**
