@@ -5,6 +5,9 @@ import { drive, driveSync, keyAt, makeKeys } from "../lib/util.mjs";
 /** The default policy (round robin): every key stays well inside it, so both sides only allow. */
 export const THROUGHPUT = { limit: 1000, periodMs: 60_000 };
 
+/** The flood policy: a key exhausted before the flood stays exhausted all run long. */
+export const FLOOD = { limit: 10, periodMs: 3_600_000 };
+
 /** The heap policy: state of one decision outlives the run (a GCRA TAT lasts period/limit). */
 export const HEAP = { limit: 100, periodMs: 3_600_000 };
 
@@ -141,4 +144,41 @@ export async function heap({ name, algorithm, count }) {
   // Use the limiter after the reading, or V8 may free it (and its store) before the reading.
   await op(keyAt(0, 16, "w"));
   return { bytesPerKey: (after - before) / count };
+}
+
+/**
+ * A key flood against a full store: decisions/s of `limitSync` on new identifiers, first while
+ * they fill an empty store of `maxKeys` (fill), then while as many again arrive at the full
+ * store, each evicting one (flood); `ratio` is flood time ÷ fill time per decision (1: a flood
+ * costs what filling costs). One policy of `policy` ({@link FLOOD}: one decision per new key), a
+ * hot key exhausted first (it must survive the flood), and a warm-up round on a separate store.
+ */
+export async function flood({ algorithm, maxKeys, policy = FLOOD }) {
+  const { createLimiter, memoryStore } = await import("sluice");
+  const ids = (n, tag) => Array.from({ length: n }, (_, i) => flatKey(i) + tag);
+  const round = (keys) => {
+    const store = memoryStore({ maxKeys });
+    const limiter = createLimiter({
+      store,
+      policy: {
+        name: "flood",
+        algorithm,
+        rules: [{ limit: policy.limit, period: policy.periodMs }],
+      },
+    });
+    for (let i = 0; i <= policy.limit; i++) limiter.limitSync("hot");
+    const time = (from, to) => {
+      const t0 = process.hrtime.bigint();
+      for (let i = from; i < to; i++) limiter.limitSync(keys[i]);
+      return Number(process.hrtime.bigint() - t0) / 1e9;
+    };
+    const fillS = time(0, maxKeys - 1);
+    const floodS = time(maxKeys - 1, keys.length);
+    return { fillS, floodS, hotDenied: !limiter.peekSync("hot").allowed };
+  };
+  round(ids(2 * maxKeys, "w")); // warm-up: code compiled for both paths
+  const r = round(ids(2 * maxKeys, "f"));
+  const fill = (maxKeys - 1) / r.fillS;
+  const flooded = (maxKeys + 1) / r.floodS;
+  return { fill, flood: flooded, ratio: fill / flooded, hotDenied: r.hotDenied };
 }

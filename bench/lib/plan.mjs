@@ -11,6 +11,7 @@ export const SECTIONS = [
   "memory",
   "memory-hot",
   "memory-sync",
+  "memory-flood",
   "heap",
   "redis",
   "redis-policies",
@@ -91,6 +92,7 @@ const FULL = {
   memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
   memoryHot: { durationMs: 2000, warmupMs: 700, keyCount: 1000, ...HOT },
   memorySync: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
+  memoryFlood: { maxKeys: 200_000 },
   heap: { count: 200_000 },
   redis: { durationMs: 4000, warmupMs: 700, keyCount: 100_000, inflight: [1, 16, 256] },
   redisPolicies: {
@@ -112,6 +114,7 @@ const QUICK = {
   memory: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
   memoryHot: { durationMs: 150, warmupMs: 50, keyCount: 1000, ...HOT },
   memorySync: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
+  memoryFlood: { maxKeys: 20_000 },
   heap: { count: 5000 },
   redis: { durationMs: 200, warmupMs: 50, keyCount: 1000, inflight: [1, 16, 256] },
   redisPolicies: {
@@ -132,7 +135,7 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
- * { memory, memoryHot, memorySync, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
+ * { memory, memoryHot, memorySync, memoryFlood, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
  * service, failures }, each figure the median over the rounds. memorySync's peer is
  * memory.rlf (RateLimiterMemory has no synchronous path).
  */
@@ -141,10 +144,13 @@ export function planFor({ quick, only, port, log }) {
   const want = (s) => !only || only.includes(s);
   const tasks = [];
   const samples = new Map();
+  /** The memory-flood runs per algorithm (fill and flood rates of one process each). */
+  const floods = new Map();
   const results = {
     memory: {},
     memoryHot: {},
     memorySync: {},
+    memoryFlood: {},
     heap: {},
     redis: {},
     redisPolicies: {},
@@ -235,6 +241,24 @@ export function planFor({ quick, only, port, log }) {
             return r;
           },
           rate,
+        );
+      }
+    }
+    if (want("memory-flood")) {
+      for (const algorithm of ALGORITHMS) {
+        add(
+          "memory-flood",
+          `memory flood at the cap: sluice ${algorithm}${tag}`,
+          async () => {
+            const r = await runCaseRetry("memory", "flood", { algorithm, ...config.memoryFlood });
+            if (!r.hotDenied) throw new Error("the exhausted hot key was evicted by the flood");
+            const all = floods.get(algorithm) ?? [];
+            all.push(r);
+            floods.set(algorithm, all);
+            return r;
+          },
+          (r) =>
+            `fill ${fmtRate(r.fill)}/s, flood ${fmtRate(r.flood)}/s: a flood costs ${r.ratio.toFixed(2)}× filling`,
         );
       }
     }
@@ -432,6 +456,14 @@ export function planFor({ quick, only, port, log }) {
       if (h) results.memoryHot[a] = h;
       const y = med(`memory-sync:${a}`);
       if (y) results.memorySync[a] = y;
+    }
+    for (const [a, xs] of floods) {
+      results.memoryFlood[a] = {
+        fill: median(xs.map((x) => x.fill)),
+        flood: median(xs.map((x) => x.flood)),
+        ratio: median(xs.map((x) => x.ratio)),
+        rounds: xs.length,
+      };
     }
     for (const inflight of config.redis.inflight) {
       for (const name of REDIS_CONTESTANTS) {

@@ -334,6 +334,32 @@ function sections(r, config) {
     );
   } else parts.push(notMeasured(syncTitle));
 
+  // Memory store at its cap: a key flood.
+  const flood = r.memoryFlood ?? {};
+  const floodTitle = "Memory store at its cap: filling vs a key flood";
+  if (has(flood)) {
+    const c = config.memoryFlood;
+    parts.push(
+      `### ${floodTitle}\n\n\`limiter.limitSync(key)\` on new identifiers, one decision each (policy 10 per hour): ` +
+        `first ${c.maxKeys.toLocaleString("en")} filling an empty store of \`maxKeys: ${c.maxKeys.toLocaleString("en")}\`, ` +
+        `then as many again into the full store, each evicting a key; an exhausted hot key must survive the flood (it does, or the run fails). ` +
+        `${rounds}, each in a fresh process after a warm-up round.\n\n` +
+        table(
+          ["algorithm", "filling", "flood", "flood time ÷ filling time"],
+          ALGORITHMS.map((a) =>
+            flood[a]
+              ? [
+                  a,
+                  `${fmtRate(flood[a].fill)}/s`,
+                  `${fmtRate(flood[a].flood)}/s`,
+                  flood[a].ratio.toFixed(2),
+                ]
+              : [a, "not measured", "", ""],
+          ),
+        ),
+    );
+  } else parts.push(notMeasured(floodTitle));
+
   if (Object.keys(r.heap ?? {}).length > 0) {
     const peer = r.heap.rlf;
     parts.push(

@@ -116,6 +116,11 @@ async function withRepo<T>(config: ServerConfig, fn: (repo: Repository) => Promi
 }
 
 async function serve(opts: Record<string, unknown>): Promise<void> {
+  // The reader of stdout or stderr may go away while the service runs (`sluice serve 2>&1 |
+  // head -n 1`, a log shipper restarted): a write to the closed pipe fails (EPIPE) and that
+  // output is lost, but the service goes on. Without a listener the failed write of a start
+  // line would throw from the stream and end the process.
+  for (const out of [process.stdout, process.stderr]) out.on("error", () => undefined);
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
   const [{ pino }, { createService }, { fdDestination }] = await Promise.all([
     import("pino"),

@@ -14,6 +14,7 @@
 import type { ValidationIssue } from "sluice";
 import { parse as parseYaml, stringify } from "yaml";
 import { prefixIssues } from "./errors.js";
+import { nestingIssue } from "./json-body.js";
 import { type PolicyDocument, validatePolicyDocument } from "./model.js";
 import type { PolicyRecord } from "./repository.js";
 
@@ -71,6 +72,8 @@ export function validatePolicyList(
 export function parsePolicyFile(
   text: string,
 ): { docs: PolicyDocument[] } | { issues: ValidationIssue[] } {
+  const deep = nestingIssue(text);
+  if (deep !== undefined) return { issues: [deep] };
   let data: unknown;
   try {
     data = parseYaml(text);

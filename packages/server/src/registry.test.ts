@@ -11,6 +11,8 @@ function slowRepo() {
   let stored = 0;
   const repo = {
     revision: () => new Promise<number>((resolve) => pending.push(resolve)),
+    // No change log: every load reads the whole snapshot.
+    changesSince: () => Promise.resolve(undefined),
     snapshot: (): Promise<Snapshot> => {
       loaded.push(stored);
       return Promise.resolve({

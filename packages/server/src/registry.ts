@@ -1,8 +1,10 @@
 /**
  * The node's live view of policies, apps and Envoy domains, kept in step with the database: every
  * `pollIntervalMs` it reads the `revision` counter (one tiny query, same on SQLite and
- * PostgreSQL) and, when it moved, reloads the snapshot and swaps it in whole. A snapshot that
- * fails to load leaves the last good one in force.
+ * PostgreSQL) and, when it moved, reads what changed since the revision it runs (the `changes`
+ * table names the objects each write touched) and rebuilds those alone, all swapped in at once;
+ * the first load, and one the change log cannot answer, reads everything. A load that fails
+ * leaves the last good view in force.
  */
 import {
   type LiveDraft as SharedLiveDraft,
@@ -30,6 +32,25 @@ export interface LivePolicy extends SharedLivePolicy<PolicyDocument> {
   readonly apps: ReadonlySet<string>;
 }
 
+/** What one load read and rebuilt (for metrics, logs and tests that count it). */
+export interface RegistryLoad {
+  readonly revision: number;
+  /** Whether everything was read: the first load, or changes the change log could not tell. */
+  readonly whole: boolean;
+  /** Rows read. */
+  readonly read: {
+    readonly policies: number;
+    readonly drafts: number;
+    readonly apps: number;
+    readonly envoyDomains: number;
+    readonly envoyDrafts: number;
+  };
+  /** Policies built anew (a limiter or a draft's), and Envoy domains compiled anew. */
+  readonly built: { readonly policies: number; readonly envoyDomains: number };
+  /** What the node runs after the load. */
+  readonly live: { readonly policies: number; readonly envoyDomains: number };
+}
+
 /** Options of {@link Registry}. */
 export interface RegistryOptions {
   repo: Repository;
@@ -39,7 +60,7 @@ export interface RegistryOptions {
   /** Called with the store error when a limiter's `onStoreError` decided instead. */
   onStoreError?: (error: unknown, policy: Policy) => void;
   /** Called after each (re)load. */
-  onLoad?: (snapshot: Snapshot) => void;
+  onLoad?: (load: RegistryLoad) => void;
 }
 
 /** Most verified API keys remembered per snapshot of the apps. */
@@ -51,7 +72,9 @@ const DRAFT_FLUSH_MS = 1000;
 /** The live policies and app keys of one node. */
 export class Registry {
   private policies = new Map<string, LivePolicy>();
+  /** App keys by key id, and each app's key id by app name. */
   private apps = new Map<string, AppKey>();
+  private keyIdOf = new Map<string, string>();
   /** API keys verified against `apps` (see {@link Registry.appForKey}). */
   private verified = new Map<string, string>();
   private envoy = new Map<string, LiveEnvoyDomain>();
@@ -65,6 +88,7 @@ export class Registry {
   private flushTimer: NodeJS.Timeout | undefined;
   private flushing: Promise<void> | undefined;
   private loads = 0;
+  private last: RegistryLoad | undefined;
   private readonly listeners = new Set<() => void>();
 
   constructor(private readonly options: RegistryOptions) {}
@@ -138,6 +162,11 @@ export class Registry {
   /** How many snapshots this node has loaded: it changes whenever what it runs may have. */
   get generation(): number {
     return this.loads;
+  }
+
+  /** What the last load read and rebuilt. */
+  get lastLoad(): RegistryLoad | undefined {
+    return this.last;
   }
 
   /**
@@ -217,13 +246,22 @@ export class Registry {
 
   /** Reads the whole snapshot and swaps it in, after any load under way; throws when it cannot. */
   reload(): Promise<void> {
-    const run = this.chain.then(() => this.load());
+    const run = this.chain.then(() => this.load(true));
     this.chain = run.catch(() => {});
     return run;
   }
 
-  private async load(): Promise<void> {
-    const snap = await this.options.repo.snapshot();
+  /** Reads what changed since the revision this node runs (or everything) and swaps it in. */
+  private async load(whole = false): Promise<void> {
+    const repo = this.options.repo;
+    const snap =
+      (!whole && this.revision >= 0 ? await repo.changesSince(this.revision) : undefined) ??
+      (await repo.snapshot());
+    this.apply(snap);
+  }
+
+  /** Builds what `snap` holds and swaps it in, synchronously: no request sees half of it. */
+  private apply(snap: Snapshot): void {
     // A row that cannot be read keeps what this node last loaded from it.
     const corrupt = {
       policies: new Set<string>(),
@@ -236,8 +274,13 @@ export class Registry {
       if (err.table === "policy_drafts") corrupt.drafts.add(String(err.key.policy_name));
       if (err.table === "apps") corrupt.apps.add(String(err.key.name));
     }
+    const changed = snap.changed;
+    const built = { policies: 0, envoyDomains: 0 };
+
+    // Policies: every one (a whole snapshot), or those that changed (undefined: gone).
+    const policies = new Map<string, LivePolicy | undefined>();
+    if (changed) for (const name of changed.policies) policies.set(name, undefined);
     const drafts = new Map(snap.drafts.map((d) => [d.name, d]));
-    const next = new Map<string, LivePolicy>();
     for (const rec of snap.policies) {
       const prev = this.policies.get(rec.doc.name);
       try {
@@ -245,39 +288,74 @@ export class Registry {
         const d =
           drafts.get(rec.doc.name) ?? (corrupt.drafts.has(rec.doc.name) ? prev?.draft : undefined);
         const live = livePolicy(rec.doc, rec.version, d, prev, (p) => this.limiter(p));
-        next.set(rec.doc.name, { ...live, apps: new Set(rec.doc.apps) });
+        if (live.limiter !== prev?.limiter || live.draft !== prev.draft) built.policies++;
+        policies.set(rec.doc.name, { ...live, apps: new Set(rec.doc.apps) });
       } catch (err) {
         // Stored policies were validated on write; one that no longer validates keeps its last good form.
         this.options.logger.error(
           { err, policy: rec.doc.name },
           "stored policy is invalid; keeping its last good version",
         );
-        if (prev) next.set(rec.doc.name, prev);
+        if (prev) policies.set(rec.doc.name, prev);
       }
     }
     for (const name of corrupt.policies) {
       const prev = this.policies.get(name);
-      if (prev) next.set(name, prev);
+      if (prev) policies.set(name, prev);
     }
-    const apps = new Map(snap.apps.map((a) => [a.keyId, a]));
-    for (const a of this.apps.values()) if (corrupt.apps.has(a.name)) apps.set(a.keyId, a);
-    const envoy = loadEnvoyDomains(this.envoy, snap, {
-      limiter: (policy) => this.limiter(policy),
-      logger: this.options.logger,
-    });
-    this.policies = next;
-    this.apps = apps;
-    this.verified = new Map();
+
+    // Envoy domains: compiled again only when their version (or draft) changed.
+    let envoy = this.envoy;
+    if (!changed || changed.envoyDomains.size > 0) {
+      const loaded = loadEnvoyDomains(this.envoy, snap, {
+        limiter: (policy) => this.limiter(policy),
+        logger: this.options.logger,
+      });
+      for (const [name, live] of loaded) {
+        const before = this.envoy.get(name);
+        if (live.compiled !== before?.compiled || live.draft !== before.draft) built.envoyDomains++;
+      }
+      if (changed) {
+        envoy = new Map(this.envoy);
+        for (const name of changed.envoyDomains) envoy.delete(name);
+        for (const [name, live] of loaded) envoy.set(name, live);
+      } else envoy = loaded;
+    }
+
+    // Everything is built: swap it in (nothing below can fail half-way).
+    if (changed) {
+      for (const [name, live] of policies)
+        if (live) this.policies.set(name, live);
+        else this.policies.delete(name);
+    } else {
+      this.policies = new Map();
+      for (const [name, live] of policies) if (live) this.policies.set(name, live);
+    }
+    if (!changed || changed.apps.size > 0) this.swapApps(snap, corrupt.apps, changed?.apps);
     this.envoy = envoy;
+    const load: RegistryLoad = {
+      revision: snap.revision,
+      whole: changed === undefined,
+      read: {
+        policies: snap.policies.length,
+        drafts: snap.drafts.length,
+        apps: snap.apps.length,
+        envoyDomains: snap.envoyDomains.length,
+        envoyDrafts: snap.envoyDrafts.length,
+      },
+      built,
+      live: { policies: this.policies.size, envoyDomains: envoy.size },
+    };
     if (this.revision !== -1 && snap.revision !== this.revision) {
       this.options.logger.info(
-        { revision: snap.revision, policies: next.size },
+        { revision: snap.revision, policies: this.policies.size, whole: load.whole, built },
         "policies reloaded",
       );
     }
     this.revision = snap.revision;
     this.loads++;
-    this.options.onLoad?.(snap);
+    this.last = load;
+    this.options.onLoad?.(load);
     for (const listener of this.listeners) {
       try {
         listener();
@@ -285,6 +363,39 @@ export class Registry {
         this.options.logger.error({ err }, "a policy change listener failed");
       }
     }
+  }
+
+  /**
+   * Takes the app keys of `snap`: all of them (`changed` undefined), or those of the apps
+   * `changed` names (one named but not read was deleted). A corrupt app row keeps its last good
+   * key. Verified keys are forgotten, so a rotated or revoked key stops working at once.
+   */
+  private swapApps(
+    snap: Snapshot,
+    corrupt: ReadonlySet<string>,
+    changed: ReadonlySet<string> | undefined,
+  ): void {
+    if (!changed) {
+      const kept = [...this.apps.values()].filter((a) => corrupt.has(a.name));
+      this.apps = new Map();
+      this.keyIdOf = new Map();
+      for (const a of kept) this.setApp(a);
+    }
+    for (const name of changed ?? []) if (!corrupt.has(name)) this.removeApp(name);
+    for (const a of snap.apps) this.setApp(a);
+    this.verified = new Map();
+  }
+
+  private setApp(a: AppKey): void {
+    this.removeApp(a.name);
+    this.apps.set(a.keyId, a);
+    this.keyIdOf.set(a.name, a.keyId);
+  }
+
+  private removeApp(name: string): void {
+    const keyId = this.keyIdOf.get(name);
+    if (keyId !== undefined) this.apps.delete(keyId);
+    this.keyIdOf.delete(name);
   }
 
   private limiter(policy: Policy): Limiter {

@@ -42,7 +42,7 @@ import {
   importEnvoyDomainsIn,
   liveEnvoyDomains,
 } from "./repository/envoy.js";
-import { writeTransaction } from "./repository/common.js";
+import { type LoadedKind, type Tx, writeTransaction } from "./repository/common.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
 
@@ -87,6 +87,49 @@ export interface Snapshot {
    * other change.
    */
   readonly corrupt: readonly CorruptRecordError[];
+  /**
+   * Absent for a whole snapshot. In the changes since a revision ({@link
+   * Repository.changesSince}), the objects that changed: the lists above hold those of them that
+   * exist (and their drafts), and one named here but not listed was deleted.
+   */
+  readonly changed?: {
+    readonly policies: ReadonlySet<string>;
+    readonly apps: ReadonlySet<string>;
+    readonly envoyDomains: ReadonlySet<string>;
+  };
+}
+
+/**
+ * Most objects {@link Repository.changesSince} reads by name; past that (a large import) a
+ * whole snapshot costs no more.
+ */
+const MOST_CHANGES = 500;
+
+/**
+ * What a node loads, read in `trx` and stamped with `revision`: every object, or only those
+ * `names` lists (the snapshot then says so in `changed`).
+ */
+async function readSnapshot(
+  trx: Tx,
+  revision: number,
+  names?: Readonly<Record<LoadedKind, ReadonlySet<string>>>,
+): Promise<Snapshot> {
+  const only = (kind: LoadedKind) => (names ? [...names[kind]] : undefined);
+  const live = await livePolicies(trx, only("policy"));
+  const keys = await appKeys(trx, only("app"));
+  const envoy = await liveEnvoyDomains(trx, only("envoy_domain"));
+  return {
+    revision,
+    policies: live.policies,
+    drafts: live.drafts,
+    apps: keys.apps,
+    envoyDomains: envoy.domains,
+    envoyDrafts: envoy.drafts,
+    corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
+    ...(names
+      ? { changed: { policies: names.policy, apps: names.app, envoyDomains: names.envoy_domain } }
+      : {}),
+  };
 }
 
 /** Options of {@link Repository}. */
@@ -124,20 +167,46 @@ export class Repository {
 
   /** Policies, drafts and app keys, consistent with one revision. */
   async snapshot(): Promise<Snapshot> {
+    return this.database.db
+      .transaction()
+      .execute(async (trx) => readSnapshot(trx, await this.audit.revision(trx)));
+  }
+
+  /**
+   * What changed since `revision`, read by name from the `changes` table, consistent with the
+   * revision it returns: the objects changed in between, as a {@link Snapshot} with `changed`.
+   * Undefined when a whole snapshot is needed instead: the table no longer reaches back to
+   * `revision` (pruned: the node was far behind), a revision in between has no note (the
+   * database was changed by hand), or more than a few hundred objects changed.
+   */
+  async changesSince(revision: number): Promise<Snapshot | undefined> {
     return this.database.db.transaction().execute(async (trx) => {
-      const revision = await this.audit.revision(trx);
-      const live = await livePolicies(trx);
-      const keys = await appKeys(trx);
-      const envoy = await liveEnvoyDomains(trx);
-      return {
-        revision,
-        policies: live.policies,
-        drafts: live.drafts,
-        apps: keys.apps,
-        envoyDomains: envoy.domains,
-        envoyDrafts: envoy.drafts,
-        corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
+      const current = await this.audit.revision(trx);
+      const rows = await trx
+        .selectFrom("changes")
+        .select(["revision", "kind", "name"])
+        .where("revision", ">", revision)
+        .where("revision", "<=", current)
+        .execute();
+      // Read after the rows: a prune committed in between moves it past `revision`.
+      const from = await trx
+        .selectFrom("meta")
+        .select("value")
+        .where("key", "=", "changes_from")
+        .executeTakeFirst();
+      if (from === undefined || revision < Number(from.value) || revision > current)
+        return undefined;
+      // A revision with no note was changed by hand (or by a write that audits nothing).
+      if (new Set(rows.map((r) => Number(r.revision))).size !== current - revision)
+        return undefined;
+      const names: Record<LoadedKind, Set<string>> = {
+        policy: new Set(),
+        app: new Set(),
+        envoy_domain: new Set(),
       };
+      for (const r of rows) if (r.kind in names) names[r.kind as LoadedKind].add(r.name);
+      if (Object.values(names).some((n) => n.size > MOST_CHANGES)) return undefined;
+      return readSnapshot(trx, current, names);
     });
   }
 

@@ -6,6 +6,8 @@ import Fastify, {
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
   LogController,
 } from "fastify";
 import { randomBytes } from "node:crypto";
@@ -151,10 +153,10 @@ export async function createService(
       logger,
       pollIntervalMs: config.pollIntervalMs,
       onStoreError: throttledStoreErrorLog(logger),
-      onLoad: (snap) => {
-        metrics.policies.set(snap.policies.length);
-        metrics.envoyDomains.set(snap.envoyDomains.length);
-        metrics.revision.set(snap.revision);
+      onLoad: (load) => {
+        metrics.policies.set(load.live.policies);
+        metrics.envoyDomains.set(load.live.envoyDomains);
+        metrics.revision.set(load.revision);
       },
     });
     registry = reg;
@@ -288,6 +290,25 @@ function makeService(
   };
 }
 
+/** The answers to a body refused before it was read whole. */
+const REFUSED_BODY: ReadonlySet<ApiErrorCode> = new Set([
+  "payload_too_large",
+  "unsupported_media_type",
+]);
+
+/**
+ * Lets a client that is still sending a body we refused (413 over `bodyLimit`, 415) read the
+ * answer. Fastify asks for the connection to close after it; closing with the body unread
+ * resets the connection, and a client that sends its whole body before it reads (most do)
+ * gets ECONNRESET or EPIPE instead of the answer. Instead the connection stays open and the
+ * rest of the body is read and thrown away, as for any request body a handler leaves unread;
+ * it must still arrive within `requestTimeoutMs`, after which Node closes the connection.
+ */
+function readRestOfBody(raw: FastifyRequest["raw"], reply: FastifyReply): void {
+  reply.removeHeader("connection");
+  raw.resume();
+}
+
 /** Builds the Fastify app with every route and the error mapping. */
 export function buildApp(ctx: ServiceContext): FastifyInstance {
   const { config } = ctx;
@@ -343,6 +364,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
 
   app.setErrorHandler((err: unknown, req, reply) => {
     const e = toApiError(err, req.headers["content-type"]);
+    if (REFUSED_BODY.has(e.code) && !req.raw.complete) readRestOfBody(req.raw, reply);
     if (e.code === "store_unavailable")
       req.log.warn({ err, url: req.url }, "counter store unavailable");
     else if (e.status >= 500 && e.code !== "shutting_down")

@@ -1,7 +1,8 @@
 /**
  * Shutdown of the built `sluice serve` whatever its stdout does. The JSON log goes to stdout;
  * when the reader of that pipe stalls (the pipe is full) or goes away with lines still pending,
- * SIGTERM must still end the process within `shutdownTimeoutMs`.
+ * SIGTERM must still end the process within `shutdownTimeoutMs`. And a reader that goes away
+ * (`sluice serve 2>&1 | head -n 1`) never stops the service.
  */
 import { type ChildProcessByStdio, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -114,5 +115,52 @@ describe("SIGTERM with stdout going nowhere", () => {
     expect(r).not.toBe("still running");
     if (r === "still running") return;
     expect(r.ms).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 500);
+  });
+});
+
+describe("sluice serve 2>&1 | head -n 1", () => {
+  it("keeps serving after the reader of its output is gone, and exits 0 on SIGTERM", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-epipe-"));
+    const port = await freePort();
+    // The real `head`: it reads the first line and exits, closing the pipe's only read end.
+    const head = spawn("head", ["-n", "1"], { stdio: ["pipe", "pipe", "ignore"] });
+    let firstLine = "";
+    head.stdout.on("data", (d: Buffer) => (firstLine += d.toString()));
+    const headExited = new Promise<void>((resolve) => head.once("exit", () => resolve()));
+    // stdout and stderr both into head's stdin (2>&1).
+    const child = spawn(
+      process.execPath,
+      [BIN, "serve", "--port", String(port), "--data-dir", dir, "--shutdown-timeout-ms", "3000"],
+      { stdio: ["ignore", head.stdin, head.stdin] },
+    );
+    head.stdin.destroy(); // the child holds the write end; this process keeps none
+    let exitCode: number | null | undefined;
+    const exited = new Promise<number | null>((resolve) =>
+      child.once("exit", (code) => resolve((exitCode = code))),
+    );
+    cleanup.push(() => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    });
+    await headExited;
+    expect(firstLine).not.toBe("");
+    const url = `http://127.0.0.1:${port}`;
+    // Up, and still up after writing more to the closed pipe (each 404 is a log line).
+    const deadline = Date.now() + 30_000;
+    let healthy = false;
+    while (!healthy && exitCode === undefined && Date.now() < deadline) {
+      healthy = await fetch(`${url}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (!healthy) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(exitCode).toBeUndefined();
+    expect(healthy).toBe(true);
+    for (let i = 0; i < 20; i++) expect((await fetch(`${url}/no-such-page`)).status).toBe(404);
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+    expect(exitCode).toBeUndefined();
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
   });
 });

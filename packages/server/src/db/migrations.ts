@@ -349,6 +349,31 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
       ),
       createIndex("traffic_keys_minute", "traffic_keys", "minute"),
     ],
+    // What each revision changed, so that a node reloads only that (repository/common.ts).
+    "0007_changes": [
+      createTable("changes", (b) =>
+        b
+          .addColumn("revision", "bigint", (c) => c.notNull())
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("name", t.key, (c) => c.notNull())
+          .addPrimaryKeyConstraint("changes_pk", ["revision", "kind", "name"]),
+      ),
+      {
+        // The log starts now: a node running an older revision reloads everything once.
+        name: "insert the start of the change log",
+        async run(db) {
+          const [key, value] = [sql.ref("key"), sql.ref("value")];
+          const again = mysql ? sql`on duplicate key update ${value} = ${value}` : sql``;
+          const current = await sql<{
+            value: number | string;
+          }>`select ${value} from meta where ${key} = 'revision'`.execute(db);
+          const revision = Number(current.rows[0]?.value ?? 0);
+          await sql`insert into meta (${key}, ${value}) values ('changes_from', ${revision}) ${again}`.execute(
+            db,
+          );
+        },
+      },
+    ],
   };
 }
 

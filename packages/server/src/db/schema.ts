@@ -98,10 +98,25 @@ export interface AuditTable {
   detail: string;
 }
 
-/** Key/value counters; `revision` is bumped by every change that nodes must reload. */
+/**
+ * Key/value counters: `revision` is bumped by every change that nodes must reload;
+ * `changes_from` is the revision after which {@link ChangesTable} lists every change.
+ */
 export interface MetaTable {
   key: string;
   value: number;
+}
+
+/**
+ * What each revision changed: one row per object a write touched (`kind` `policy`, `app` or
+ * `envoy_domain`, as the audit log names them; `name` the object's name). Nodes read the rows
+ * past the revision they run and reload those objects alone. Old rows are pruned (see
+ * repository/common.ts).
+ */
+export interface ChangesTable {
+  revision: number;
+  kind: string;
+  name: string;
 }
 
 /**
@@ -217,6 +232,7 @@ export interface Tables {
   sessions: SessionsTable;
   audit: AuditTable;
   meta: MetaTable;
+  changes: ChangesTable;
   envoy_domains: EnvoyDomainsTable;
   envoy_domain_versions: EnvoyDomainVersionsTable;
   envoy_domain_drafts: EnvoyDomainDraftsTable;

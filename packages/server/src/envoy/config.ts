@@ -40,6 +40,7 @@ import {
   parseAllDocuments,
   stringify,
 } from "yaml";
+import { nestingIssue } from "../json-body.js";
 
 /** The reference service's units, as its YAML writes them (case-insensitive there). */
 export const ENVOY_UNITS = ["second", "minute", "hour", "day", "week", "month", "year"] as const;
@@ -598,6 +599,8 @@ export type YamlDocument = { value: unknown } | { issues: ValidationIssue[] };
  * documents (`---`): one per domain. Empty documents are skipped.
  */
 export function parseEnvoyYaml(text: string): YamlDocument[] {
+  const deep = nestingIssue(text);
+  if (deep !== undefined) return [{ issues: [deep] }];
   // An empty text parses to an empty list.
   const docs = parseAllDocuments(text, { schema: "yaml-1.1", merge: true, uniqueKeys: true });
   const out: YamlDocument[] = [];

@@ -16,7 +16,15 @@ import {
   validateEnvoyDocument,
 } from "../envoy/config.js";
 import { ApiError } from "../errors.js";
-import { type Db, type Tx, appendAudit, json, now, writeTransaction } from "./common.js";
+import {
+  type Db,
+  type LoadedKind,
+  type Tx,
+  appendAudit,
+  json,
+  now,
+  writeTransaction,
+} from "./common.js";
 import type { DraftStats } from "./policies.js";
 import { CorruptRecordError, intColumn, jsonColumn, readEach, readRow, text } from "./rows.js";
 
@@ -58,22 +66,29 @@ export interface EnvoyImportPlan {
   readonly delete: string[];
 }
 
-const AUDIT_TARGET = "envoy_domain";
+const AUDIT_TARGET: LoadedKind = "envoy_domain";
 
-/** Every enforced domain and every draft (inside the snapshot's transaction); corrupt rows set aside. */
-export async function liveEnvoyDomains(trx: Db | Tx): Promise<{
+/**
+ * Every enforced domain and every draft, or those of the domains `only` names (inside the
+ * snapshot's transaction); corrupt rows set aside.
+ */
+export async function liveEnvoyDomains(
+  trx: Db | Tx,
+  only?: readonly string[],
+): Promise<{
   domains: EnvoyDomainRecord[];
   drafts: EnvoyDraftRecord[];
   corrupt: CorruptRecordError[];
 }> {
-  const domains = readEach(
-    await trx.selectFrom("envoy_domains").selectAll().orderBy("domain").execute(),
-    toDomainRecord,
-  );
-  const drafts = readEach(
-    await trx.selectFrom("envoy_domain_drafts").selectAll().execute(),
-    toDraftRecord,
-  );
+  if (only?.length === 0) return { domains: [], drafts: [], corrupt: [] };
+  let domainRows = trx.selectFrom("envoy_domains").selectAll().orderBy("domain");
+  let draftRows = trx.selectFrom("envoy_domain_drafts").selectAll();
+  if (only) {
+    domainRows = domainRows.where("domain", "in", only);
+    draftRows = draftRows.where("domain", "in", only);
+  }
+  const domains = readEach(await domainRows.execute(), toDomainRecord);
+  const drafts = readEach(await draftRows.execute(), toDraftRecord);
   return {
     domains: domains.records,
     drafts: drafts.records,

@@ -58,13 +58,17 @@ export interface UserRecord {
 }
 
 /**
- * Every app's key, for the decision path (read inside the snapshot's transaction); corrupt rows
- * are set aside in `corrupt` rather than thrown.
+ * Every app's key, or those of the apps `only` names, for the decision path (read inside the
+ * snapshot's transaction); corrupt rows are set aside in `corrupt` rather than thrown.
  */
 export async function appKeys(
   trx: Db | Tx,
+  only?: readonly string[],
 ): Promise<{ apps: AppKey[]; corrupt: CorruptRecordError[] }> {
-  const rows = await trx.selectFrom("apps").select(["name", "key_id", "key_hash"]).execute();
+  if (only?.length === 0) return { apps: [], corrupt: [] };
+  let query = trx.selectFrom("apps").select(["name", "key_id", "key_hash"]);
+  if (only) query = query.where("name", "in", only);
+  const rows = await query.execute();
   const { records, corrupt } = readEach(rows, toAppKey);
   return { apps: records, corrupt };
 }

@@ -78,22 +78,26 @@ export interface ImportPlan {
 }
 
 /**
- * Every enforced policy and every draft (read inside the snapshot's transaction); corrupt rows
- * are set aside in `corrupt` rather than thrown.
+ * Every enforced policy and every draft, or those of the policies `only` names (read inside the
+ * snapshot's transaction); corrupt rows are set aside in `corrupt` rather than thrown.
  */
-export async function livePolicies(trx: Db | Tx): Promise<{
+export async function livePolicies(
+  trx: Db | Tx,
+  only?: readonly string[],
+): Promise<{
   policies: PolicyRecord[];
   drafts: DraftRecord[];
   corrupt: CorruptRecordError[];
 }> {
-  const policies = readEach(
-    await trx.selectFrom("policies").selectAll().orderBy("name").execute(),
-    toPolicyRecord,
-  );
-  const drafts = readEach(
-    await trx.selectFrom("policy_drafts").selectAll().execute(),
-    toDraftRecord,
-  );
+  if (only?.length === 0) return { policies: [], drafts: [], corrupt: [] };
+  let policyRows = trx.selectFrom("policies").selectAll().orderBy("name");
+  let draftRows = trx.selectFrom("policy_drafts").selectAll();
+  if (only) {
+    policyRows = policyRows.where("name", "in", only);
+    draftRows = draftRows.where("policy_name", "in", only);
+  }
+  const policies = readEach(await policyRows.execute(), toPolicyRecord);
+  const drafts = readEach(await draftRows.execute(), toDraftRecord);
   return {
     policies: policies.records,
     drafts: drafts.records,

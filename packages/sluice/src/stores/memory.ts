@@ -9,7 +9,7 @@ import {
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
 import { ValidationError } from "../errors.js";
-import { type KeyState, adjustState, evaluate } from "../evaluate.js";
+import { type Evaluation, type KeyState, adjustState, evaluate } from "../evaluate.js";
 import type { Policy } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
 
@@ -20,8 +20,9 @@ export interface MemoryStoreOptions {
   /**
    * Most keys held at once, over all policies. When full, room is made in the policy holding
    * the most keys, so a flood of new keys on one policy never evicts another policy's keys
-   * while it holds more than they do: first an expired key, else, among the oldest few, the
-   * one whose state expires soonest (the least limiting information lost). Default 1,000,000.
+   * while it holds more than they do. Within it an expired key goes first, then the oldest key
+   * with at least half of its limit left, then one with less, and an exhausted key (denied,
+   * blocked, or its last unit taken) only when no other is left. Default 1,000,000.
    */
   maxKeys?: number;
 }
@@ -34,47 +35,178 @@ export interface MemoryStoreOptions {
 const SWEEP_GRACE_MS = 1000;
 
 /**
- * One policy's keys. Entries stay where they were first inserted (state is written in place),
- * and a cursor walks them round and round to drop expired ones a few at a time.
+ * A key's class, by what its last decision left: `CALM` at least half of every rule's
+ * capacity, `WARM` less than half of some rule's, `HELD` nothing (denied, blocked, or the last
+ * unit taken: the next request is denied). Time only ever gives room back, so a key is never
+ * more limited than its class says. A full store evicts the lowest class first.
+ */
+const CALM = 0;
+const WARM = 1;
+const HELD = 2;
+type KeyClass = typeof CALM | typeof WARM | typeof HELD;
+
+/** The class of a key that has `remaining` of `capacity` left on one rule. */
+function classOfRule(remaining: number, capacity: number): KeyClass {
+  return remaining <= 0 ? HELD : 2 * remaining < capacity ? WARM : CALM;
+}
+
+/**
+ * Keys in insertion order, a cursor that walks them round and round (the sweep's), and one
+ * that stays at the oldest (eviction's: it removes every entry it steps on).
+ */
+class Ring<V> {
+  readonly map = new Map<string, V>();
+  private cursor: Iterator<[string, V]> | undefined = undefined;
+  private head: Iterator<[string, V]> | undefined = undefined;
+
+  /** The cursor's next step; at the end, a `done` step once, then (if restarted) undefined. */
+  next(restarted: boolean): IteratorResult<[string, V]> | undefined {
+    const step = this.cursor?.next();
+    if (step !== undefined && step.done !== true) return step;
+    if (restarted || this.map.size === 0) return undefined;
+    this.cursor = this.map.entries();
+    return { done: true, value: undefined };
+  }
+
+  /** Removes the oldest entry and returns it (undefined when empty). */
+  shift(): [string, V] | undefined {
+    if (this.map.size === 0) return undefined;
+    let step = this.head?.next();
+    if (step === undefined || step.done === true) {
+      this.head = this.map.entries();
+      step = this.head.next();
+    }
+    if (step.done === true) return undefined;
+    this.map.delete(step.value[0]);
+    return step.value;
+  }
+}
+
+/**
+ * One policy's keys, in one ring per {@link KeyClass}. Entries stay where they were inserted
+ * (state is written in place) until their class changes, and each ring's cursor walks its
+ * entries round and round, to drop expired ones a few at a time and to find the next to evict.
  */
 abstract class Space<V> {
-  readonly keys = new Map<string, V>();
-  private cursor: Iterator<[string, V]> | undefined = undefined;
+  readonly calm = new Ring<V>();
+  readonly warm = new Ring<V>();
+  readonly held = new Ring<V>();
+  /** The same rings, by class. */
+  readonly rings: readonly [Ring<V>, Ring<V>, Ring<V>] = [this.calm, this.warm, this.held];
+  /** The class in which the last {@link get} found its key (CALM when it found none). */
+  found: KeyClass = CALM;
+  /** The rules of the policy last bound to this space. */
+  private rules: readonly ResolvedRule[] = [];
+
+  constructor(readonly alg: Algorithm) {}
 
   /** Epoch ms after which the entry holds nothing (≤ now: as good as absent). */
   protected abstract expiry(value: V): number;
   /** Called when an entry leaves the map. */
   protected abstract free(value: V): void;
+  /** The rule `i` state of an entry, or undefined when it has none. */
+  protected abstract stateOf(value: V, i: number): readonly number[] | undefined;
+  /** Whether the entry's penalty block lasts past `nowMs`. */
+  protected abstract blocked(value: V, nowMs: number): boolean;
+
+  /** Keys held, every class. */
+  get count(): number {
+    return this.calm.map.size + this.warm.map.size + this.held.map.size;
+  }
+
+  /** Binds the rules of a policy of this shape (the latest one wins). */
+  bind(rules: readonly ResolvedRule[]): void {
+    this.rules = rules;
+  }
+
+  /** A key's entry; sets {@link found}. */
+  get(key: string): V | undefined {
+    this.found = CALM;
+    let v = this.calm.map.get(key);
+    if (v !== undefined) return v;
+    const { warm, held } = this;
+    if (warm.map.size > 0) {
+      v = warm.map.get(key);
+      if (v !== undefined) {
+        this.found = WARM;
+        return v;
+      }
+    }
+    if (held.map.size > 0) {
+      v = held.map.get(key);
+      if (v !== undefined) this.found = HELD;
+    }
+    return v;
+  }
+
+  /** Adds a new key in class `to`. */
+  set(key: string, value: V, to: KeyClass): void {
+    this.rings[to].map.set(key, value);
+  }
+
+  /** Moves a key from class `from` (where it is) to class `to`, if they differ. */
+  classify(key: string, value: V, from: KeyClass, to: KeyClass): void {
+    if (from === to) return;
+    this.rings[from].map.delete(key);
+    this.rings[to].map.set(key, value);
+  }
 
   /** Removes a key; returns whether it was there. */
   delete(key: string): boolean {
-    const v = this.keys.get(key);
+    const v = this.get(key);
     if (v === undefined) return false;
-    this.keys.delete(key);
+    this.rings[this.found].map.delete(key);
     this.free(v);
     return true;
   }
 
   /**
-   * Looks at up to `budget` entries from where the last look stopped (starting over at the
-   * oldest at most once per call) and drops those expired for at least `graceMs`. Returns how many it dropped. A
-   * persistent cursor steps over each hole that deletes leave in the Map's table once per pass,
-   * instead of once per call.
+   * The class of an entry's state at `nowMs`, from its rules' own answers (a cost-0 `decide`
+   * each): for a key changed without a decision (a reservation's charge or refund).
+   */
+  classOf(value: V, nowMs: number): KeyClass {
+    if (this.blocked(value, nowMs)) return HELD;
+    let c: KeyClass = CALM;
+    for (let i = 0; i < this.rules.length && c !== HELD; i++) {
+      const state = this.stateOf(value, i);
+      if (state === undefined) continue;
+      const rule = this.rules[i]!;
+      const left = this.alg.decide(state, nowMs, rule, 0).remaining;
+      const ci = classOfRule(left, this.alg.capacity(rule));
+      if (ci > c) c = ci;
+    }
+    return c;
+  }
+
+  /**
+   * Looks at up to `budget` calm entries (and one entry of each other class) from where the
+   * last look stopped, starting over at the oldest at most once per call, and drops those
+   * expired for at least `graceMs`. Returns how many it dropped. A persistent cursor steps over
+   * each hole that deletes leave in the Map's table once per pass, instead of once per call.
    */
   sweep(nowMs: number, budget: number, graceMs = 0): number {
     const before = nowMs - graceMs;
+    const { calm, warm, held } = this;
+    let dropped = this.sweepRing(calm, before, budget);
+    if (warm.map.size > 0) dropped += this.sweepRing(warm, before, 1);
+    if (held.map.size > 0) dropped += this.sweepRing(held, before, 1);
+    return dropped;
+  }
+
+  private sweepRing(ring: Ring<V>, before: number, budget: number): number {
     let dropped = 0;
     let restarted = false;
-    for (let seen = 0; seen < budget; seen++) {
-      const step = this.next(restarted);
+    for (let seen = 0; seen < budget;) {
+      const step = ring.next(restarted);
       if (step === undefined) break;
       if (step.done === true) {
         restarted = true;
         continue;
       }
+      seen++;
       const [key, value] = step.value;
       if (this.expiry(value) <= before) {
-        this.keys.delete(key);
+        ring.map.delete(key);
         this.free(value);
         dropped++;
       }
@@ -82,33 +214,21 @@ abstract class Space<V> {
     return dropped;
   }
 
-  /** Drops, among the next `sample` entries at the cursor, the one that expires soonest. */
-  evictOne(sample: number): boolean {
-    let victim: [string, V] | undefined;
-    let restarted = false;
-    for (let seen = 0; seen < sample; seen++) {
-      const step = this.next(restarted);
-      if (step === undefined) break;
-      if (step.done === true) {
-        restarted = true;
-        continue;
-      }
-      if (victim === undefined || this.expiry(step.value[1]) < this.expiry(victim[1]))
-        victim = step.value;
-    }
+  /**
+   * Drops one key to make room: the oldest key of the lowest class holding any (calm, then
+   * warm, then held), unless the sweep's next look at a higher class finds an expired key.
+   * Reads no state of the key it drops, so that a flood into a full store costs about what
+   * filling an empty one does.
+   */
+  evict(nowMs: number): boolean {
+    const { calm, warm, held } = this;
+    const from = calm.map.size > 0 ? CALM : warm.map.size > 0 ? WARM : HELD;
+    if (from < WARM && warm.map.size > 0 && this.sweepRing(warm, nowMs, 1) > 0) return true;
+    if (from < HELD && held.map.size > 0 && this.sweepRing(held, nowMs, 1) > 0) return true;
+    const victim = this.rings[from].shift();
     if (victim === undefined) return false;
-    this.keys.delete(victim[0]);
     this.free(victim[1]);
     return true;
-  }
-
-  /** The cursor's next step; at the end, a `done` step once, then (if restarted) undefined. */
-  private next(restarted: boolean): IteratorResult<[string, V]> | undefined {
-    const step = this.cursor?.next();
-    if (step !== undefined && step.done !== true) return step;
-    if (restarted || this.keys.size === 0) return undefined;
-    this.cursor = this.keys.entries();
-    return { done: true, value: undefined };
   }
 }
 
@@ -129,16 +249,19 @@ class FixedSpace extends Space<number> {
   readonly rulesAt: number;
   private readonly freed: number[] = [];
   private top = 0;
+  /** One rule's state, copied out of a slot for {@link Space.classOf}. */
+  private readonly probe: number[];
 
   constructor(
-    readonly alg: Algorithm,
+    alg: Algorithm,
     readonly size: number,
     rules: number,
     hasBlock: boolean,
     /** Single-rule GCRA without penalty: the slot is the TAT alone. */
     readonly compact: boolean,
   ) {
-    super();
+    super(alg);
+    this.probe = new Array<number>(size).fill(0);
     this.blockAt = hasBlock ? 1 : -1;
     this.rulesAt = compact ? 0 : hasBlock ? 2 : 1;
     this.stride = compact ? 1 : this.rulesAt + rules * size;
@@ -162,6 +285,18 @@ class FixedSpace extends Space<number> {
 
   protected free(offset: number): void {
     this.freed.push(offset);
+  }
+
+  protected stateOf(offset: number, i: number): readonly number[] | undefined {
+    const at = offset + this.rulesAt + i * this.size;
+    const d = this.data;
+    if (Number.isNaN(d[at])) return undefined;
+    for (let j = 0; j < this.size; j++) this.probe[j] = d[at + j]!;
+    return this.probe;
+  }
+
+  protected blocked(offset: number, nowMs: number): boolean {
+    return this.blockAt >= 0 && this.data[offset + this.blockAt]! > nowMs;
   }
 
   /** A free slot's offset (the array grows by doubling). */
@@ -219,14 +354,31 @@ interface Entry {
 
 /** Keys of sliding-log and concurrency policies: one small object per key, updated in place. */
 class VarSpace extends Space<Entry> {
-  constructor(readonly alg: Algorithm) {
-    super();
+  /** The entry last dropped, for a new key to take over with its arrays (see {@link takeSpare}). */
+  private spare: Entry | undefined = undefined;
+
+  /**
+   * The entry last dropped, if any: a new key that takes it over (a flood into a full store)
+   * leaves no long-lived object behind for the garbage collector, as a slot does.
+   */
+  takeSpare(): Entry | undefined {
+    const spare = this.spare;
+    this.spare = undefined;
+    return spare;
   }
 
   protected expiry(entry: Entry): number {
     return entry.e;
   }
-  protected free(): void {}
+  protected free(entry: Entry): void {
+    this.spare = entry;
+  }
+  protected stateOf(entry: Entry, i: number): readonly number[] | undefined {
+    return entry.s.states[i];
+  }
+  protected blocked(entry: Entry, nowMs: number): boolean {
+    return entry.s.blockUntil > nowMs;
+  }
 }
 
 /**
@@ -240,6 +392,11 @@ export class MemoryStore implements SyncStore {
   private readonly now: Clock;
   private readonly maxKeys: number;
   private readonly spaces = new Map<string, FixedSpace | VarSpace>();
+  /** The same spaces, as a list to go round. */
+  private readonly spaceList: Array<FixedSpace | VarSpace> = [];
+  /** The space holding the most keys when last looked for, and calls until the next look. */
+  private largest: FixedSpace | VarSpace | undefined = undefined;
+  private untilScan = 0;
   private byPolicy = new WeakMap<Policy, FixedSpace | VarSpace>();
   private lastPolicy: Policy | undefined;
   private lastSpace: FixedSpace | VarSpace | undefined;
@@ -301,43 +458,49 @@ export class MemoryStore implements SyncStore {
     const sp = this.space(policy);
     const n = policy.rules.length;
     if (sp instanceof FixedSpace) {
-      let offset = sp.keys.get(key);
+      let offset = sp.get(key);
+      const from = sp.found;
       const live = offset !== undefined && sp.live(offset, nowMs);
       if (sp.compact) {
         const rule = policy.rules[0]!;
         const a = sp.alg.adjust(live ? [sp.data[offset!]!] : undefined, nowMs, rule, delta);
         if (a.next !== null) {
-          offset ??= this.insert(sp, key, nowMs);
+          offset ??= this.insert(sp, key, nowMs, CALM);
           sp.data[offset] = a.next[0]!;
+          sp.classify(key, offset, from, sp.classOf(offset, nowMs));
         } else if (offset !== undefined) sp.expire(offset, nowMs);
         return;
       }
       const a = adjustState(policy, live ? sp.keyState(offset!, n) : undefined, nowMs, delta);
       if (a.ttlMs > 0) {
-        offset ??= this.insert(sp, key, nowMs);
+        offset ??= this.insert(sp, key, nowMs, CALM);
         sp.setKeyState(offset, a.next, n, nowMs + a.ttlMs);
+        sp.classify(key, offset, from, sp.classOf(offset, nowMs));
       } else if (offset !== undefined) sp.expire(offset, nowMs);
       return;
     }
-    const entry = sp.keys.get(key);
+    const entry = sp.get(key);
+    const from = sp.found;
     const a = adjustState(
       policy,
       entry !== undefined && entry.e > nowMs ? entry.s : undefined,
       nowMs,
       delta,
     );
-    this.writeEntry(sp, key, entry, a.next, a.ttlMs, nowMs);
+    const written = this.writeEntry(sp, key, entry, from, from, a.next, a.ttlMs, nowMs);
+    if (written !== undefined) sp.classify(key, written, from, sp.classOf(written, nowMs));
   }
 
   releaseSync(policy: Policy, key: string, leaseId: string): boolean {
     if (policy.algorithm !== "concurrency") return false;
     const nowMs = this.now();
     const sp = this.space(policy) as VarSpace;
-    const entry = sp.keys.get(key);
+    const entry = sp.get(key);
     if (entry === undefined || entry.e <= nowMs) return false;
     const r = concurrency.release(entry.s.states[0], nowMs, Number(leaseId));
     if (!r.released) return false;
-    // In place: concurrency has one rule; the penalty block, if any, is kept.
+    // In place: concurrency has one rule; the penalty block, if any, is kept. The key keeps its
+    // class: its next decision tells whether it still holds its last lease.
     const blockUntil = entry.s.blockUntil > nowMs ? entry.s.blockUntil : 0;
     entry.e = nowMs + Math.max(r.ttlMs, blockUntil - nowMs);
     // With nothing left and no block the entry has expired, and its array is kept for reuse.
@@ -351,6 +514,8 @@ export class MemoryStore implements SyncStore {
 
   close(): Promise<void> {
     this.spaces.clear();
+    this.spaceList.length = 0;
+    this.largest = undefined;
     this.byPolicy = new WeakMap();
     this.lastPolicy = this.lastSpace = undefined;
     this.size = 0;
@@ -365,7 +530,8 @@ export class MemoryStore implements SyncStore {
         return this.runSingle(sp, policy.rules[0]!, key, cost, commit, nowMs);
       return this.runFixed(sp, policy, key, cost, commit, nowMs);
     }
-    const entry = sp.keys.get(key);
+    const entry = sp.get(key);
+    const from = sp.found;
     const current = entry !== undefined && entry.e > nowMs ? entry.s : undefined;
     const leaseId = policy.algorithm === "concurrency" && commit ? ++this.leaseSeq : 0;
     if (policy.rules.length === 1 && policy.blockMs === 0)
@@ -374,6 +540,7 @@ export class MemoryStore implements SyncStore {
         policy.rules[0]!,
         key,
         entry,
+        from,
         current,
         cost,
         commit,
@@ -381,7 +548,11 @@ export class MemoryStore implements SyncStore {
         leaseId,
       );
     const ev = evaluate(policy, current, nowMs, cost, commit, leaseId);
-    if (ev.changed) this.writeEntry(sp, key, entry, ev.next, ev.ttlMs, nowMs);
+    if (commit) {
+      const to = classOf(sp.alg, policy, ev);
+      if (ev.changed) this.writeEntry(sp, key, entry, from, to, ev.next, ev.ttlMs, nowMs);
+      else if (entry !== undefined) sp.classify(key, entry, from, to);
+    }
     const out: StoreDecision = {
       allowed: ev.allowed,
       rules: ruleDecisions(policy, ev.rules),
@@ -402,7 +573,8 @@ export class MemoryStore implements SyncStore {
     commit: boolean,
     nowMs: number,
   ): StoreDecision {
-    let offset = sp.keys.get(key);
+    let offset = sp.get(key);
+    const from = sp.found;
     const d = sp.data;
     let state: number[] | undefined;
     if (offset !== undefined && sp.live(offset, nowMs)) {
@@ -413,10 +585,14 @@ export class MemoryStore implements SyncStore {
       }
     }
     const step = sp.alg.decide(state, nowMs, rule, cost);
-    if (commit && step.allowed && cost > 0) {
+    if (commit && cost > 0) {
+      const to = step.allowed ? classOfRule(step.remaining, sp.alg.capacity(rule)) : HELD;
       const next = step.next;
-      if (next !== null) {
-        offset ??= this.insert(sp, key, nowMs);
+      if (!step.allowed) {
+        if (offset !== undefined) sp.classify(key, offset, from, HELD);
+      } else if (next !== null) {
+        if (offset === undefined) offset = this.insert(sp, key, nowMs, to);
+        else sp.classify(key, offset, from, to);
         const data = sp.data; // insert may have grown it
         if (sp.compact) data[offset] = next[0]!;
         else {
@@ -441,6 +617,7 @@ export class MemoryStore implements SyncStore {
     rule: ResolvedRule,
     key: string,
     entry: Entry | undefined,
+    from: KeyClass,
     current: KeyState | undefined,
     cost: number,
     commit: boolean,
@@ -462,23 +639,24 @@ export class MemoryStore implements SyncStore {
       if (step.allowed && entry !== undefined && own !== undefined) {
         entry.e = nowMs + step.ttlMs;
         if (step.next === null) entry.s.states[0] = undefined;
+        sp.classify(key, entry, from, classOfRule(step.remaining, alg.capacity(rule)));
         return { allowed: true, rules: [ruleDecision(rule, step)], blockedForMs: 0 };
       }
     } else step = alg.decide(current?.states[0], nowMs, rule, cost);
     const rules = [ruleDecision(rule, step)];
-    if (!commit || !step.allowed || cost <= 0)
-      return { allowed: step.allowed, rules, blockedForMs: 0 };
-    if (entry !== undefined) {
-      entry.e = nowMs + step.ttlMs;
-      if (entry.s.blockUntil !== 0 || entry.s.states.length !== 1)
-        entry.s = { states: [undefined], blockUntil: 0 };
-      entry.s.states[0] = reuse(entry.s.states[0], step.next);
-    } else if (step.ttlMs > 0) {
-      this.insert(sp, key, nowMs);
-      sp.keys.set(key, {
-        e: nowMs + step.ttlMs,
-        s: { states: [step.next ?? undefined], blockUntil: 0 },
-      });
+    if (!commit || cost <= 0) return { allowed: step.allowed, rules, blockedForMs: 0 };
+    if (!step.allowed) {
+      if (entry !== undefined) sp.classify(key, entry, from, HELD);
+      return { allowed: false, rules, blockedForMs: 0 };
+    }
+    const to = classOfRule(step.remaining, alg.capacity(rule));
+    if (entry !== undefined || step.ttlMs > 0) {
+      const own = entry ?? this.insertEntry(sp, key, to, nowMs);
+      own.e = nowMs + step.ttlMs;
+      if (own.s.blockUntil !== 0 || own.s.states.length !== 1)
+        own.s = { states: [undefined], blockUntil: 0 };
+      own.s.states[0] = reuse(own.s.states[0], step.next);
+      if (entry !== undefined) sp.classify(key, entry, from, to);
     }
     return leaseId > 0
       ? { allowed: true, rules, blockedForMs: 0, leaseId: String(leaseId) }
@@ -495,13 +673,18 @@ export class MemoryStore implements SyncStore {
     nowMs: number,
   ): StoreDecision {
     const n = policy.rules.length;
-    let offset = sp.keys.get(key);
+    let offset = sp.get(key);
+    const from = sp.found;
     const current =
       offset !== undefined && sp.live(offset, nowMs) ? sp.keyState(offset, n) : undefined;
     const ev = evaluate(policy, current, nowMs, cost, commit);
-    if (ev.changed) {
-      offset ??= this.insert(sp, key, nowMs);
-      sp.setKeyState(offset, ev.next, n, nowMs + ev.ttlMs);
+    if (commit) {
+      const to = classOf(sp.alg, policy, ev);
+      if (ev.changed) {
+        if (offset === undefined) offset = this.insert(sp, key, nowMs, to);
+        else sp.classify(key, offset, from, to);
+        sp.setKeyState(offset, ev.next, n, nowMs + ev.ttlMs);
+      } else if (offset !== undefined) sp.classify(key, offset, from, to);
     }
     return {
       allowed: ev.allowed,
@@ -510,63 +693,90 @@ export class MemoryStore implements SyncStore {
     };
   }
 
+  /** Writes a key's entry (in place when it has one); returns the entry, if any is kept. */
   private writeEntry(
     sp: VarSpace,
     key: string,
     entry: Entry | undefined,
+    from: KeyClass,
+    to: KeyClass,
     next: KeyState,
     ttlMs: number,
     nowMs: number,
-  ): void {
+  ): Entry | undefined {
     if (entry !== undefined) {
-      // In place: a key keeps its position, and its object is reused.
+      // In place: a key keeps its position (unless its class changes), and its object is reused.
       entry.e = nowMs + ttlMs;
       entry.s = next;
-      return;
+      sp.classify(key, entry, from, to);
+      return entry;
     }
-    if (ttlMs <= 0) return;
-    this.insert(sp, key, nowMs);
-    sp.keys.set(key, { e: nowMs + ttlMs, s: next });
+    if (ttlMs <= 0) return undefined;
+    const fresh = this.insertEntry(sp, key, to, nowMs);
+    fresh.e = nowMs + ttlMs;
+    fresh.s = next;
+    return fresh;
+  }
+
+  /** Adds a new key to a fixed-size space, in class `to`; returns its slot. */
+  private insert(sp: FixedSpace, key: string, nowMs: number, to: KeyClass): number {
+    this.makeRoom(sp, nowMs);
+    const offset = sp.alloc();
+    sp.set(key, offset, to);
+    return offset;
   }
 
   /**
-   * Makes room for a new key of `sp` and, for a fixed-size space, returns its slot. A new key
-   * sweeps a little of its own policy's expired state; in a full store it takes room from the
-   * policy holding the most keys (expired state first).
+   * Adds a new key to a sliding-log or concurrency space, in class `to`; returns its entry for
+   * the caller to fill: the one room was just made from, or a new one.
    */
-  private insert(sp: FixedSpace, key: string, nowMs: number): number;
-  private insert(sp: VarSpace, key: string, nowMs: number): void;
-  private insert(sp: FixedSpace | VarSpace, key: string, nowMs: number): number | void {
-    if (this.size >= this.maxKeys) this.makeRoom(sp, nowMs);
-    else this.size -= sp.sweep(nowMs, 2, SWEEP_GRACE_MS);
-    this.size++;
-    if (sp instanceof FixedSpace) {
-      const offset = sp.alloc();
-      sp.keys.set(key, offset);
-      return offset;
-    }
+  private insertEntry(sp: VarSpace, key: string, to: KeyClass, nowMs: number): Entry {
+    this.makeRoom(sp, nowMs);
+    const entry = sp.takeSpare() ?? { e: 0, s: { states: [undefined], blockUntil: 0 } };
+    sp.set(key, entry, to);
+    return entry;
   }
 
   /**
-   * Frees one key for a new key of `sp` in a full store: an expired key (in `sp`, in the policy
-   * holding the most keys, then in a few others in turn), else a live key of the policy holding
-   * the most keys. Bounded work: at most 16 entries looked at per policy, 6 policies.
+   * Makes room for one new key of `sp`. Below `maxKeys` the new key sweeps a little of its own
+   * policy's expired state, as it would anyway. In a full store: an expired key of `sp`, else
+   * of two other policies in turn, else one key of the policy holding the most keys (its least
+   * valuable, see {@link Space.evict}). Bounded work: a few entries looked at, as for a key
+   * inserted below the cap.
    */
   private makeRoom(sp: FixedSpace | VarSpace, nowMs: number): void {
-    let largest: FixedSpace | VarSpace = sp;
-    for (const other of this.spaces.values())
-      if (other.keys.size > largest.keys.size) largest = other;
-    let dropped = sp.sweep(nowMs, 16);
-    if (dropped === 0 && largest !== sp) dropped = largest.sweep(nowMs, 16);
-    if (dropped === 0 && this.spaces.size > (largest === sp ? 1 : 2)) {
-      const all = [...this.spaces.values()];
-      for (let i = 0; i < 4 && dropped === 0; i++) {
-        const other = all[this.rotation++ % all.length]!;
-        if (other !== sp && other !== largest) dropped = other.sweep(nowMs, 16);
-      }
+    if (this.size < this.maxKeys) {
+      this.size -= sp.sweep(nowMs, 2, SWEEP_GRACE_MS);
+      this.size++;
+      return;
     }
-    if (dropped === 0 && largest.evictOne(16)) dropped = 1;
-    this.size -= dropped;
+    const largest = this.largestSpace(sp);
+    let dropped = largest === sp ? 0 : sp.sweep(nowMs, 2);
+    // Two other policies in turn (at most four steps round the list: sp and largest are skipped).
+    const n = this.spaceList.length;
+    for (let i = 0, tried = 0; dropped === 0 && tried < 2 && i < n; i++) {
+      const other = this.spaceList[this.rotation++ % n]!;
+      if (other === sp || other === largest) continue;
+      tried++;
+      dropped = other.sweep(nowMs, 2);
+    }
+    if (dropped === 0 && largest.evict(nowMs)) dropped = 1;
+    this.size += 1 - dropped;
+  }
+
+  /**
+   * The space holding the most keys. Looked for over every space once per as many calls as
+   * there are spaces (amortised O(1), so a store with thousands of policies stays fast); in
+   * between, only the space that grows is compared with the last one found.
+   */
+  private largestSpace(sp: FixedSpace | VarSpace): FixedSpace | VarSpace {
+    if (this.largest === undefined || --this.untilScan <= 0) {
+      let largest = sp;
+      for (const other of this.spaceList) if (other.count > largest.count) largest = other;
+      this.largest = largest;
+      this.untilScan = this.spaceList.length;
+    } else if (sp.count > this.largest.count) this.largest = sp;
+    return this.largest;
   }
 
   /** One space per policy shape, so a changed algorithm never reads another's state. */
@@ -592,12 +802,26 @@ export class MemoryStore implements SyncStore {
           ? new FixedSpace(alg, alg.stateSize, n, hasBlock, compact)
           : new VarSpace(alg);
       this.spaces.set(id, sp);
+      this.spaceList.push(sp);
     }
+    // Eviction weighs keys by the rules of the latest policy of this shape.
+    sp.bind(policy.rules);
     this.byPolicy.set(policy, sp);
     this.lastPolicy = policy;
     this.lastSpace = sp;
     return sp;
   }
+}
+
+/** The class a committed multi-rule (or penalty) decision leaves its key in. */
+function classOf(alg: Algorithm, policy: Policy, ev: Evaluation): KeyClass {
+  if (!ev.allowed || ev.blockedForMs > 0) return HELD;
+  let c: KeyClass = CALM;
+  for (let i = 0; i < ev.rules.length && c !== HELD; i++) {
+    const ci = classOfRule(ev.rules[i]!.remaining, alg.capacity(policy.rules[i]!));
+    if (ci > c) c = ci;
+  }
+  return c;
 }
 
 /**
