@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  type PolicyInput,
   type Store,
   StoreError,
   type SyncLimiter,
@@ -124,7 +125,7 @@ describe("limiter", () => {
   });
 
   it("failing open, remaining is what the policy admits at most, never 'exhausted'; failing closed, 0", async () => {
-    const policy = {
+    const policy: PolicyInput = {
       name: "two",
       rules: [
         { limit: 10, period: "1s", burst: 4 },
