@@ -1,6 +1,8 @@
 // `npm run pack`: writes an installable tarball of every published package into packs/ (ignored
 // by git) — each package's `prepack` builds it first — and prints how to install them into an
-// app. The README's "Install" section, and test/install.test.ts, which does what it says.
+// app. The README's "Install" section, and test/packaging.test.ts, which does what it says.
+// SLUICE_PACK_BUILT=1 packs the packages as they are built now, without rebuilding (the test
+// does so: the test command has just built them, and other tests read dist/ meanwhile).
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
