@@ -5,19 +5,17 @@
  * `checkJs` — a wrong import, name or call fails; nullability is not checked (strict is off, as
  * an editor checks a plain .mjs file). The browser test (admin.test.ts) shows them on the page.
  */
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { repoRoot as ROOT } from "../../../test/support/markdown.js";
+import { typecheck } from "../../../test/support/tsc.js";
 import type { PolicyDoc } from "../src/api.js";
 import {
   expressConnectSnippet,
   expressSnippet,
   expressViaServiceSnippet,
 } from "../src/snippets.js";
-
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 
 const doc: PolicyDoc = {
   name: "api.search",
@@ -46,29 +44,21 @@ describe("the console's Express snippets", () => {
         "service.mjs": `${expressViaServiceSnippet(doc.name)}\napp.listen(3000);\n`,
       };
       for (const [name, code] of Object.entries(files)) writeFileSync(join(dir, name), code);
-      writeFileSync(
-        join(dir, "tsconfig.json"),
-        JSON.stringify({
-          compilerOptions: {
-            allowJs: true,
-            checkJs: true,
-            noEmit: true,
-            target: "es2022",
-            lib: ["es2023", "dom"],
-            module: "nodenext",
-            moduleResolution: "nodenext",
-            types: ["node"],
-            skipLibCheck: true,
-          },
-          files: Object.keys(files),
-        }),
+      const r = typecheck(
+        dir,
+        {
+          allowJs: true,
+          checkJs: true,
+          target: "es2022",
+          lib: ["es2023", "dom"],
+          module: "nodenext",
+          moduleResolution: "nodenext",
+          types: ["node"],
+          skipLibCheck: true,
+        },
+        Object.keys(files),
       );
-      const r = spawnSync(
-        process.execPath,
-        [join(ROOT, "node_modules/typescript/bin/tsc"), "-p", join(dir, "tsconfig.json")],
-        { cwd: ROOT, encoding: "utf8" },
-      );
-      expect(r.stdout + r.stderr).toBe("");
+      expect(r.output).toBe("");
       expect(r.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -15,6 +15,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Block, blocks, repoRoot as root } from "../../../../test/support/markdown.js";
+import { typecheck } from "../../../../test/support/tsc.js";
 
 /** The documents whose snippets are checked. */
 const DOCS = [
@@ -127,35 +128,27 @@ describe("the documentation's TypeScript", () => {
   });
 
   it("type-checks under strict TypeScript, each program copied in order", () => {
-    writeFileSync(
-      join(dir, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          noEmit: true,
-          target: "es2022",
-          lib: ["es2023"],
-          module: "nodenext",
-          moduleResolution: "nodenext",
-          types: ["node"],
-          allowJs: true,
-          checkJs: true,
-          // The frameworks' own declarations are not ours to check (see imports.test.ts for
-          // the package's own, checked in full).
-          skipLibCheck: true,
-        },
-        files: [...files.values()],
-      }),
-    );
-    const r = spawnSync(
-      process.execPath,
-      [join(root, "node_modules/typescript/bin/tsc"), "-p", join(dir, "tsconfig.json")],
-      { cwd: root, encoding: "utf8" },
+    const r = typecheck(
+      dir,
+      {
+        strict: true,
+        target: "es2022",
+        lib: ["es2023"],
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        types: ["node"],
+        allowJs: true,
+        checkJs: true,
+        // The frameworks' own declarations are not ours to check (see imports.test.ts for
+        // the package's own, checked in full).
+        skipLibCheck: true,
+      },
+      [...files.values()],
     );
     const report = [...files.entries()]
       .map(([p, f]) => `${f} = ${p.blocks.map((b) => b.where).join(" + ")}`)
       .join("\n");
-    expect(r.stdout + r.stderr, report).toBe("");
+    expect(r.output, report).toBe("");
     expect(r.status).toBe(0);
   });
 

@@ -133,13 +133,12 @@ describe("request functions get the framework's own request", () => {
     /** An app where earlier middleware sets the user `u1`, limited by `limiter` with a key from `?k=`. */
     start(limiter: Limiter, seen: Seen, throwing?: boolean): Promise<string>;
   }
-  const boom = (): never => {
-    throw new Error("identity service down");
-  };
-  const note = (seen: Seen, key: string | undefined, ip: string) => {
-    seen.keys.push(String(key));
+  /** The key `id` reads from the framework's request, noted with sluice's IP; or a throw. */
+  const keyed = (seen: Seen, throwing: boolean | undefined, ip: string, id: () => string) => {
+    if (throwing) throw new Error("identity service down");
+    seen.keys.push(id());
     seen.ips.push(ip);
-    return key;
+    return seen.keys.at(-1);
   };
   const onError = () => undefined;
 
@@ -158,13 +157,13 @@ describe("request functions get the framework's own request", () => {
             onError,
             // As an Express user writes it: Express's req, its query and what middleware set.
             key: (req, http) =>
-              throwing
-                ? boom()
-                : note(
-                    seen,
-                    `${(req as express.Request & { user?: string }).user}:${req.query.k as string}`,
-                    http.ip,
-                  ),
+              keyed(
+                seen,
+                throwing,
+                http.ip,
+                () =>
+                  `${(req as express.Request & { user?: string }).user}:${req.query.k as string}`,
+              ),
             skip: (req) => req.get("x-skip") === "1",
           }),
         );
@@ -185,13 +184,13 @@ describe("request functions get the framework's own request", () => {
               limiter,
               onError,
               key: (request, http) =>
-                throwing
-                  ? boom()
-                  : note(
-                      seen,
-                      `${(request as typeof request & { user: string }).user}:${(request.query as { k?: string }).k}`,
-                      http.ip,
-                    ),
+                keyed(
+                  seen,
+                  throwing,
+                  http.ip,
+                  () =>
+                    `${(request as typeof request & { user: string }).user}:${(request.query as { k?: string }).k}`,
+                ),
               skip: (request) => request.headers["x-skip"] === "1",
             }),
           );
@@ -212,9 +211,12 @@ describe("request functions get the framework's own request", () => {
             limiter,
             onError,
             key: (ctx, http) =>
-              throwing
-                ? boom()
-                : note(seen, `${ctx.state.user as string}:${ctx.query.k as string}`, http.ip),
+              keyed(
+                seen,
+                throwing,
+                http.ip,
+                () => `${ctx.state.user as string}:${ctx.query.k as string}`,
+              ),
             skip: (ctx) => ctx.get("x-skip") === "1",
           }),
         );
@@ -237,9 +239,12 @@ describe("request functions get the framework's own request", () => {
             limiter,
             onError,
             key: (c, http) =>
-              throwing
-                ? boom()
-                : note(seen, `${c.get("user") as string}:${c.req.query("k")}`, http.ip),
+              keyed(
+                seen,
+                throwing,
+                http.ip,
+                () => `${c.get("user") as string}:${c.req.query("k")}`,
+              ),
             skip: (c) => c.req.header("x-skip") === "1",
           }),
         );
@@ -261,13 +266,13 @@ describe("request functions get the framework's own request", () => {
           limiter,
           onError,
           key: (req, http) =>
-            throwing
-              ? boom()
-              : note(
-                  seen,
-                  `${(req as IncomingMessage & { user?: string }).user}:${new URL(req.url ?? "/", "http://x").searchParams.get("k")}`,
-                  http.ip,
-                ),
+            keyed(
+              seen,
+              throwing,
+              http.ip,
+              () =>
+                `${(req as IncomingMessage & { user?: string }).user}:${new URL(req.url ?? "/", "http://x").searchParams.get("k")}`,
+            ),
           skip: (req) => req.headers["x-skip"] === "1",
         });
         const handler = limit((_req, res) => res.end("ok"));
