@@ -133,12 +133,12 @@ describe("request functions get the framework's own request", () => {
     /** An app where earlier middleware sets the user `u1`, limited by `limiter` with a key from `?k=`. */
     start(limiter: Limiter, seen: Seen, throwing?: boolean): Promise<string>;
   }
-  /** The key `id` reads from the framework's request, noted with sluice's IP; or a throw. */
-  const keyed = (seen: Seen, throwing: boolean | undefined, ip: string, id: () => string) => {
+  /** Notes a key read from the framework's request with sluice's IP, and returns it; or throws. */
+  const noter = (seen: Seen, throwing: boolean | undefined) => (ip: string, key: string) => {
     if (throwing) throw new Error("identity service down");
-    seen.keys.push(id());
+    seen.keys.push(key);
     seen.ips.push(ip);
-    return seen.keys.at(-1);
+    return key;
   };
   const onError = () => undefined;
 
@@ -157,12 +157,9 @@ describe("request functions get the framework's own request", () => {
             onError,
             // As an Express user writes it: Express's req, its query and what middleware set.
             key: (req, http) =>
-              keyed(
-                seen,
-                throwing,
+              noter(seen, throwing)(
                 http.ip,
-                () =>
-                  `${(req as express.Request & { user?: string }).user}:${req.query.k as string}`,
+                `${(req as express.Request & { user?: string }).user}:${req.query.k as string}`,
               ),
             skip: (req) => req.get("x-skip") === "1",
           }),
@@ -184,12 +181,9 @@ describe("request functions get the framework's own request", () => {
               limiter,
               onError,
               key: (request, http) =>
-                keyed(
-                  seen,
-                  throwing,
+                noter(seen, throwing)(
                   http.ip,
-                  () =>
-                    `${(request as typeof request & { user: string }).user}:${(request.query as { k?: string }).k}`,
+                  `${(request as typeof request & { user: string }).user}:${(request.query as { k?: string }).k}`,
                 ),
               skip: (request) => request.headers["x-skip"] === "1",
             }),
@@ -211,11 +205,9 @@ describe("request functions get the framework's own request", () => {
             limiter,
             onError,
             key: (ctx, http) =>
-              keyed(
-                seen,
-                throwing,
+              noter(seen, throwing)(
                 http.ip,
-                () => `${ctx.state.user as string}:${ctx.query.k as string}`,
+                `${ctx.state.user as string}:${ctx.query.k as string}`,
               ),
             skip: (ctx) => ctx.get("x-skip") === "1",
           }),
@@ -239,12 +231,7 @@ describe("request functions get the framework's own request", () => {
             limiter,
             onError,
             key: (c, http) =>
-              keyed(
-                seen,
-                throwing,
-                http.ip,
-                () => `${c.get("user") as string}:${c.req.query("k")}`,
-              ),
+              noter(seen, throwing)(http.ip, `${c.get("user") as string}:${c.req.query("k")}`),
             skip: (c) => c.req.header("x-skip") === "1",
           }),
         );
@@ -266,12 +253,9 @@ describe("request functions get the framework's own request", () => {
           limiter,
           onError,
           key: (req, http) =>
-            keyed(
-              seen,
-              throwing,
+            noter(seen, throwing)(
               http.ip,
-              () =>
-                `${(req as IncomingMessage & { user?: string }).user}:${new URL(req.url ?? "/", "http://x").searchParams.get("k")}`,
+              `${(req as IncomingMessage & { user?: string }).user}:${new URL(req.url ?? "/", "http://x").searchParams.get("k")}`,
             ),
           skip: (req) => req.headers["x-skip"] === "1",
         });
