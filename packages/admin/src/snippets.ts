@@ -87,10 +87,10 @@ export function expressSnippet(doc: PolicyDoc): string {
     `import { createLimiter, redisStore } from "sluice";`,
     `import { rateLimit } from "sluice/express";`,
     ``,
-    `// The policy "${doc.name}" as the service holds it now. Pointed at the Redis the service`,
-    `// counts in (if it runs Redis counters), this app and the service use the same keys and`,
-    `// count one limit; a service on memory counters counts apart. Changes made in the console`,
-    `// do not reach this copy; call POST /v1/limit (above) to follow them.`,
+    `// A copy of the policy "${doc.name}" as the service holds it now. Pointed at the Redis the`,
+    `// service counts in (if it runs Redis counters), this app and the service use the same`,
+    `// keys and count one limit; a service on memory counters counts apart. Changes made in the`,
+    `// console do not reach this copy: connectPolicies (below) follows them in this process.`,
     `const limiter = createLimiter({`,
     `  store: redisStore({ client: new Redis(process.env.REDIS_URL) }),`,
     `  policy: ${ts(libraryPolicy(doc))},`,
@@ -98,6 +98,34 @@ export function expressSnippet(doc: PolicyDoc): string {
     ``,
     `const app = express();`,
     `app.use(rateLimit({ limiter, headers: "both" })); // keyed by client IP; see keys.user, keys.apiKey`,
+    `app.get("/", (_req, res) => res.send("ok"));`,
+    `app.listen(3000);`,
+  ].join("\n");
+}
+
+/**
+ * An Express app enforcing the policy with the library, kept current by `connectPolicies`: it
+ * loads the policies granted to the app's key and follows every console change within a
+ * second, deciding in the app's process (no call to the service per request).
+ */
+export function expressConnectSnippet(policy: string): string {
+  return [
+    `import express from "express";`,
+    `import { Redis } from "ioredis";`,
+    `import { connectPolicies, redisStore } from "sluice";`,
+    `import { rateLimit } from "sluice/express";`,
+    ``,
+    `// The policies granted to the app whose key is in SLUICE_API_KEY, enforced in this process`,
+    `// and kept current: a change made in the console is in force here within a second. On the`,
+    `// Redis the service counts in, this app and the service count one limit.`,
+    `const policies = await connectPolicies({`,
+    `  url: ${JSON.stringify(serviceBase())},`,
+    `  apiKey: process.env.SLUICE_API_KEY,`,
+    `  store: redisStore({ client: new Redis(process.env.REDIS_URL) }),`,
+    `});`,
+    ``,
+    `const app = express();`,
+    `app.use(rateLimit({ limiter: policies.limiter(${JSON.stringify(policy)}) }));`,
     `app.get("/", (_req, res) => res.send("ok"));`,
     `app.listen(3000);`,
   ].join("\n");

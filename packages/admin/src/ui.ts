@@ -442,6 +442,16 @@ export function count(n: number): string {
   return n.toLocaleString("en-US");
 }
 
+/** The noun for `n` things: `noun(1, "policy", "policies")` is "policy", any other count "policies". */
+export function noun(n: number, one: string, many: string): string {
+  return n === 1 ? one : many;
+}
+
+/** A count with its noun: `counted(1, "policy", "policies")` is "1 policy", `counted(1200, …)` "1,200 policies". */
+export function counted(n: number, one: string, many: string): string {
+  return `${count(n)} ${noun(n, one, many)}`;
+}
+
 /** A share as a percentage (`12.5%`, `0%`, `—` for nothing at all). */
 export function percent(part: number, whole: number): string {
   if (whole === 0) return "—";

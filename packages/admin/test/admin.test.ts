@@ -301,6 +301,20 @@ describe("the console in Chromium", () => {
     expect(express).toContain("new Redis(process.env.REDIS_URL)");
     expect(express).not.toContain("REDIS_URL!");
     expect(express).not.toContain("on the service's Redis");
+    // A copy does not follow the console: the snippet says so and names connectPolicies, which
+    // does, and the next snippet is that program.
+    expect(express).toContain("connectPolicies (below) follows them");
+    const connect = (await page.textContent("#snippet-express-connect")) ?? "";
+    expect(connect).toContain("await connectPolicies({");
+    expect(connect).toContain(`url: "${base}"`);
+    expect(connect).toContain(`policies.limiter("${POLICY}")`);
+    // One policy is "1 policy" in the overview.
+    await page.click('nav a[data-page="overview"]');
+    await expect
+      .poll(() => page.textContent("#overview-summary > div:first-child"))
+      .toBe("1 policy");
+    await page.goto(`${base}/admin/#/policies/${POLICY}`);
+    await page.waitForSelector("#edit-policy");
   });
 
   it("edits, restores, and shows the difference between any two versions", async () => {
@@ -438,6 +452,7 @@ describe("the console in Chromium", () => {
       await page.locator('#overview tr[data-policy="search.shadow"] td.share').textContent(),
     ).toBe("0% · 67% would deny");
     const summary = (await page.textContent("#overview-summary")) ?? "";
+    expect(await page.textContent("#overview-summary > div:first-child")).toBe("3 policies");
     expect(summary).toContain("6 denied in 5 min");
     expect(summary).toContain("2 would deny (shadow) in 5 min");
     expect(await page.locator('#overview tr[data-policy="idle.policy"]').textContent()).toContain(

@@ -244,6 +244,8 @@ descriptors:
       const open = await rls.shouldRateLimit(req("open"));
       expect(open.overallCode).toBe("OK");
       expect(open.statuses[0]!.currentLimit?.requestsPerUnit).toBe(5);
+      // Failing open: what the limit admits at most (5 less this hit), never "exhausted".
+      expect(open.statuses[0]!.limitRemaining).toBe(4);
       // The counters are unknown: the policy is sent, no numbers.
       expect(open.responseHeadersToAdd.map((h) => h.key)).toEqual(["RateLimit-Policy"]);
 

@@ -278,12 +278,15 @@ describe("a Redis outage", () => {
         body: { policy: "open", key: "k" },
       });
       expect(open.status).toBe(200);
-      expect(open.body).toMatchObject({ allowed: true, reason: "store-error" });
+      expect(open.body).toMatchObject({ allowed: true, reason: "store-error", remaining: 4 });
+      // The counters are unknown: the headers show the limit and the policy, no figures.
+      expect(open.headers.get("x-ratelimit-limit")).toBe("5");
+      expect(open.headers.get("x-ratelimit-remaining")).toBeNull();
       const closed = await call(s.url, "POST", "/v1/limit", {
         token: key,
         body: { policy: "closed", key: "k" },
       });
-      expect(closed.body).toMatchObject({ allowed: false, reason: "store-error" });
+      expect(closed.body).toMatchObject({ allowed: false, reason: "store-error", remaining: 0 });
       const release = await call(s.url, "POST", "/v1/release", {
         token: key,
         body: { policy: "leases", key: "k", leaseId: "l1" },

@@ -4,7 +4,8 @@ import type { Policy } from "./policy.js";
 /**
  * Why a decision is unusual. Absent for an ordinary decision made by the store.
  * - `blocked`: the key is serving a penalty (`blockDuration`) after an earlier denial;
- * - `store-error`: the store failed and the policy's `onStoreError` (allow/deny) decided;
+ * - `store-error`: the store failed and the policy's `onStoreError` (allow/deny) decided; the
+ *   counters are unknown (see {@link Decision.remaining}), and `resetAfterMs`/`retryAfterMs` are 0;
  * - `insurance`: the store failed and the in-memory insurance limiter decided;
  * - `deny-cache`: answered locally: the key is known to be denied until its retry time;
  * - `shadow`: the policy is in shadow mode and would have denied this request;
@@ -36,7 +37,12 @@ export interface Decision {
   readonly allowed: boolean;
   /** The reported rule's limit (what `X-RateLimit-Limit` shows). */
   readonly limit: number;
-  /** Requests of cost 1 still allowed right after this decision, an integer ≥ 0 (least over all rules). */
+  /**
+   * Requests of cost 1 still allowed right after this decision, an integer ≥ 0 (least over all
+   * rules). When the store failed (`reason: "store-error"`) the counters are unknown: failing
+   * open it is what the policy admits at most (capacity less this cost), so an allowed request
+   * never reads as exhausted; failing closed it is 0. Headers show no remaining then.
+   */
   readonly remaining: number;
   /** Until the reported rule is fully replenished or its window ends (ms). */
   readonly resetAfterMs: number;

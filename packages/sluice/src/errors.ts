@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   "SLUICE_ERR_CORRUPT_STATE",
   "SLUICE_ERR_POLICY_NOT_FOUND",
   "SLUICE_ERR_POLICY_SOURCE",
+  "SLUICE_ERR_MIDDLEWARE",
 ] as const;
 
 /** A sluice error code, see {@link ERROR_CODES}. */
@@ -61,6 +62,25 @@ export class StoreError extends SluiceError {
   ) {
     super(code, message, options);
     this.name = "StoreError";
+  }
+}
+
+/** The function of the HTTP middleware's options that failed, as {@link MiddlewareError} names it. */
+export type MiddlewareStage = "skip" | "limiter" | "key" | "cost" | "strategy.body" | "decision";
+
+/**
+ * The HTTP middleware could not decide a request: a function of its options threw or gave a
+ * value it cannot use (`stage` names which; `decision` is the limiter refusing what it was given,
+ * e.g. a cost above the policy's capacity). The original error is the `cause`. The request is
+ * answered 500 with an `application/problem+json` body, and the middleware's `onError` hears it.
+ */
+export class MiddlewareError extends SluiceError {
+  /** Which function failed. */
+  readonly stage: MiddlewareStage;
+  constructor(stage: MiddlewareStage, message: string, options?: { cause?: unknown }) {
+    super("SLUICE_ERR_MIDDLEWARE", message, options);
+    this.name = "MiddlewareError";
+    this.stage = stage;
   }
 }
 

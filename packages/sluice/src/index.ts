@@ -30,8 +30,15 @@ export type {
 } from "./algorithms/index.js";
 export { parseDuration, formatDuration } from "./duration.js";
 export type { Duration } from "./duration.js";
-export { ERROR_CODES, SluiceError, ValidationError, StoreError, isSluiceError } from "./errors.js";
-export type { ErrorCode, ValidationIssue } from "./errors.js";
+export {
+  ERROR_CODES,
+  SluiceError,
+  ValidationError,
+  StoreError,
+  MiddlewareError,
+  isSluiceError,
+} from "./errors.js";
+export type { ErrorCode, ValidationIssue, MiddlewareStage } from "./errors.js";
 export type { Clock, Timers } from "./clock.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
 export type { RedisStoreOptions, RedisClientLike } from "./stores/redis.js";

@@ -333,10 +333,19 @@ class PolicyLimiter implements Limiter {
     const mode = this.policy.onStoreError;
     if (mode === "insurance") return Promise.resolve(this.insured(key, cost, commit));
     const allowed = mode === "allow";
+    const spec = algorithms[this.policy.algorithm];
+    // Nothing is known about the counters. Failing open, each rule reports what it admits at
+    // most (its capacity, less this request's cost unless it is a peek): the limiter lets
+    // requests through, so nothing reads as "exhausted". Failing closed, nothing passes: 0.
+    // No reset and no wait are invented; headers show neither (see http/headers.ts).
     const rules: RuleDecision[] = this.policy.rules.map((r) =>
-      ruleDecision(r, { allowed, remaining: 0, resetAfterMs: 0, retryAfterMs: 0 }),
+      ruleDecision(r, {
+        allowed,
+        remaining: allowed ? spec.capacity(r) - (commit ? cost : 0) : 0,
+        resetAfterMs: 0,
+        retryAfterMs: 0,
+      }),
     );
-    // Nothing is known about the counters: report no remaining and no wait rather than invent them.
     return Promise.resolve(
       toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error"),
     );

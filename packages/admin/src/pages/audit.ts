@@ -11,6 +11,7 @@ import { diff, show } from "../diff.js";
 import { h, mount, when } from "../dom.js";
 import {
   type Ctx,
+  counted,
   field,
   formError,
   heading,
@@ -206,7 +207,7 @@ export async function auditPage(ctx: Ctx): Promise<void> {
     if (entries.length > 0) oldest = entries[entries.length - 1]!.id;
     more.hidden = entries.length < PAGE;
     count.textContent =
-      shown === 0 ? "" : `${shown} entr${shown === 1 ? "y" : "ies"}${more.hidden ? "" : " so far"}`;
+      shown === 0 ? "" : `${counted(shown, "entry", "entries")}${more.hidden ? "" : " so far"}`;
     if (reset && entries.length === 0) {
       body.appendChild(
         h(

@@ -18,6 +18,7 @@ import {
   isAdmin,
   loading,
   messageOf,
+  noun,
   percent,
   scroller,
 } from "../ui.js";
@@ -268,7 +269,12 @@ export async function overviewPage(ctx: Ctx): Promise<void> {
                 h(
                   "div",
                   { class: "summary", id: "overview-summary" },
-                  h("div", {}, h("strong", {}, String(o.policies.length)), " policies"),
+                  h(
+                    "div",
+                    {},
+                    h("strong", {}, count(o.policies.length)),
+                    ` ${noun(o.policies.length, "policy", "policies")}`,
+                  ),
                   h(
                     "div",
                     {},

@@ -15,7 +15,12 @@ import {
 } from "../api.js";
 import { type Change, diff } from "../diff.js";
 import { h, mount, when } from "../dom.js";
-import { curlLimit, expressSnippet, expressViaServiceSnippet } from "../snippets.js";
+import {
+  curlLimit,
+  expressConnectSnippet,
+  expressSnippet,
+  expressViaServiceSnippet,
+} from "../snippets.js";
 import { REFRESH_MS, every, trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
@@ -256,7 +261,13 @@ function snippetsCard(p: PolicyRecord): HTMLElement {
     copyBlock(curlLimit(p.name), { id: "snippet-curl" }),
     h("h3", {}, "Express, asking the service (console changes apply at once)"),
     copyBlock(expressViaServiceSnippet(p.name), { id: "snippet-express-service" }),
-    h("h3", {}, "Express with the library (sluice/express, the same Redis: one limit)"),
+    h("h3", {}, "Express with the library, following the console (connectPolicies)"),
+    copyBlock(expressConnectSnippet(p.name), { id: "snippet-express-connect" }),
+    h(
+      "h3",
+      {},
+      "Express with the library, a fixed copy (sluice/express, the same Redis: one limit)",
+    ),
     copyBlock(expressSnippet(p), { id: "snippet-express" }),
   );
 }

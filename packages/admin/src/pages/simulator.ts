@@ -19,6 +19,7 @@ import {
 import {
   type Ctx,
   clearIssues,
+  counted,
   durationOrRaw,
   field,
   heading,
@@ -299,7 +300,7 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
       h(
         "p",
         { class: "muted" },
-        `One key, ${sim.runs[0]?.offered ?? 0} requests over ${shortDuration(sim.durationMs)}, in buckets of ${shortDuration(sim.bucketMs)}. Computed with sluice's own algorithm code and a simulated clock; fixed windows start with the run.`,
+        `One key, ${counted(sim.runs[0]?.offered ?? 0, "request", "requests")} over ${shortDuration(sim.durationMs)}, in buckets of ${shortDuration(sim.bucketMs)}. Computed with sluice's own algorithm code and a simulated clock; fixed windows start with the run.`,
       ),
     );
   };

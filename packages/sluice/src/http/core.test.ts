@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ValidationError } from "../errors.js";
+import { type MiddlewareError, ValidationError } from "../errors.js";
 import { createLimiter } from "../limiter.js";
 import { MemoryStore } from "../stores/memory.js";
 import { ManualTime } from "../../../../test/support/manual-time.js";
@@ -118,9 +118,61 @@ describe("RateLimitCore.handle", () => {
     expect((await core.handle(input("198.51.100.6"))).kind).toBe("pass");
   });
 
-  it("propagates an invalid cost as an error", async () => {
-    const core = new RateLimitCore<null>({ limiter, cost: () => 5 });
-    await expect(core.handle(input("198.51.100.7"))).rejects.toThrow(/can never fit/);
+  it("answers an invalid cost with an error outcome naming the limiter, the cause kept", async () => {
+    const heard: MiddlewareError[] = [];
+    const core = new RateLimitCore<null>({
+      limiter,
+      cost: () => 5,
+      onError: (e) => heard.push(e),
+    });
+    const o = await core.handle(input("198.51.100.7"));
+    expect(o.kind).toBe("error");
+    if (o.kind !== "error") return;
+    expect(o.status).toBe(500);
+    expect(o.headers).toEqual([["Content-Type", "application/problem+json"]]);
+    expect(JSON.parse(o.body)).toEqual({
+      type: "about:blank",
+      title: "Internal Server Error",
+      status: 500,
+      detail:
+        "The rate limiter could not decide on this request: the limiter refused the key or cost it was given. The server's log has the error.",
+    });
+    expect(heard).toEqual([o.error]);
+    expect(o.error.stage).toBe("decision");
+    expect((o.error.cause as ValidationError).code).toBe("SLUICE_ERR_COST");
+  });
+
+  it("gives every request function the framework's request first and sluice's view second", async () => {
+    const raw = { user: { id: 42 } };
+    const seen: string[] = [];
+    const core = new RateLimitCore<typeof raw>({
+      limiter: (req, http) => (seen.push(`limiter ${req.user.id} ${http.ip}`), limiter),
+      skip: (req, http) => (seen.push(`skip ${req.user.id} ${http.path}`), false),
+      key: (req, http) => `user:${req.user.id}@${http.ip}`,
+      cost: (req) => (seen.push(`cost ${req.user.id}`), 1),
+      onDecision: (e) => seen.push(`decided ${e.key} ${e.request.raw.user.id}`),
+    });
+    const o = await core.handle({ ...input("198.51.100.8"), raw });
+    expect(o.kind).toBe("pass");
+    expect(seen).toEqual([
+      "skip 42 /",
+      "limiter 42 198.51.100.8",
+      "cost 42",
+      "decided user:42@198.51.100.8 42",
+    ]);
+  });
+
+  it("a throwing onError changes nothing: the answer is still the 500", async () => {
+    const core = new RateLimitCore<null>({
+      limiter,
+      key: () => {
+        throw new Error("boom");
+      },
+      onError: () => {
+        throw new Error("logger down");
+      },
+    });
+    expect((await core.handle(input("198.51.100.11"))).kind).toBe("error");
   });
 });
 

@@ -3,11 +3,17 @@
  * apply the strategy, and say what to send. Adapters only translate requests and responses.
  */
 import type { Decision } from "../decision.js";
+import { MiddlewareError, type MiddlewareStage } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import { type HeaderList, rateLimitHeaders, retryAfterSeconds } from "./headers.js";
 import { cidrContains, formatIp, ipIdentity, parseIp, resolveClientIp } from "./ip.js";
 import { type ResolvedOptions, isLimiter, resolveOptions } from "./options.js";
-import { PROBLEM_CONTENT_TYPE, quotaExceededProblem, storeUnavailableProblem } from "./problem.js";
+import {
+  PROBLEM_CONTENT_TYPE,
+  middlewareErrorProblem,
+  quotaExceededProblem,
+  storeUnavailableProblem,
+} from "./problem.js";
 import type {
   AbortSignalLike,
   DecisionEvent,
@@ -30,7 +36,7 @@ export interface RequestInput<Raw> {
   header(name: string): string | undefined;
   /** The socket's peer address. */
   readonly peer: string | undefined;
-  /** The framework's request object, passed through to user functions. */
+  /** The framework's request object: the first argument of the options' request functions. */
   readonly raw: Raw;
   /** Aborted when the client goes away (ends a `wait`). */
   readonly signal?: AbortSignalLike | undefined;
@@ -66,7 +72,18 @@ export type Outcome<Fallback> =
       readonly fallback: Fallback;
     }
   /** The client went away while waiting: send nothing. */
-  | { readonly kind: "aborted" };
+  | { readonly kind: "aborted" }
+  /**
+   * A function of the options failed (see {@link MiddlewareError}): respond now with this 500
+   * (an `application/problem+json` body naming the function); `onError` has heard `error`.
+   */
+  | {
+      readonly kind: "error";
+      readonly status: number;
+      readonly headers: HeaderList;
+      readonly body: string;
+      readonly error: MiddlewareError;
+    };
 
 /**
  * The shared middleware core. Construct once per middleware; options are validated here (see
@@ -111,21 +128,53 @@ export class RateLimitCore<Raw, Fallback = never> {
     };
   }
 
-  /** Decides a request. Rejects only when a user function (key, cost, skip, limiter selector) throws or a cost is invalid. */
+  /**
+   * Decides a request. Never rejects for what the options' functions do: one that throws or
+   * gives an invalid value makes an `error` outcome (500, problem+json) and reaches `onError`.
+   */
   async handle(input: RequestInput<Raw>): Promise<Outcome<Fallback>> {
+    let stage: MiddlewareStage = "skip";
+    try {
+      const o = this.o;
+      const full = this.request(input);
+      const { parsed, ...req } = full;
+      const raw = input.raw;
+      if (parsed && o.allow.some((n) => cidrContains(n, parsed))) return { kind: "skip" };
+      if (o.skip && (await o.skip(raw, req))) return { kind: "skip" };
+      stage = "limiter";
+      const chosen = await o.selector(raw, req);
+      if (chosen === undefined) return { kind: "skip" };
+      const tier: Tier<Raw> = isLimiter(chosen) ? { limiter: chosen } : chosen;
+      const limiter = tier.limiter;
+      stage = "key";
+      const keyFn = tier.key ?? o.key;
+      const found = keyFn ? await keyFn(raw, req) : undefined;
+      if (found !== undefined && found !== null && typeof found !== "string") {
+        throw new MiddlewareError(
+          "key",
+          `the key function returned ${describe(found)}, not a string (or undefined for the client IP)`,
+        );
+      }
+      const key = found || `ip:${req.ip}`;
+      stage = "cost";
+      const costFn = tier.cost ?? o.cost;
+      const cost = costFn ? await costFn(raw, req) : 1;
+      stage = "decision";
+      return await this.decide(input, req, limiter, key, cost);
+    } catch (err) {
+      return this.failed(err, stage, input.raw);
+    }
+  }
+
+  /** The decision and what the strategy makes of it. */
+  private async decide(
+    input: RequestInput<Raw>,
+    req: HttpRequest<Raw>,
+    limiter: Limiter,
+    key: string,
+    cost: number,
+  ): Promise<Outcome<Fallback>> {
     const o = this.o;
-    const full = this.request(input);
-    const { parsed, ...req } = full;
-    if (parsed && o.allow.some((n) => cidrContains(n, parsed))) return { kind: "skip" };
-    if (o.skip && (await o.skip(req))) return { kind: "skip" };
-    const chosen = await o.selector(req);
-    if (chosen === undefined) return { kind: "skip" };
-    const tier: Tier<Raw> = isLimiter(chosen) ? { limiter: chosen } : chosen;
-    const limiter = tier.limiter;
-    const keyFn = tier.key ?? o.key;
-    const key = (keyFn ? await keyFn(req) : undefined) || `ip:${req.ip}`;
-    const costFn = tier.cost ?? o.cost;
-    const cost = costFn ? await costFn(req) : 1;
     const s = o.strategy;
     const started = o.clock();
 
@@ -191,7 +240,18 @@ export class RateLimitCore<Raw, Fallback = never> {
         decision: d,
       };
     }
-    const custom = s.type === "reject" && s.body ? s.body(d, req) : undefined;
+    let custom: unknown;
+    if (s.type === "reject" && s.body) {
+      try {
+        custom = s.body(d, input.raw, req);
+      } catch (err) {
+        throw new MiddlewareError(
+          "strategy.body",
+          `the strategy.body function threw: ${messageOf(err)}`,
+          { cause: err },
+        );
+      }
+    }
     const body =
       custom === undefined
         ? JSON.stringify(quotaExceededProblem(d))
@@ -210,6 +270,29 @@ export class RateLimitCore<Raw, Fallback = never> {
       headers: [...headers, ["Retry-After", String(retryAfterSeconds(d))], ["Content-Type", type]],
       body,
       decision: d,
+    };
+  }
+
+  /** The answer to a request the options' functions failed on; `onError` hears why. */
+  private failed(err: unknown, stage: MiddlewareStage, raw: Raw): Outcome<Fallback> {
+    const error =
+      err instanceof MiddlewareError
+        ? err
+        : new MiddlewareError(
+            stage,
+            stage === "decision"
+              ? `the limiter failed: ${messageOf(err)}`
+              : `the ${stage} function threw: ${messageOf(err)}`,
+            { cause: err },
+          );
+    const hook = this.o.onError;
+    safe(() => hook(error, raw));
+    return {
+      kind: "error",
+      status: 500,
+      headers: [["Content-Type", PROBLEM_CONTENT_TYPE]],
+      body: JSON.stringify(middlewareErrorProblem(error.stage)),
+      error,
     };
   }
 
@@ -238,6 +321,17 @@ export class RateLimitCore<Raw, Fallback = never> {
       }
     };
   }
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** What a value is, in a few words, for an error message. */
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return `an array (${v.length} items)`;
+  if (typeof v === "object") return "an object";
+  return `a ${typeof v} (${String(v)})`;
 }
 
 function safe(fn: () => void): void {

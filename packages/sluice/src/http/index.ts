@@ -23,8 +23,9 @@ export {
   PROBLEM_CONTENT_TYPE,
   quotaExceededProblem,
   storeUnavailableProblem,
+  middlewareErrorProblem,
 } from "./problem.js";
-export type { ProblemDetails } from "./problem.js";
+export type { ProblemDetails, ServerErrorProblem } from "./problem.js";
 export {
   NAMED_RANGES,
   parseIp,
@@ -52,6 +53,9 @@ export { RateLimitCore } from "./core.js";
 export type { Outcome, RequestInput, Finish } from "./core.js";
 export type {
   HttpRequest,
+  RequestFn,
+  CostFn,
+  SkipFn,
   Tier,
   LimiterSelector,
   RateLimitAction,
@@ -65,3 +69,5 @@ export type {
   AbortSignalLike,
 } from "./types.js";
 export type { Clock, Timers } from "../clock.js";
+export { MiddlewareError } from "../errors.js";
+export type { MiddlewareStage } from "../errors.js";

@@ -6,12 +6,16 @@ import { createHash } from "node:crypto";
 import type { HttpRequest } from "./types.js";
 
 /**
- * Maps a request to the identifier it is counted against. `undefined` or `""` means "no
+ * Maps a request to the identifier it is counted against. It receives the framework's own
+ * request first (Express `req`, Fastify `request`, Koa `ctx`, Hono `c`, node:http `req`: write
+ * it as you would for that framework) and sluice's framework-free view of it second (the client
+ * IP after the trusted-proxy walk, the route pattern, headers). `undefined` or `""` means "no
  * identity here": the request is then counted against its client IP (never let through
  * unlimited, or leaving out an API key would escape the limit).
  */
 export type KeyFn<Raw = unknown> = (
-  req: HttpRequest<Raw>,
+  req: Raw,
+  http: HttpRequest<Raw>,
 ) => string | undefined | Promise<string | undefined>;
 
 /** A short, stable digest: secrets (API keys, tokens) never reach the store or logs in clear. */
@@ -23,17 +27,17 @@ export function digest(value: string): string {
 export const keys = {
   /** The client IP (after the trusted-proxy walk, IPv6 grouped by prefix): `ip:203.0.113.7`, `ip:2001:db8:1:2::/64`. The default. */
   ip<Raw = unknown>(): KeyFn<Raw> {
-    return (req) => `ip:${req.ip}`;
+    return (_req, http) => `ip:${http.ip}`;
   },
   /**
-   * An authenticated user id, e.g. `keys.user((req) => req.raw.user?.id)`: `user:42`.
-   * Anonymous requests (`undefined`) fall back to the client IP.
+   * An authenticated user id, from the framework's request: `keys.user((req) => req.user?.id)`
+   * gives `user:42`. Anonymous requests (`undefined`, `null`, `""`) fall back to the client IP.
    */
   user<Raw = unknown>(
-    id: (req: HttpRequest<Raw>) => string | number | undefined | null,
+    id: (req: Raw, http: HttpRequest<Raw>) => string | number | undefined | null,
   ): KeyFn<Raw> {
-    return (req) => {
-      const v = id(req);
+    return (req, http) => {
+      const v = id(req, http);
       return v === undefined || v === null || v === "" ? undefined : `user:${String(v)}`;
     };
   },
@@ -42,8 +46,8 @@ export const keys = {
    * `apikey:<27 chars>`. Requests without the header fall back to the client IP.
    */
   apiKey<Raw = unknown>(header = "x-api-key"): KeyFn<Raw> {
-    return (req) => {
-      const v = req.header(header);
+    return (_req, http) => {
+      const v = http.header(header);
       return v === undefined || v === "" ? undefined : `apikey:${digest(v)}`;
     };
   },
@@ -53,16 +57,16 @@ export const keys = {
    * Hono, koa-router), else the path — beware that raw paths with ids make one key per id.
    */
   route<Raw = unknown>(inner?: KeyFn<Raw>): KeyFn<Raw> {
-    return async (req) => {
-      const who = (inner ? await inner(req) : undefined) || `ip:${req.ip}`;
-      return `route:${req.method} ${req.route ?? req.path}|${who}`;
+    return async (req, http) => {
+      const who = (inner ? await inner(req, http) : undefined) || `ip:${http.ip}`;
+      return `route:${http.method} ${http.route ?? http.path}|${who}`;
     };
   },
   /** The first identity that is present: `keys.first(keys.apiKey(), keys.user(...))` (then the IP). */
   first<Raw = unknown>(...fns: KeyFn<Raw>[]): KeyFn<Raw> {
-    return async (req) => {
+    return async (req, http) => {
       for (const fn of fns) {
-        const v = await fn(req);
+        const v = await fn(req, http);
         if (v) return v;
       }
       return undefined;

@@ -11,16 +11,18 @@ import {
   systemTimers,
 } from "../clock.js";
 import type { Decision } from "../decision.js";
-import { ValidationError, type ValidationIssue } from "../errors.js";
+import { type MiddlewareError, ValidationError, type ValidationIssue } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import { HEADER_FORMATS, type HeaderFormat } from "./headers.js";
 import { type Cidr, type ProxyHeader, type TrustFn, compileTrust, parseCidrList } from "./ip.js";
 import type { KeyFn } from "./keys.js";
 import type {
+  CostFn,
   DecisionEvent,
   HttpRequest,
   LimiterSelector,
   RateLimitOptions,
+  SkipFn,
   Strategy,
 } from "./types.js";
 
@@ -39,6 +41,7 @@ export const OPTION_KEYS: { readonly [K in keyof Required<RateLimitOptions>]: tr
   allowList: true,
   countOnly: true,
   onDecision: true,
+  onError: true,
   cost: true,
   clock: true,
   timers: true,
@@ -50,7 +53,7 @@ export const OPTION_KEYS: { readonly [K in keyof Required<RateLimitOptions>]: tr
 export type ResolvedStrategy<Raw, Fallback> =
   | {
       readonly type: "reject";
-      readonly body: ((d: Decision, req: HttpRequest<Raw>) => unknown) | undefined;
+      readonly body: ((d: Decision, req: Raw, http: HttpRequest<Raw>) => unknown) | undefined;
     }
   | { readonly type: "wait"; readonly maxWaitMs: number; readonly maxQueue: number }
   | { readonly type: "degrade"; readonly fallback: Fallback }
@@ -64,11 +67,12 @@ export interface ResolvedOptions<Raw, Fallback> {
   readonly trust: TrustFn;
   readonly proxyHeader: ProxyHeader;
   readonly strategy: ResolvedStrategy<Raw, Fallback>;
-  readonly skip: ((req: HttpRequest<Raw>) => boolean | Promise<boolean>) | undefined;
+  readonly skip: SkipFn<Raw> | undefined;
   readonly allow: readonly Cidr[];
   readonly countOnly: "failed" | "successful" | undefined;
   readonly onDecision: ((e: DecisionEvent<Raw>) => void) | undefined;
-  readonly cost: ((req: HttpRequest<Raw>) => number | Promise<number>) | undefined;
+  readonly onError: (error: MiddlewareError, req: Raw) => void;
+  readonly cost: CostFn<Raw> | undefined;
   readonly clock: Clock;
   readonly timers: Timers;
   readonly grouping: { readonly ipv4Prefix: number; readonly ipv6Prefix: number };
@@ -95,6 +99,11 @@ function defaultShadowLog(e: DecisionEvent): void {
       path: e.request.path,
     }),
   );
+}
+
+/** The default `onError`: the error, its cause and stack on stderr, as a server logs a 500. */
+function defaultErrorLog(error: MiddlewareError): void {
+  console.error("sluice: rate limiting failed, answered 500:", error);
 }
 
 /** Validates the middleware's options; throws a `ValidationError` listing every problem. */
@@ -124,7 +133,7 @@ export function resolveOptions<Raw, Fallback>(
       "is required: a limiter from createLimiter(), or a function of the request returning one",
     );
   }
-  for (const f of ["key", "skip", "onDecision", "cost", "clock"] as const) {
+  for (const f of ["key", "skip", "onDecision", "onError", "cost", "clock"] as const) {
     if (o[f] !== undefined && typeof o[f] !== "function") fail(f, "must be a function");
   }
   const timers = o.timers ?? systemTimers;
@@ -180,6 +189,7 @@ export function resolveOptions<Raw, Fallback>(
     allow,
     countOnly: o.countOnly,
     onDecision: o.onDecision,
+    onError: o.onError ?? defaultErrorLog,
     cost: o.cost,
     clock: o.clock ?? systemClock,
     timers,

@@ -3,6 +3,7 @@
  * problem types (`application/problem+json`).
  */
 import type { Decision } from "../decision.js";
+import type { MiddlewareStage } from "../errors.js";
 import { retryAfterSeconds, ruleItemName, violatedPolicies } from "./headers.js";
 
 /** The draft's problem type for a request over its quota (sent with 429). */
@@ -57,5 +58,35 @@ export function storeUnavailableProblem(d: Decision): ProblemDetails {
     detail:
       "The rate limiter cannot reach its store and is configured to deny requests until it can.",
     "violated-policies": d.rules.map((_, i) => ruleItemName(d, i)),
+  };
+}
+
+/** A problem details object (RFC 9457) for a request the middleware could not decide. */
+export interface ServerErrorProblem {
+  /** `about:blank`: the problem is the status itself. */
+  readonly type: "about:blank";
+  /** The status's reason phrase. */
+  readonly title: "Internal Server Error";
+  /** 500. */
+  readonly status: 500;
+  /** Which function failed, never its error (the server's log has it). */
+  readonly detail: string;
+}
+
+/**
+ * The body of a 500 sent when a function of the middleware's options (key, cost, skip, limiter)
+ * threw or gave an invalid value. It names the function, never the error, whose message may
+ * hold what a client must not see; `onError` (default `console.error`) has the error itself.
+ */
+export function middlewareErrorProblem(stage: MiddlewareStage): ServerErrorProblem {
+  const what =
+    stage === "decision"
+      ? "the limiter refused the key or cost it was given"
+      : `its ${stage} function failed`;
+  return {
+    type: "about:blank",
+    title: "Internal Server Error",
+    status: 500,
+    detail: `The rate limiter could not decide on this request: ${what}. The server's log has the error.`,
   };
 }

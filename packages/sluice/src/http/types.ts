@@ -4,12 +4,16 @@
  */
 import type { Clock, Timers } from "../clock.js";
 import type { Decision } from "../decision.js";
+import type { MiddlewareError } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import type { HeaderFormat } from "./headers.js";
 import type { IpGrouping, ProxyHeader, TrustProxy } from "./ip.js";
 import type { KeyFn } from "./keys.js";
 
-/** A request as the core sees it, whatever the framework. */
+/**
+ * A request as the core sees it, whatever the framework: the second argument of every request
+ * function of the options (`key`, `skip`, `cost`, `limiter`, …), after the framework's own request.
+ */
 export interface HttpRequest<Raw = unknown> {
   /** `GET`, `POST`, … */
   readonly method: string;
@@ -32,6 +36,20 @@ export interface HttpRequest<Raw = unknown> {
   readonly raw: Raw;
 }
 
+/**
+ * A function of the request, as every request callback of the options is: `req` is the
+ * framework's own request (Express `req`, Fastify `request`, Koa `ctx`, Hono `c`, node:http
+ * `req`), `http` the same request as sluice sees it (the client IP after the trusted-proxy walk,
+ * the route pattern, headers).
+ */
+export type RequestFn<Raw, T> = (req: Raw, http: HttpRequest<Raw>) => T | Promise<T>;
+
+/** Units a request costs: a positive integer no larger than the policy's capacity. */
+export type CostFn<Raw = unknown> = RequestFn<Raw, number>;
+
+/** True to leave a request unlimited (no decision, no headers). */
+export type SkipFn<Raw = unknown> = RequestFn<Raw, boolean>;
+
 /** A limiter chosen for one request, with an optional key function that overrides the middleware's. */
 export interface Tier<Raw = unknown> {
   /** The limiter for this request. */
@@ -39,16 +57,14 @@ export interface Tier<Raw = unknown> {
   /** The key for this tier (e.g. the user id for authenticated callers). Default: the middleware's `key`. */
   readonly key?: KeyFn<Raw>;
   /** The cost for this tier. Default: the middleware's `cost`. */
-  readonly cost?: (req: HttpRequest<Raw>) => number | Promise<number>;
+  readonly cost?: CostFn<Raw>;
 }
 
 /**
  * Chooses a limiter per request (tiers, per-route policies): return a limiter, a {@link Tier},
  * or `undefined` to leave the request unlimited.
  */
-export type LimiterSelector<Raw = unknown> = (
-  req: HttpRequest<Raw>,
-) => Limiter | Tier<Raw> | undefined | Promise<Limiter | Tier<Raw> | undefined>;
+export type LimiterSelector<Raw = unknown> = RequestFn<Raw, Limiter | Tier<Raw> | undefined>;
 
 /** What the middleware did with a request; passed to `onDecision`. */
 export type RateLimitAction =
@@ -85,8 +101,8 @@ export interface DecisionEvent<Raw = unknown> {
 /** Respond 429 with an `application/problem+json` body (the default). */
 export interface RejectStrategy<Raw = unknown> {
   readonly type: "reject";
-  /** Replace the problem details object (serialised as JSON). Headers and status stay. */
-  readonly body?: (decision: Decision, req: HttpRequest<Raw>) => unknown;
+  /** Replace the problem details object (serialised as JSON; a string is sent as text). Headers and status stay. */
+  readonly body?: (decision: Decision, req: Raw, http: HttpRequest<Raw>) => unknown;
 }
 
 /** Hold the request until it may pass, in arrival order per key; reject when that would take longer than `maxWaitMs`. */
@@ -125,7 +141,10 @@ export type Strategy<Raw = unknown, Fallback = never> =
 export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGrouping {
   /** The limiter (from `createLimiter`), or a function choosing one per request (tiers, per-route policies). */
   limiter: Limiter | LimiterSelector<Raw>;
-  /** Who the request counts against. Default: the client IP (`keys.ip()`). */
+  /**
+   * Who the request counts against, from the framework's request: `(req) => req.user?.id`
+   * (the framework-free view is the second argument). Default: the client IP (`keys.ip()`).
+   */
   key?: KeyFn<Raw>;
   /** Which headers to send: `"github"`, `"ietf"`, `"both"` (default) or `false`. `Retry-After` is sent on every 429 regardless. */
   headers?: HeaderFormat | false;
@@ -136,7 +155,7 @@ export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGro
   /** What to do over the limit. Default `"reject"`. */
   strategy?: Strategy<Raw, Fallback>;
   /** Leave matching requests unlimited (no decision, no headers). */
-  skip?: (req: HttpRequest<Raw>) => boolean | Promise<boolean>;
+  skip?: SkipFn<Raw>;
   /** Client IPs/CIDRs (or `loopback`, `linklocal`, `uniquelocal`) that are never limited. */
   allowList?: readonly string[];
   /**
@@ -148,7 +167,15 @@ export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGro
   /** Called after every decision (logs, metrics). Exceptions thrown by it are ignored. */
   onDecision?: (event: DecisionEvent<Raw>) => void;
   /** Units a request costs (a positive integer). Default 1. */
-  cost?: (req: HttpRequest<Raw>) => number | Promise<number>;
+  cost?: CostFn<Raw>;
+  /**
+   * Hears every request the middleware could not decide because one of the functions above
+   * (`key`, `cost`, `skip`, `limiter`, `strategy.body`) threw or gave an invalid value: a
+   * {@link MiddlewareError} (`SLUICE_ERR_MIDDLEWARE`) naming the function, with the original
+   * error as its `cause`. The request is answered 500 with a problem+json body either way.
+   * Default: `console.error`. Exceptions thrown by it are ignored.
+   */
+  onError?: (error: MiddlewareError, req: Raw) => void;
   /**
    * Epoch-ms clock for `X-RateLimit-Reset`, `waitedMs` and the `wait` strategy's deadlines and
    * retry times. Default `Date.now`. Inject the store's clock in tests.

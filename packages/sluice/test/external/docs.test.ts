@@ -1,20 +1,21 @@
 /**
- * The documentation's code is tested the way a reader uses it: every TypeScript snippet of the
- * README and the library's docs is copied, in order, into a program that imports the built
- * package by name; each program must type-check under strict TypeScript, and those that need
- * no server (they import only `sluice` and `sluice/algorithms`) must also run.
+ * The documentation's code is tested the way a reader uses it: every TypeScript (`ts`) and
+ * JavaScript (`js`) snippet of the README and the library's docs is copied, in order, into a
+ * program that imports the built package by name; each program must type-check under strict
+ * TypeScript (JavaScript with `checkJs`), and those that need no server (they import only
+ * `sluice` and `sluice/algorithms`) must also run. The README's first Express program is run
+ * as an app by test/install.test.ts, from the packed tarball.
  *
  * A snippet that begins with imports starts a new program; one without continues the program
  * before it (in its own block, so that it may declare a name again, as a reader's next edit
  * would). The work a reader fills in (`callModel`, `runReport`) is the only thing supplied.
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-
-const root = fileURLToPath(new URL("../../../../", import.meta.url));
+import { type Block, blocks, repoRoot as root } from "../../../../test/support/markdown.js";
+import { typecheck } from "../../../../test/support/tsc.js";
 
 /** The documents whose snippets are checked. */
 const DOCS = [
@@ -26,37 +27,21 @@ const DOCS = [
   "packages/sluice/src/algorithms/README.md",
 ];
 
-/** Stand-ins for the reader's own work that the snippets call. */
-const PRELUDE = `// The reader's own work, named in the snippets.
+/** Stand-ins for the reader's own work that the snippets call (TypeScript, and JavaScript). */
+const PRELUDE = {
+  ts: `// The reader's own work, named in the snippets.
 const callModel = async (): Promise<number> => 1_800;
 const runReport = async (): Promise<void> => undefined;
-`;
+`,
+  js: "",
+} as const;
 
-interface Block {
-  readonly where: string;
-  readonly lang: string;
-  readonly code: string;
-}
-
-/** The fenced code blocks of a Markdown file, dedented (a block may sit inside a list item). */
-function blocks(file: string): Block[] {
-  const lines = readFileSync(join(root, file), "utf8").split("\n");
-  const out: Block[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    const open = /^(\s*)```(\w*)\s*$/.exec(lines[i]!);
-    if (!open) continue;
-    const indent = open[1]!.length;
-    const start = i;
-    const body: string[] = [];
-    for (i++; i < lines.length && !/^\s*```\s*$/.test(lines[i]!); i++)
-      body.push(lines[i]!.slice(indent));
-    out.push({ where: `${file}:${start + 1}`, lang: open[2]!, code: body.join("\n") });
-  }
-  return out;
-}
+/** The languages checked, by fence: TypeScript and JavaScript (ESM). */
+const LANGS: Record<string, "ts" | "js"> = { ts: "ts", js: "js" };
 
 interface Program {
   readonly name: string;
+  readonly lang: "ts" | "js";
   readonly blocks: Block[];
 }
 
@@ -65,12 +50,18 @@ function startsWithImport(code: string): boolean {
   return first?.startsWith("import ") ?? false;
 }
 
-/** The programs a reader assembles from one document. */
+/**
+ * The programs a reader assembles from one document: a block that begins with imports starts
+ * one, a block without continues the last program of its language.
+ */
 function programs(file: string): Program[] {
-  const out: Array<{ name: string; blocks: Block[] }> = [];
-  for (const b of blocks(file).filter((x) => x.lang === "ts" || x.lang === "typescript")) {
-    if (startsWithImport(b.code) || out.length === 0) out.push({ name: b.where, blocks: [b] });
-    else out[out.length - 1]!.blocks.push(b);
+  const out: Program[] = [];
+  for (const b of blocks(file)) {
+    const lang = LANGS[b.lang];
+    if (!lang) continue;
+    const last = out.findLast((p) => p.lang === lang);
+    if (startsWithImport(b.code) || !last) out.push({ name: b.where, lang, blocks: [b] });
+    else last.blocks.push(b);
   }
   return out;
 }
@@ -80,7 +71,7 @@ function source(p: Program): string {
   return [
     `// ${first!.where}`,
     first!.code,
-    PRELUDE,
+    PRELUDE[p.lang],
     ...rest.map((b) => `// ${b.where}\n{\n${b.code}\n}`),
     "export {};",
   ].join("\n");
@@ -104,51 +95,60 @@ describe("the documentation's TypeScript", () => {
     // Inside the repository's node_modules, so that "sluice" resolves as an installed package.
     dir = mkdtempSync(join(root, "node_modules", ".sluice-docs-"));
     all.forEach((p, i) => {
-      const file = join(dir, `program-${i}.mts`);
+      const file = join(dir, `program-${i}.${p.lang === "ts" ? "mts" : "mjs"}`);
       writeFileSync(file, source(p));
       files.set(p, file);
     });
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it("is all in ts blocks (so every snippet is checked), and there is some in every document", () => {
+  it("is all in ts or js blocks (so every snippet is checked), and there is some in every document", () => {
     for (const file of DOCS) {
       const b = blocks(file);
       expect(
-        b.filter((x) => ["js", "javascript", "tsx", "mjs"].includes(x.lang)).map((x) => x.where),
+        b
+          .filter((x) => ["javascript", "typescript", "tsx", "jsx", "mjs", "cjs"].includes(x.lang))
+          .map((x) => x.where),
       ).toEqual([]);
       expect(programs(file).length, file).toBeGreaterThan(0);
     }
   });
 
+  it("starts the README with a complete Express program in plain JavaScript, then its Redis change", () => {
+    const readme = programs("README.md");
+    const [first, second] = readme;
+    expect(first!.lang).toBe("js");
+    expect(first!.blocks).toHaveLength(1);
+    expect(first!.blocks[0]!.code).toMatch(/from "sluice\/express"/);
+    expect(first!.blocks[0]!.code).toMatch(/\.listen\(/);
+    expect(second!.lang).toBe("js");
+    expect(second!.blocks[0]!.code).toMatch(/redisStore\(/);
+    // Plain JavaScript: nothing only TypeScript accepts (a non-null `!`, type annotations).
+    for (const p of [first!, second!]) expect(p.blocks[0]!.code).not.toMatch(/!\)|: string\b/);
+  });
+
   it("type-checks under strict TypeScript, each program copied in order", () => {
-    writeFileSync(
-      join(dir, "tsconfig.json"),
-      JSON.stringify({
-        compilerOptions: {
-          strict: true,
-          noEmit: true,
-          target: "es2022",
-          lib: ["es2023"],
-          module: "nodenext",
-          moduleResolution: "nodenext",
-          types: ["node"],
-          // The frameworks' own declarations are not ours to check (see imports.test.ts for
-          // the package's own, checked in full).
-          skipLibCheck: true,
-        },
-        files: [...files.values()],
-      }),
-    );
-    const r = spawnSync(
-      process.execPath,
-      [join(root, "node_modules/typescript/bin/tsc"), "-p", join(dir, "tsconfig.json")],
-      { cwd: root, encoding: "utf8" },
+    const r = typecheck(
+      dir,
+      {
+        strict: true,
+        target: "es2022",
+        lib: ["es2023"],
+        module: "nodenext",
+        moduleResolution: "nodenext",
+        types: ["node"],
+        allowJs: true,
+        checkJs: true,
+        // The frameworks' own declarations are not ours to check (see imports.test.ts for
+        // the package's own, checked in full).
+        skipLibCheck: true,
+      },
+      [...files.values()],
     );
     const report = [...files.entries()]
       .map(([p, f]) => `${f} = ${p.blocks.map((b) => b.where).join(" + ")}`)
       .join("\n");
-    expect(r.stdout + r.stderr, report).toBe("");
+    expect(r.output, report).toBe("");
     expect(r.status).toBe(0);
   });
 

@@ -2,12 +2,13 @@
  * Consumers are tested the way they import: the built package, through its package.json
  * exports, from CommonJS, ESM and TypeScript.
  */
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { typecheck } from "../../../../test/support/tsc.js";
 
 const root = fileURLToPath(new URL("../../../../", import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), "sluice-imports-"));
@@ -149,28 +150,20 @@ export const m = rateLimit;`,
           join(d, "cjs.cts"),
           `import m = require(${JSON.stringify(entry)});\nexport = m;\n`,
         );
-        writeFileSync(
-          join(d, "tsconfig.json"),
-          JSON.stringify({
-            compilerOptions: {
-              strict: true,
-              noEmit: true,
-              target: "es2022",
-              lib,
-              module: "nodenext",
-              moduleResolution: "nodenext",
-              types: [],
-              skipLibCheck: false,
-            },
-            files: ["esm.mts", "cjs.cts"],
-          }),
+        const r = typecheck(
+          d,
+          {
+            strict: true,
+            target: "es2022",
+            lib,
+            module: "nodenext",
+            moduleResolution: "nodenext",
+            types: [],
+            skipLibCheck: false,
+          },
+          ["esm.mts", "cjs.cts"],
         );
-        const r = spawnSync(
-          process.execPath,
-          [join(root, "node_modules/typescript/bin/tsc"), "-p", join(d, "tsconfig.json")],
-          { cwd: root, encoding: "utf8" },
-        );
-        expect(r.stdout + r.stderr).toBe("");
+        expect(r.output).toBe("");
         expect(r.status).toBe(0);
       } finally {
         rmSync(d, { recursive: true, force: true });

@@ -5,7 +5,12 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createLimiter, memoryStore, type Store } from "sluice";
 import type { DecisionEvent } from "../../src/http/index.js";
-import { QUOTA_EXCEEDED_TYPE } from "../../src/http/index.js";
+import {
+  MiddlewareError,
+  type MiddlewareStage,
+  QUOTA_EXCEEDED_TYPE,
+  middlewareErrorProblem,
+} from "../../src/http/index.js";
 import { ManualTime } from "../../../../test/support/manual-time.js";
 import { type HarnessOptions, type Running, harnesses, releaseHold } from "./harness.js";
 
@@ -589,7 +594,11 @@ describe.each(harnesses)("$name adapter", (h) => {
     const { url } = await start({ limiter, clock: c.now, allowList: ["127.0.0.0/8"] });
     for (let i = 0; i < 3; i++) expect(rateHeaders(await get(url))).toEqual({});
     await running?.close();
-    const again = await start({ limiter, clock: c.now, skip: (req) => req.path === "/users/1" });
+    const again = await start({
+      limiter,
+      clock: c.now,
+      skip: (_req, http) => http.path === "/users/1",
+    });
     for (let i = 0; i < 3; i++) expect((await get(`${again.url}/users/1`)).status).toBe(200);
     expect((await get(again.url)).status).toBe(200);
     expect((await get(again.url)).status).toBe(429);
@@ -607,8 +616,8 @@ describe.each(harnesses)("$name adapter", (h) => {
     });
     const { url } = await start({
       clock: c.now,
-      limiter: (req) => {
-        const user = req.header("x-user");
+      limiter: (_req, http) => {
+        const user = http.header("x-user");
         return user ? { limiter: authed, key: () => `user:${user}` } : anon;
       },
     });
@@ -635,7 +644,7 @@ describe.each(harnesses)("$name adapter", (h) => {
       limiter,
       clock: c.now,
       key: keys.apiKey(),
-      cost: (req) => (req.path.startsWith("/users") ? 4 : 1),
+      cost: (_req, http) => (http.path.startsWith("/users") ? 4 : 1),
       onDecision: (e) => seen.push(e.key),
     });
     const a = await get(`${url}/users/1`, { "x-api-key": "secret-1" });
@@ -647,7 +656,54 @@ describe.each(harnesses)("$name adapter", (h) => {
     expect(seen[0]).not.toBe(seen[1]);
   });
 
-  it("answers 500 (never passes) when a key function throws", async () => {
+  it("answers a problem+json 500 (never passes, never a stack trace) when a function of the options fails", async () => {
+    const limiter = createLimiter({ policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
+    const heard: Array<{ error: MiddlewareError; req: unknown }> = [];
+    const onError = (error: MiddlewareError, req: unknown) => heard.push({ error, req });
+    const cases: Array<[HarnessOptions, MiddlewareStage, RegExp]> = [
+      [
+        {
+          limiter,
+          onError,
+          key: () => {
+            throw new Error("boom at /srv/app/secret.js:12");
+          },
+        },
+        "key",
+        /^the key function threw: boom/,
+      ],
+      [
+        { limiter, onError, skip: () => Promise.reject(new Error("flag service down")) },
+        "skip",
+        /^the skip function threw: flag service down$/,
+      ],
+      [
+        { limiter, onError, key: () => ["a", "b"] as unknown as string },
+        "key",
+        /^the key function returned an array \(2 items\), not a string/,
+      ],
+      [{ limiter, onError, cost: () => 5 }, "decision", /^the limiter failed: .*can never fit/],
+    ];
+    for (const [options, stage, message] of cases) {
+      heard.length = 0;
+      const { url } = await start(options);
+      const r = await get(url);
+      expect(r.status).toBe(500);
+      expect(r.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(r.text_)).toEqual(middlewareErrorProblem(stage));
+      expect(r.text_).not.toMatch(/boom|secret|flag service|at .*:\d+/);
+      expect(heard).toHaveLength(1);
+      expect(heard[0]!.error).toBeInstanceOf(MiddlewareError);
+      expect(heard[0]!.error.code).toBe("SLUICE_ERR_MIDDLEWARE");
+      expect(heard[0]!.error.stage).toBe(stage);
+      expect(heard[0]!.error.message).toMatch(message);
+      expect(heard[0]!.req).toBeTypeOf("object");
+      await running?.close();
+      running = undefined;
+    }
+  });
+
+  it("logs the failure with console.error when no onError is given", async () => {
     const limiter = createLimiter({ policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
     const { url } = await start({
       limiter,
@@ -655,15 +711,17 @@ describe.each(harnesses)("$name adapter", (h) => {
         throw new Error("boom");
       },
     });
+    const logged: unknown[][] = [];
     const err = console.error;
-    console.error = () => undefined;
+    console.error = (...args: unknown[]) => void logged.push(args);
     try {
-      const r = await get(url);
-      expect(r.status).toBe(500);
-      expect(r.text_).not.toBe("ok");
+      expect((await get(url)).status).toBe(500);
     } finally {
       console.error = err;
     }
+    expect(logged).toHaveLength(1);
+    expect(String(logged[0]![0])).toMatch(/^sluice: rate limiting failed, answered 500/);
+    expect((logged[0]![1] as MiddlewareError).cause).toEqual(new Error("boom"));
   });
 });
 

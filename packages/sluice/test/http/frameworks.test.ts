@@ -2,18 +2,20 @@
  * What only one framework has: Fastify route-level config and plugin registration, Express
  * route middleware with route keys, Hono's route pattern and non-node peers, Koa's ctx.state.
  */
-import { createServer, type Server } from "node:http";
+import { type IncomingMessage, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express from "express";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Hono } from "hono";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
-import { createLimiter, memoryStore, ValidationError } from "sluice";
-import { keys, rateLimit as expressLimit } from "sluice/express";
+import { serve } from "@hono/node-server";
+import { type Limiter, createLimiter, memoryStore, ValidationError } from "sluice";
+import { keys, middlewareErrorProblem, rateLimit as expressLimit } from "sluice/express";
 import fastifyRateLimit, { rateLimit as fastifyLimit } from "sluice/fastify";
 import { rateLimit as honoLimit } from "sluice/hono";
 import { rateLimit as koaLimit } from "sluice/koa";
+import { rateLimit as nodeLimit } from "sluice/node";
 
 const T0 = 1_700_000_000_000;
 const clock = () => T0;
@@ -114,27 +116,185 @@ describe("express", () => {
       "route:GET /posts/:id|ip:127.0.0.1",
     ]);
   });
+});
 
-  it("passes errors from key functions to the error handlers", async () => {
-    const app = express();
-    app.use(
-      expressLimit({
-        limiter: limiterOf("x", 1),
-        key: async () => {
-          throw new Error("no identity service");
-        },
-      }),
-    );
-    app.get("/", (_req, res) => void res.send("ok"));
-    app.use(
-      (err: Error, _req: express.Request, res: express.Response, _next: express.NextFunction) =>
-        void res.status(503).send(err.message),
-    );
-    const base = await listen(createServer(app));
-    const r = await fetch(base);
-    expect(r.status).toBe(503);
-    expect(await r.text()).toBe("no identity service");
+/**
+ * A key function written the framework's way, and what a throwing one answers, in a real app of
+ * each framework: the first argument is that framework's request (with what earlier middleware
+ * put on it), the second sluice's view of it.
+ */
+describe("request functions get the framework's own request", () => {
+  interface Seen {
+    keys: string[];
+    ips: string[];
+  }
+  interface App {
+    readonly name: string;
+    /** An app where earlier middleware sets the user `u1`, limited by `limiter` with a key from `?k=`. */
+    start(limiter: Limiter, seen: Seen, throwing?: boolean): Promise<string>;
+  }
+  /** Notes a key read from the framework's request with sluice's IP, and returns it; or throws. */
+  const noter = (seen: Seen, throwing: boolean | undefined) => (ip: string, key: string) => {
+    if (throwing) throw new Error("identity service down");
+    seen.keys.push(key);
+    seen.ips.push(ip);
+    return key;
+  };
+  const onError = () => undefined;
+
+  const apps: App[] = [
+    {
+      name: "express",
+      async start(limiter, seen, throwing) {
+        const app = express();
+        app.use((req, _res, next) => {
+          (req as express.Request & { user?: string }).user = "u1";
+          next();
+        });
+        app.use(
+          expressLimit({
+            limiter,
+            onError,
+            // As an Express user writes it: Express's req, its query and what middleware set.
+            key: (req, http) =>
+              noter(seen, throwing)(
+                http.ip,
+                `${(req as express.Request & { user?: string }).user}:${req.query.k as string}`,
+              ),
+            skip: (req) => req.get("x-skip") === "1",
+          }),
+        );
+        app.get("/", (_req, res) => void res.send("ok"));
+        return listen(createServer(app));
+      },
+    },
+    {
+      name: "fastify",
+      async start(limiter, seen, throwing) {
+        return fastify(async (app) => {
+          app.decorateRequest("user", "");
+          app.addHook("onRequest", async (request) => {
+            (request as typeof request & { user: string }).user = "u1";
+          });
+          await app.register(
+            fastifyLimit({
+              limiter,
+              onError,
+              key: (request, http) =>
+                noter(seen, throwing)(
+                  http.ip,
+                  `${(request as typeof request & { user: string }).user}:${(request.query as { k?: string }).k}`,
+                ),
+              skip: (request) => request.headers["x-skip"] === "1",
+            }),
+          );
+          app.get("/", async () => "ok");
+        });
+      },
+    },
+    {
+      name: "koa",
+      async start(limiter, seen, throwing) {
+        const app = new Koa();
+        app.use(async (ctx, next) => {
+          ctx.state.user = "u1";
+          await next();
+        });
+        app.use(
+          koaLimit({
+            limiter,
+            onError,
+            key: (ctx, http) =>
+              noter(seen, throwing)(
+                http.ip,
+                `${ctx.state.user as string}:${ctx.query.k as string}`,
+              ),
+            skip: (ctx) => ctx.get("x-skip") === "1",
+          }),
+        );
+        app.use((ctx) => {
+          ctx.body = "ok";
+        });
+        return listen(createServer(app.callback()));
+      },
+    },
+    {
+      name: "hono",
+      async start(limiter, seen, throwing) {
+        const app = new Hono<{ Variables: { user: string } }>();
+        app.use(async (c, next) => {
+          c.set("user", "u1");
+          await next();
+        });
+        app.use(
+          honoLimit({
+            limiter,
+            onError,
+            key: (c, http) =>
+              noter(seen, throwing)(http.ip, `${c.get("user") as string}:${c.req.query("k")}`),
+            skip: (c) => c.req.header("x-skip") === "1",
+          }),
+        );
+        app.get("/", (c) => c.text("ok"));
+        return new Promise((resolve) => {
+          const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, (info) => {
+            closers.push(
+              () => new Promise((r) => ((server as Server).closeAllConnections(), server.close(r))),
+            );
+            resolve(`http://127.0.0.1:${info.port}`);
+          });
+        });
+      },
+    },
+    {
+      name: "node",
+      async start(limiter, seen, throwing) {
+        const limit = nodeLimit({
+          limiter,
+          onError,
+          key: (req, http) =>
+            noter(seen, throwing)(
+              http.ip,
+              `${(req as IncomingMessage & { user?: string }).user}:${new URL(req.url ?? "/", "http://x").searchParams.get("k")}`,
+            ),
+          skip: (req) => req.headers["x-skip"] === "1",
+        });
+        const handler = limit((_req, res) => res.end("ok"));
+        return listen(
+          createServer((req, res) => {
+            (req as IncomingMessage & { user?: string }).user = "u1"; // as earlier middleware would
+            return handler(req, res);
+          }),
+        );
+      },
+    },
+  ];
+
+  it.each(apps)("$name: the key from its own request, the IP from sluice's", async (a) => {
+    const seen: Seen = { keys: [], ips: [] };
+    const base = await a.start(limiterOf(`native-${a.name}`, 1), seen);
+    expect(await status(`${base}/?k=a`)).toBe(200);
+    expect(await status(`${base}/?k=a`)).toBe(429);
+    expect(await status(`${base}/?k=b`)).toBe(200);
+    const skipped = await fetch(`${base}/?k=a`, { headers: { "x-skip": "1" } });
+    expect(skipped.status).toBe(200);
+    expect(skipped.headers.get("ratelimit")).toBeNull();
+    expect(seen).toEqual({
+      keys: ["u1:a", "u1:a", "u1:b"],
+      ips: ["127.0.0.1", "127.0.0.1", "127.0.0.1"],
+    });
   });
+
+  it.each(apps)(
+    "$name: a throwing key function answers the documented problem+json 500, no error page",
+    async (a) => {
+      const base = await a.start(limiterOf(`throwing-${a.name}`, 1), { keys: [], ips: [] }, true);
+      const r = await fetch(base, { headers: { accept: "text/html" } });
+      expect(r.status).toBe(500);
+      expect(r.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+      expect(await r.json()).toEqual(middlewareErrorProblem("key"));
+    },
+  );
 });
 
 describe("hono", () => {

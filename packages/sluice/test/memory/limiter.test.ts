@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  type PolicyInput,
   type Store,
   StoreError,
   type SyncLimiter,
@@ -106,16 +107,52 @@ describe("limiter", () => {
     expect(await open.limit("k")).toMatchObject({
       allowed: true,
       reason: "store-error",
-      remaining: 0,
+      remaining: 0, // a limit of 1, less this request: what the policy admits at most
       retryAfterMs: 0,
     });
     const closed = createLimiter({
       store: brokenStore(),
       policy: { name: "c", rules: [{ limit: 1, period: "1s" }], onStoreError: "deny" },
     });
-    expect(await closed.limit("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    expect(await closed.limit("k")).toMatchObject({
+      allowed: false,
+      reason: "store-error",
+      remaining: 0,
+      retryAfterMs: 0,
+    });
     expect(seen).toHaveLength(1);
     expect((seen[0] as StoreError).code).toBe("SLUICE_ERR_STORE");
+  });
+
+  it("failing open, remaining is what the policy admits at most, never 'exhausted'; failing closed, 0", async () => {
+    const policy: PolicyInput = {
+      name: "two",
+      rules: [
+        { limit: 10, period: "1s", burst: 4 },
+        { limit: 100, period: "1h" },
+      ],
+    };
+    const open = createLimiter({ store: brokenStore(), policy });
+    const d = await open.limit("k", { cost: 3 });
+    expect(d).toMatchObject({ allowed: true, reason: "store-error", remaining: 1, limit: 10 });
+    expect(d.rules.map((r) => [r.allowed, r.remaining, r.resetAfterMs])).toEqual([
+      [true, 1, 0],
+      [true, 97, 0],
+    ]);
+    // A peek charges nothing: the capacity itself.
+    expect((await open.peek("k", { cost: 3 })).remaining).toBe(4);
+    const conc = createLimiter({
+      store: brokenStore(),
+      policy: { name: "slots", algorithm: "concurrency", rules: [{ limit: 5, period: "1m" }] },
+    });
+    expect((await conc.limit("k")).remaining).toBe(4);
+    const closed = createLimiter({
+      store: brokenStore(),
+      policy: { ...policy, onStoreError: "deny" },
+    });
+    const c = await closed.limit("k", { cost: 3 });
+    expect(c).toMatchObject({ allowed: false, remaining: 0, retryAfterMs: 0 });
+    expect(c.rules.map((r) => r.remaining)).toEqual([0, 0]);
   });
 
   it("onStoreError: insurance enforces this instance's share", async () => {

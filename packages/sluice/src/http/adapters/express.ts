@@ -64,6 +64,7 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
         next();
         return;
       case "reject":
+      case "error":
         sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
         return;
       case "degrade":

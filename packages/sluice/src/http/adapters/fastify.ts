@@ -107,6 +107,7 @@ const plugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, opti
         whenDone(reply.raw, outcome.finish);
         return;
       case "reject":
+      case "error":
         return reply.code(outcome.status).headers(headerObject(outcome.headers)).send(outcome.body);
       case "degrade":
         reply.headers(headerObject(outcome.headers));

@@ -105,6 +105,7 @@ export function rateLimit(options: HonoRateLimitOptions): MiddlewareHandler {
         return;
       }
       case "reject":
+      case "error":
         return new Response(outcome.body, {
           status: outcome.status,
           headers: outcome.headers.map(([n, v]) => [n, v]),

@@ -53,7 +53,8 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware {
         whenDone(ctx.res, outcome.finish);
         await next();
         return;
-      case "reject": {
+      case "reject":
+      case "error": {
         const type = outcome.headers.find(([n]) => n === "Content-Type")?.[1];
         for (const [name, value] of outcome.headers)
           if (name !== "Content-Type") ctx.set(name, value);

@@ -38,11 +38,15 @@ export type NodeRateLimitOptions = RateLimitOptions<IncomingMessage, NodeFallbac
 
 /** The middleware: wraps a handler, or checks a request by hand with {@link NodeRateLimit.check}. */
 export interface NodeRateLimit {
-  /** Wraps `handler`: it runs only for requests that may pass. When a key, cost or skip function throws, the request is answered 500 (and the error logged). */
+  /**
+   * Wraps `handler`: it runs only for requests that may pass. When a key, cost or skip function
+   * throws, the request is answered 500 with a problem+json body (and `onError` hears why).
+   */
   (handler: NodeHandler): NodeHandler;
   /**
    * Decides one request: sets the headers and resolves `true` when the caller should go on to
-   * handle it; `false` when the middleware already answered (429/503, fallback, or client gone).
+   * handle it; `false` when the middleware already answered (429/503, a 500 when a function of
+   * the options failed, the fallback, or the client is gone).
    */
   check(req: IncomingMessage, res: ServerResponse): Promise<boolean>;
 }
@@ -68,6 +72,7 @@ export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
         whenDone(res, outcome.finish);
         return true;
       case "reject":
+      case "error":
         sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
         return false;
       case "degrade":
@@ -85,7 +90,7 @@ export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
       try {
         go = await check(req, res);
       } catch (err) {
-        // A key/cost/skip function threw, or a cost was invalid: a server error, never a pass.
+        // The degrade fallback threw: a server error, never a pass.
         console.error("sluice: rate limiting failed", err);
         if (!res.headersSent) {
           res.statusCode = 500;

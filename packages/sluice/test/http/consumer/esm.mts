@@ -50,3 +50,33 @@ console.log(list);
 
 // @ts-expect-error headers must be one of the known formats
 nodeLimit({ limiter, headers: "draft-7" });
+
+// Each adapter's request functions get that framework's request, typed as it types it, and
+// sluice's framework-free view second.
+expressLimit({
+  key: (req) => (typeof req.query.k === "string" ? req.query.k : undefined),
+  skip: (req, http) => req.get("x-skip") === "1" || http.ip === "127.0.0.1",
+  cost: (req) => (req.method === "POST" ? 2 : 1),
+  limiter: (req) => (req.path.startsWith("/admin") ? undefined : limiter),
+  strategy: { type: "reject", body: (d, req) => ({ retry: d.retryAfterMs, path: req.path }) },
+  onError: (error, req) => console.error(error.stage, req.originalUrl),
+});
+fastifyLimit({ limiter, key: (request, http) => request.routeOptions.url ?? http.path });
+koaLimit({
+  limiter,
+  key: (ctx) => ctx.get("x-user") || undefined,
+  skip: (ctx) => ctx.path === "/",
+});
+honoLimit({
+  limiter,
+  key: (c) => c.req.query("k"),
+  cost: (c) => (c.req.method === "POST" ? 2 : 1),
+});
+nodeLimit({ limiter, key: (req) => req.headers["x-user"]?.toString(), skip: (req) => !req.url });
+expressLimit({ limiter, key: keys.user((req) => req.get("x-user-id")) });
+// @ts-expect-error Koa's middleware gets a Koa ctx, not an Express req
+koaLimit({ limiter, key: (req: express.Request) => req.get("x-user") });
+// @ts-expect-error Express's req has no Koa `state`
+expressLimit({ limiter, key: (req) => req.state.user });
+// @ts-expect-error a key is a string (or undefined), not a number
+honoLimit({ limiter, key: () => 42 });
