@@ -928,13 +928,6 @@ export class RedisStore implements Store {
 
   /** @internal The client's events (see redis-health.ts `followClient`). */
   onClientEvent(event: ClientEvent, err?: Error): void {
-    console.log(
-      "DBG event",
-      monoNow().toFixed(0),
-      event,
-      this.o.client.stream?.remotePort,
-      this.failover,
-    );
     if (this.closed) return;
     if (event === "ready") {
       if (!this.connected) {
@@ -982,14 +975,6 @@ export class RedisStore implements Store {
   }
 
   private masterSwitched(host: string, port: number): void {
-    console.log(
-      "DBG switch",
-      monoNow().toFixed(0),
-      host,
-      port,
-      this.o.client.status,
-      this.o.client.stream?.remotePort,
-    );
     if (this.closed) return;
     const f = this.failover ?? { since: monoNow() };
     f.to = { host, port };
@@ -1005,7 +990,6 @@ export class RedisStore implements Store {
   }
 
   private failoverEnded(): void {
-    console.log("DBG ended", monoNow().toFixed(0), new Error().stack?.split("\n")[2]);
     if (this.failover === undefined) return;
     this.failover = undefined;
     this.reopen();
