@@ -21,6 +21,13 @@ export default tseslint.config(
     },
   },
   {
+    // The library writes nothing to the console of the apps that use it (a middleware's default
+    // error report is console.error).
+    files: ["packages/sluice/src/**/*.ts"],
+    ignores: ["**/*.test.ts"],
+    rules: { "no-console": ["error", { allow: ["error", "warn"] }] },
+  },
+  {
     // The benchmarks and examples are JavaScript (run as they are): linted as JS, plus the
     // promise rules with type information (bench/ and examples/ have a tsconfig.json with
     // allowJs for this; their types are inferred, not checked).
