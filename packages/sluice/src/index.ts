@@ -11,8 +11,15 @@ export type {
   Reservation,
   SyncLimiter,
 } from "./limiter.js";
-export { definePolicy, policyCapacity, policyToInput } from "./policy.js";
-export type { Policy, PolicyInput, RuleInput, OnStoreError } from "./policy.js";
+export { LEASE_ALGORITHMS, definePolicy, policyCapacity, policyToInput } from "./policy.js";
+export type {
+  LeaseInput,
+  LeaseSettings,
+  Policy,
+  PolicyInput,
+  RuleInput,
+  OnStoreError,
+} from "./policy.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
 export { isSyncStore } from "./store.js";

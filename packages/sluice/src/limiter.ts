@@ -60,6 +60,12 @@ export interface Limiter {
    * budget. Optional: `limit()` itself waits for the first connection.
    */
   ready(): Promise<void>;
+  /**
+   * {@link Limiter.limit} when the answer is at hand — always over the memory store, and over
+   * the Redis store when a lease this process holds covers the request — else `undefined`
+   * (nothing was charged: call `limit`). Throws on bad input.
+   */
+  tryLimitSync(key: string, options?: LimitOptions): Decision | undefined;
   /** Decide one request and charge it if allowed. Never rejects for a denial or (per `onStoreError`) a store failure. */
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What `limit` would answer (for `cost`, default 1) without charging; `remaining` is what is left now. */
@@ -165,6 +171,15 @@ class PolicyLimiter implements Limiter {
       (sd) => this.finish(sd, cost),
       (err: unknown) => this.onStoreFailure(err, key, cost, true),
     );
+  }
+
+  tryLimitSync(key: string, options?: LimitOptions): Decision | undefined {
+    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+    checkKey(key);
+    if (this.sync !== undefined)
+      return this.finish(this.sync.decideSync(this.policy, key, cost), cost);
+    const sd = this.store.decideLocal?.(this.policy, key, cost);
+    return sd === undefined ? undefined : this.finish(sd, cost);
   }
 
   limitSync(key: string, options?: LimitOptions): Decision {

@@ -18,6 +18,34 @@ export interface RuleInput {
   burst?: number;
 }
 
+/**
+ * Lease tuning (see docs/leases.md). A node takes capacity from Redis ahead of its requests and
+ * decides from it in memory; what it does not use goes back.
+ */
+export interface LeaseInput {
+  /** The largest share of a rule's capacity one node may hold at once, in (0, 1]. Default 0.1. */
+  maxShare?: number;
+  /** How long a lease lives: units not used by then go back. Default `"1s"`. */
+  ttl?: Duration;
+  /** A key is leased once a node has decided it this many times within a second. Default 20. */
+  hotAfter?: number;
+}
+
+/** A policy's lease settings, resolved. */
+export interface LeaseSettings {
+  readonly maxShare: number;
+  readonly ttlMs: number;
+  readonly hotAfter: number;
+}
+
+/** Algorithms a lease can serve exactly (their state is a count or a time that units move). */
+export const LEASE_ALGORITHMS: readonly AlgorithmName[] = [
+  "gcra",
+  "token-bucket",
+  "fixed-window",
+  "concurrency",
+];
+
 /** What to do when the counter store fails or times out. */
 export type OnStoreError = "allow" | "deny" | "insurance";
 
@@ -42,6 +70,12 @@ export interface PolicyInput {
   shadow?: boolean;
   /** Free text shown in the admin. */
   description?: string;
+  /**
+   * Redis store: decide hot keys from leases of capacity held in memory (`true` for the
+   * defaults, or their tuning). Never over the limit; see docs/leases.md. gcra, token-bucket,
+   * fixed-window and concurrency; not with `blockDuration`. The memory store ignores it.
+   */
+  lease?: boolean | LeaseInput;
 }
 
 /** A validated policy: frozen, durations in ms, defaults filled in. */
@@ -56,6 +90,8 @@ export interface Policy {
   readonly insuranceInstances: number;
   readonly shadow: boolean;
   readonly description: string;
+  /** Lease settings, or undefined when the policy takes no leases. */
+  readonly lease: LeaseSettings | undefined;
 }
 
 const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -107,6 +143,23 @@ const policySchema = z.strictObject({
   insuranceInstances: positiveInt("insuranceInstances").optional(),
   shadow: z.boolean({ error: "shadow must be true or false" }).default(false),
   description: z.string({ error: "description must be a string" }).max(2000).default(""),
+  lease: z
+    .union(
+      [
+        z.boolean(),
+        z.strictObject({
+          maxShare: z
+            .number({ error: "maxShare must be a number" })
+            .gt(0, { error: "maxShare must be more than 0 (a share of the capacity)" })
+            .lte(1, { error: "maxShare must be at most 1 (a share of the capacity)" })
+            .optional(),
+          ttl: durationSchema.optional(),
+          hotAfter: positiveInt("hotAfter").optional(),
+        }),
+      ],
+      { error: "lease must be true, false or { maxShare, ttl, hotAfter }" },
+    )
+    .optional(),
 });
 
 function describe(v: unknown): string {
@@ -169,6 +222,29 @@ export function definePolicy(input: PolicyInput): Policy {
   if (p.algorithm === "concurrency" && rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
+  let lease: LeaseSettings | undefined;
+  if (p.lease !== undefined && p.lease !== false) {
+    const l = p.lease === true ? {} : p.lease;
+    if (!LEASE_ALGORITHMS.includes(p.algorithm)) {
+      issues.push({
+        path: "lease",
+        message: `leases apply to ${LEASE_ALGORITHMS.join(", ")}, not ${p.algorithm} (its state is a log of times that a lease cannot move exactly)`,
+      });
+    }
+    if (p.blockDuration !== undefined && p.blockDuration > 0) {
+      issues.push({
+        path: "lease",
+        message: "leases and blockDuration do not go together (a lease would admit during a block)",
+      });
+    }
+    if (l.ttl !== undefined && l.ttl <= 0)
+      issues.push({ path: "lease.ttl", message: "must be more than 0" });
+    lease = Object.freeze({
+      maxShare: l.maxShare ?? 0.1,
+      ttlMs: l.ttl ?? 1000,
+      hotAfter: l.hotAfter ?? 20,
+    });
+  }
   if (issues.length > 0) throw new ValidationError("SLUICE_ERR_POLICY", subject, issues);
   const policy: Policy = Object.freeze({
     name: p.name,
@@ -179,6 +255,7 @@ export function definePolicy(input: PolicyInput): Policy {
     insuranceInstances: p.insuranceInstances ?? 0,
     shadow: p.shadow,
     description: p.description,
+    lease,
   });
   resolved.add(policy);
   return policy;
@@ -223,5 +300,13 @@ export function policyToInput(policy: Policy): PolicyInput {
   if (policy.insuranceInstances > 0) out.insuranceInstances = policy.insuranceInstances;
   if (policy.shadow) out.shadow = true;
   if (policy.description) out.description = policy.description;
+  if (policy.lease) {
+    const l = policy.lease;
+    const tuned: LeaseInput = {};
+    if (l.maxShare !== 0.1) tuned.maxShare = l.maxShare;
+    if (l.ttlMs !== 1000) tuned.ttl = l.ttlMs;
+    if (l.hotAfter !== 20) tuned.hotAfter = l.hotAfter;
+    out.lease = Object.keys(tuned).length > 0 ? tuned : true;
+  }
   return out;
 }

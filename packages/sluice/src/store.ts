@@ -41,6 +41,11 @@ export interface Store {
   readonly kind: string;
   /** Decide and, if allowed, charge. */
   decide(req: StoreRequest): Promise<StoreDecision>;
+  /**
+   * A decision the store can make at once, without its backend (a Redis store's lease), or
+   * undefined: the caller then calls `decide`. Optional.
+   */
+  decideLocal?(policy: Policy, key: string, cost: number): StoreDecision | undefined;
   /** Evaluate as `decide` would, without changing anything. */
   peek(req: StoreRequest): Promise<StoreDecision>;
   /** Charge `delta` units unconditionally (negative refunds) to every rule of the key. */

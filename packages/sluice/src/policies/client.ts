@@ -886,6 +886,17 @@ class ManagedLimiter implements Limiter {
     return this.client.o.store.ready?.() ?? Promise.resolve();
   }
 
+  tryLimitSync(key: string, options?: LimitOptions): Decision | undefined {
+    const live = this.current();
+    if (!live.enabled || live.draft !== undefined) return undefined;
+    const d = live.limiter.tryLimitSync(key, options);
+    if (d !== undefined) {
+      const k = `${d.allowed ? "allowed" : "denied"}|${d.reason ?? ""}`;
+      this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+    }
+    return d;
+  }
+
   limit(key: string, options?: LimitOptions): Promise<Decision> {
     let live: Live;
     let cost: number;

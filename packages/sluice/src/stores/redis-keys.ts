@@ -105,3 +105,25 @@ export function slotOfTag(tag: string): number {
   for (const b of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ b) & 0xff]!;
   return crc % 16384;
 }
+
+/** {@link tagForSlot}'s answers, by slot. */
+const slotTags = new Map<number, string>();
+
+/**
+ * A short hash tag whose keys fall in `slot` (found by trying base-36 numbers; cached): the
+ * tag of a key a script must reach in the slot of the keys it already touches.
+ */
+export function tagForSlot(slot: number): string {
+  let tag = slotTags.get(slot);
+  if (tag === undefined) {
+    for (let i = 0; ; i++) {
+      const t = i.toString(36);
+      if (slotOfTag(t) === slot) {
+        tag = t;
+        break;
+      }
+    }
+    slotTags.set(slot, tag);
+  }
+  return tag;
+}

@@ -5,7 +5,7 @@ import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "
 import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
-import { ALGORITHM_CODES, identifierTag, slotOfTag } from "./redis-keys.js";
+import { ALGORITHM_CODES, identifierTag, slotOfTag, tagForSlot } from "./redis-keys.js";
 import {
   Breakers,
   type ClientEvent,
@@ -15,6 +15,7 @@ import {
   monoNow,
 } from "./redis-health.js";
 import { type SentinelClientLike, type SentinelWatch, watchSentinels } from "./sentinel-watch.js";
+import { type LeaseCounters, LeaseBook, type LeaseReply } from "./redis-leases.js";
 
 /**
  * The part of a Redis client the store uses. An ioredis `Redis` (standalone or Sentinel) or
@@ -132,6 +133,8 @@ const OP_PEEK = 1;
 const OP_ADJUST = 2;
 const OP_RELEASE = 3;
 const OP_RESET = 4;
+const OP_LEASE = 5;
+const OP_GIVE_BACK = 6;
 
 /** One queued operation, waiting for its batch. */
 interface Pending {
@@ -141,13 +144,15 @@ interface Pending {
   readonly tag: string;
   readonly cost: number;
   readonly lease: string;
+  /** A lease or give back's numbers after the cost (lua/sluice.lua's header). */
+  readonly args: readonly number[] | undefined;
   /** A decide whose denial the deny cache may remember (and the forget count when asked). */
   readonly cacheable: boolean;
   readonly forgets: number;
   readonly key: string;
   /** When the caller stops waiting (monoNow): the call's budget ends. */
   due: number;
-  readonly resolve: (value: StoreDecision | boolean) => void;
+  readonly resolve: (value: StoreDecision | boolean | LeaseReply) => void;
   readonly reject: (err: unknown) => void;
 }
 
@@ -174,6 +179,9 @@ const MAX_IN_FLIGHT = 4;
 
 /** Fewest operations a batch is split into when it is spread over several calls. */
 const MIN_CHUNK = 4;
+
+/** How often leases are looked over: idle or expired ones give their units back (ms). */
+const LEASE_SWEEP_MS = 100;
 
 /** Longest a Sentinel failover holds calls back when the sentinels never say it ended (ms). */
 const MAX_FAILOVER_HOLD_MS = 10_000;
@@ -233,6 +241,9 @@ export class RedisStore implements Store {
   private readyWaiters: Array<{ resolve: () => void; reject: (err: StoreError) => void }> = [];
   private readonly unfollow: () => void;
   private readonly sentinels: SentinelWatch | undefined;
+  /** Leases of hot keys (made with the first leased policy). */
+  private leases: LeaseBook | undefined;
+  private leaseTimer: NodeJS.Timeout | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveOptions(options);
@@ -260,6 +271,12 @@ export class RedisStore implements Store {
 
   decide(req: StoreRequest): Promise<StoreDecision> {
     const { policy, key, cost } = req;
+    if (policy.lease !== undefined && !this.closed) {
+      const book = this.leaseBook();
+      const d = book.decide(policy, key, cost);
+      if (d !== undefined) return d instanceof Promise ? d : Promise.resolve(d);
+      book.counters.remote++;
+    }
     const cached = this.o.denyCache && policy.algorithm !== "concurrency" && policy.blockMs === 0;
     if (cached && this.denied.size > 0) {
       const hit = this.fromDenyCache(policy, key, cost);
@@ -273,8 +290,17 @@ export class RedisStore implements Store {
     return this.enqueue(OP_DECIDE, policy, key, cost, lease, cached) as Promise<StoreDecision>;
   }
 
+  /**
+   * A decision from a lease this store holds for the key, when one can answer at once (no call
+   * to Redis); undefined otherwise. The limiter's `tryLimitSync`.
+   */
+  decideLocal(policy: Policy, key: string, cost: number): StoreDecision | undefined {
+    if (policy.lease === undefined || this.leases === undefined) return undefined;
+    return this.leases.trySpend(policy, key, cost);
+  }
+
   peek(req: StoreRequest): Promise<StoreDecision> {
-    return this.enqueue(
+    const p = this.enqueue(
       OP_PEEK,
       req.policy,
       req.key,
@@ -282,6 +308,15 @@ export class RedisStore implements Store {
       "",
       false,
     ) as Promise<StoreDecision>;
+    if (req.policy.lease === undefined || this.leases === undefined) return p;
+    // What this node holds unspent is not used: it is still there to spend.
+    const leases = this.leases;
+    return p.then((d) => {
+      const extra = leases.unspent(req.policy, req.key);
+      if (extra === 0) return d;
+      const rules = d.rules.map((r) => ({ ...r, remaining: r.remaining + extra }));
+      return { ...d, rules };
+    });
   }
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
@@ -291,11 +326,14 @@ export class RedisStore implements Store {
 
   async release(policy: Policy, key: string, leaseId: string): Promise<boolean> {
     if (policy.algorithm !== "concurrency") return false;
+    const local = this.leases?.releaseLocal(policy, key, leaseId);
+    if (local !== undefined) return local;
     return (await this.enqueue(OP_RELEASE, policy, key, 0, leaseId, false)) as boolean;
   }
 
   async reset(policy: Policy, key: string): Promise<void> {
     this.forget(policy, key);
+    this.leases?.forget(policy, key);
     await this.enqueue(OP_RESET, policy, key, 0, "", false);
   }
 
@@ -357,7 +395,12 @@ export class RedisStore implements Store {
   /** Sends what is queued, stops the timers and leaves the instance count. Does not close the client. */
   async close(): Promise<void> {
     if (this.closed) return;
+    if (this.leaseTimer) clearInterval(this.leaseTimer);
+    this.leaseTimer = undefined;
+    // What leases hold unspent goes back (before the queue is flushed one last time).
+    const givingBack = this.leases?.close();
     this.flush();
+    await givingBack;
     this.closed = true;
     const closedErr = new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed");
     this.rejectQueued(closedErr);
@@ -383,6 +426,56 @@ export class RedisStore implements Store {
     this.denied.clear();
   }
 
+  /** Counts of this store's leases (for metrics): taken, returned, expired, decisions local and remote. */
+  get leaseCounters(): Readonly<LeaseCounters> | undefined {
+    return this.leases?.counters;
+  }
+
+  /** The key of the lease epoch (lua/sluice.lua, leases): one per Redis, or per Cluster slot. */
+  private epochKey(slot: number): string {
+    return this.cluster
+      ? `${this.o.prefix}lease-epoch:{${tagForSlot(slot)}}`
+      : `${this.o.prefix}lease-epoch`;
+  }
+
+  private leaseBook(): LeaseBook {
+    if (this.leases === undefined) {
+      this.leases = new LeaseBook(
+        {
+          now: this.o.now ?? monoNow,
+          lease: (policy, key, cost, asked, ret, retAt, epoch, member) =>
+            this.enqueue(OP_LEASE, policy, key, cost, member, false, [
+              asked,
+              ret,
+              retAt,
+              epoch,
+              policy.lease!.ttlMs,
+            ]) as Promise<LeaseReply>,
+          giveBack: (policy, key, ret, retAt, epoch, member) =>
+            this.enqueue(OP_GIVE_BACK, policy, key, ret, member, false, [
+              retAt,
+              epoch,
+              policy.lease!.ttlMs,
+            ]),
+        },
+        this.instanceId,
+      );
+    }
+    if (this.leaseTimer === undefined) {
+      // Gives back what idle or expired leases hold; stops when nothing is held.
+      this.leaseTimer = setInterval(() => {
+        const book = this.leases!;
+        book.sweep();
+        if (book.empty && this.leaseTimer) {
+          clearInterval(this.leaseTimer);
+          this.leaseTimer = undefined;
+        }
+      }, LEASE_SWEEP_MS);
+      this.leaseTimer.unref();
+    }
+    return this.leases;
+  }
+
   // ─── batching ───
 
   private enqueue(
@@ -392,7 +485,8 @@ export class RedisStore implements Store {
     cost: number,
     lease: string,
     cacheable: boolean,
-  ): Promise<StoreDecision | boolean> {
+    args?: readonly number[],
+  ): Promise<StoreDecision | boolean | LeaseReply> {
     if (this.closed)
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
     const info = this.info(policy);
@@ -411,6 +505,7 @@ export class RedisStore implements Store {
         tag,
         cost,
         lease,
+        args,
         cacheable,
         forgets: this.forgets,
         key,
@@ -538,7 +633,14 @@ export class RedisStore implements Store {
       for (let i = 0; i < suffixes.length; i++) keys.push(base + suffixes[i]!);
       if (p.policy.blockMs > 0 || p.op === OP_RESET) keys.push(base + info.blockSuffix);
       const code = idx * 8 + p.op;
-      if (p.cost === 1 && p.lease === "") opArgs.push(code);
+      if (p.args !== undefined) {
+        // A lease or give back: the epoch key (of this Redis, or of this slot in a Cluster),
+        // its numbers, and a concurrency node's member.
+        keys.push(this.epochKey(slot));
+        opArgs.push(-code, p.cost);
+        for (const x of p.args) opArgs.push(x);
+        if (p.lease !== "") opArgs.push(p.lease);
+      } else if (p.cost === 1 && p.lease === "") opArgs.push(code);
       else {
         opArgs.push(-code, p.cost);
         if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
@@ -667,13 +769,13 @@ export class RedisStore implements Store {
   private parse(
     batch: readonly Pending[],
     reply: unknown,
-  ): Array<StoreDecision | boolean | SluiceError> | StoreError {
+  ): Array<StoreDecision | boolean | LeaseReply | SluiceError> | StoreError {
     if (!Array.isArray(reply) || reply.length === 0)
       return new StoreError("SLUICE_ERR_STORE", "Unexpected reply from the sluice script");
     const n = reply.length - 1;
     // Read every result first: a reply that does not match the batch settles nobody with a
     // guess (an earlier operation's answer could belong to another).
-    const results = new Array<StoreDecision | boolean | SluiceError>(batch.length);
+    const results = new Array<StoreDecision | boolean | LeaseReply | SluiceError>(batch.length);
     let i = 0;
     let b = 0;
     for (; b < batch.length; b++) {
@@ -686,7 +788,7 @@ export class RedisStore implements Store {
         continue;
       }
       if (typeof first !== "number") break;
-      if (p.op === OP_DECIDE || p.op === OP_PEEK) {
+      if (p.op === OP_DECIDE || p.op === OP_PEEK || p.op === OP_LEASE) {
         const rules = p.policy.rules;
         let d: StoreDecision;
         if (p.info.compact) {
@@ -724,6 +826,18 @@ export class RedisStore implements Store {
           d = { allowed: first === 1, rules: rds, blockedForMs: reply[i + 1] as number };
           i += 2 + count * 4;
         }
+        if (p.op === OP_LEASE) {
+          // Then: granted units, the decision time, the epoch.
+          if (i + 3 > n) break;
+          results[b] = {
+            decision: d,
+            granted: reply[i] as number,
+            at: reply[i + 1] as number,
+            epoch: reply[i + 2] as number,
+          };
+          i += 3;
+          continue;
+        }
         results[b] = d;
       } else {
         results[b] = first === 1;
@@ -753,7 +867,7 @@ export class RedisStore implements Store {
         p.reject(r);
         continue;
       }
-      if (p.op === OP_DECIDE && typeof r !== "boolean") {
+      if (p.op === OP_DECIDE && typeof r !== "boolean" && "allowed" in r) {
         if (r.allowed) {
           if (p.lease !== "" && p.cost > 0) {
             p.resolve({ ...r, leaseId: p.lease });
@@ -777,6 +891,18 @@ export class RedisStore implements Store {
     if (results instanceof StoreError) return;
     batch.forEach((p, b) => {
       const r = results[b];
+      if (p.op === OP_LEASE && typeof r === "object" && "granted" in r) {
+        // Units granted to a lease call nobody waited for go back (for concurrency also the
+        // request's own slot: its caller holds no lease id).
+        const back = r.granted + (p.lease !== "" && r.decision.allowed ? p.cost : 0);
+        if (back > 0)
+          this.enqueue(OP_GIVE_BACK, p.policy, p.key, back, p.lease, false, [
+            r.at,
+            r.epoch,
+            p.policy.lease!.ttlMs,
+          ]).catch(() => undefined);
+        return;
+      }
       if (
         p.op === OP_DECIDE &&
         p.lease !== "" &&

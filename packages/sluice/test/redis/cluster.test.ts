@@ -29,6 +29,7 @@ function make(now?: () => number): RedisStore {
 }
 
 runConformance("redis cluster", (now) => make(now));
+runConformance("redis cluster", (now) => make(now), { lease: true });
 
 describe("cluster batching", () => {
   it("one tick of decisions over many identifiers (every slot group) is exact per identifier", async () => {

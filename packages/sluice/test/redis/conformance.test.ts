@@ -28,3 +28,4 @@ function make(now: () => number, denyCache: boolean): RedisStore {
 
 runConformance("redis standalone", (now) => make(now, false));
 runConformance("redis standalone (deny cache on)", (now) => make(now, true));
+runConformance("redis standalone", (now) => make(now, false), { lease: true });

@@ -30,6 +30,11 @@ interface Task {
   policy: PolicyInput;
   key: string;
   n: number;
+  /**
+   * Paced instead of all at once: `n` calls every `everyMs` for `forMs`; the answer then also
+   * counts what was admitted per window of `windowMs` (by this machine's clock).
+   */
+  pace?: { everyMs: number; forMs: number; windowMs: number };
 }
 
 process.on("message", (msg: Task | "exit") => {
@@ -47,6 +52,30 @@ process.on("message", (msg: Task | "exit") => {
       limiters.set(msg.policy.name, limiter);
     }
     const l = limiter;
+    if (msg.pace) {
+      const { everyMs, forMs, windowMs } = msg.pace;
+      const windows: Record<number, number> = {};
+      const reasons: Record<string, number> = {};
+      let allowed = 0;
+      const end = Date.now() + forMs;
+      while (Date.now() < end) {
+        const ds = await Promise.all(Array.from({ length: msg.n }, () => l.limit(msg.key)));
+        const now = Date.now();
+        for (const d of ds) {
+          if (d.reason) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
+          if (d.allowed) {
+            allowed++;
+            // The window a fixed-window decision counted in: the one whose end is nearest to
+            // now + resetAfterMs (the decision may have been made a little before now).
+            const w = Math.round((now + d.resetAfterMs) / windowMs) - 1;
+            windows[w] = (windows[w] ?? 0) + 1;
+          }
+        }
+        await new Promise((r) => setTimeout(r, everyMs));
+      }
+      process.send!({ id: msg.id, allowed, reasons, windows });
+      return;
+    }
     const decisions = await Promise.all(
       Array.from({ length: msg.n }, async (_, i) => {
         // Spread the calls over a few event-loop turns so that batches of processes interleave.

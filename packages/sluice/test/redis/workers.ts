@@ -12,6 +12,16 @@ export interface Workers {
     key: string,
     perWorker: number,
   ): Promise<{ allowed: number; reasons: Record<string, number> }>;
+  /**
+   * Each worker `i` fires `perTick[i]` calls every `everyMs` for `forMs`; resolves with the
+   * total admitted per window of `windowMs` (window index → count) and the reasons.
+   */
+  pace(
+    policy: PolicyInput,
+    key: string,
+    perTick: readonly number[],
+    options: { everyMs: number; forMs: number; windowMs: number },
+  ): Promise<{ windows: Record<number, number>; reasons: Record<string, number> }>;
   stop(): Promise<void>;
 }
 
@@ -63,6 +73,38 @@ export async function startWorkers(envs: Array<Record<string, string>>): Promise
       for (const a of answers)
         for (const [k, v] of Object.entries(a.reasons)) reasons[k] = (reasons[k] ?? 0) + v;
       return { allowed: answers.reduce((s, a) => s + a.allowed, 0), reasons };
+    },
+    async pace(policy, key, perTick, options) {
+      const id = ++seq;
+      const answers = await Promise.all(
+        children.map(
+          (c, i) =>
+            new Promise<{ windows: Record<number, number>; reasons: Record<string, number> }>(
+              (resolve) => {
+                c.on("message", function done(m: unknown) {
+                  const a = m as {
+                    id?: number;
+                    windows: Record<number, number>;
+                    reasons: Record<string, number>;
+                  };
+                  if (a.id === id) {
+                    c.off("message", done);
+                    resolve(a);
+                  }
+                });
+                c.send({ id, policy, key, n: perTick[i] ?? 0, pace: options });
+              },
+            ),
+        ),
+      );
+      const windows: Record<number, number> = {};
+      const reasons: Record<string, number> = {};
+      for (const a of answers) {
+        for (const [k, v] of Object.entries(a.windows))
+          windows[Number(k)] = (windows[Number(k)] ?? 0) + v;
+        for (const [k, v] of Object.entries(a.reasons)) reasons[k] = (reasons[k] ?? 0) + v;
+      }
+      return { windows, reasons };
     },
     async stop() {
       await Promise.all(

@@ -23,18 +23,30 @@
 --   ARGV[5]  number of policy specs S, then S specs:
 --              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
---   1 peek, 2 adjust, 3 release, 4 reset) when its cost is 1 and it carries no lease; else
---   −c followed by the cost (the delta for adjust) and, for a concurrency decide and for a
---   release, the lease id.
+--   1 peek, 2 adjust, 3 release, 4 reset, 5 lease, 6 give back) when its cost is 1 and it
+--   carries no lease; else −c followed by the cost (the delta for adjust) and, for a
+--   concurrency decide and for a release, the lease id. A lease (5) is always −c, cost, asked,
+--   returned, returnedAt, epoch, ttl, then for concurrency the node's member id; a give back
+--   (6) is always −c, returned, returnedAt, epoch, ttl, then for concurrency the member id.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
---            blockMs > 0 or the op is a reset.
+--            blockMs > 0 or the op is a reset, then for a lease or give back the epoch key.
+--
+-- Leases (see docs/leases.md): a node takes capacity ahead of its requests and decides from it
+-- in memory. A lease op gives back what the node returns (`returned` units taken at decision
+-- time `returnedAt`, only into the same window for fixed-window, only from the same epoch),
+-- decides `cost` as a decide does, and, if that was allowed, debits up to `asked` more units:
+-- at most half of what is left after the decision, so that the last units are not all handed to
+-- one node. The epoch key holds the decision time at which this Redis first served a lease
+-- (it is gone when Redis lost its data): no lease is granted in the first `ttl` ms of an epoch,
+-- so that leases taken from lost data and new ones never add up to more than the limit.
 -- Output: a flat array, per operation in order (then, last, the Redis server time in epoch ms,
 -- which the caller uses to map its deadlines onto the server's clock):
 --   decide/peek, one rule and no penalty (the common case):
 --            allowed: remaining, resetAfterMs      denied: −(remaining + 1), resetAfterMs, retryAfterMs
 --   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
 --            remaining, resetAfterMs, retryAfterMs
---   adjust, reset: 1; release: 1 when the lease was held and is now released, else 0
+--   lease: the decide's output (as above), then granted units, the decision time, the epoch
+--   adjust, reset, give back: 1; release: 1 when the lease was held and is now released, else 0
 --   any op that met unreadable state: one string, the message (nothing was written for it)
 -- Each operation is atomic (the whole script is); operations run one after another.
 --
@@ -597,6 +609,185 @@ local function write_state(alg, key, old, nxt, ttl, now, P)
   call('PEXPIRE', key, num(ttl + pad))
 end
 
+-- ─── leases ───
+
+-- The epoch: the decision time at which this Redis first served a lease (kept 30 days past the
+-- last lease op). Gone when Redis lost its data.
+local function lease_epoch(ekey)
+  local e = tonumber(call('GET', ekey))
+  if e == nil then
+    e = now
+    call('SET', ekey, num(e), 'PX', 2592000000)
+  else
+    call('PEXPIRE', ekey, 2592000000)
+  end
+  return e
+end
+
+-- Whether units taken at decision time `at` may go back into rule r's state now: fixed-window
+-- only into the window they were taken from.
+local function may_return(alg, P, at)
+  if alg ~= 'f' then return true end
+  return at - mod(at, P) == now - mod(now, P)
+end
+
+-- A node's concurrency member (its held slots): its index in the live state, or nil.
+local function member_at(live, id)
+  for j = 1, #live, 3 do
+    if live[j] == id then return j end
+  end
+  return nil
+end
+
+-- Lease (5) or give back (6). Appends the op's output; returns the new output length.
+local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, member, on)
+  local alg, n = spec.alg, spec.n
+  local states = {}
+  for i = 1, n do
+    local st = read_state(alg, KEYS[base + i - 1], now, spec.rules[i][2])
+    if st == CORRUPT then
+      out[on + 1] = 'sluice: unreadable state at key ' .. KEYS[base + i - 1]
+      return on + 1
+    end
+    states[i] = st
+  end
+  local epoch = lease_epoch(ekey)
+  local give = ret > 0 and lepoch == epoch
+  local nexts, ttls = {}, {}
+  if alg == 'c' then
+    -- One rule. The node's member holds its slots; give back, decide, grant on it.
+    local r = spec.rules[1]
+    local live = {}
+    for i = 1, #states[1] do live[i] = states[1][i] end
+    local j = member_at(live, member)
+    local held = 0
+    if j then
+      held = live[j + 2]
+      table.remove(live, j); table.remove(live, j); table.remove(live, j)
+    end
+    if give then held = max(0, held - ret) end
+    local others = 0
+    for i = 3, #live, 3 do others = others + live[i] end
+    local ok = op == 5 and others + held + cost <= r[1]
+    local granted = 0
+    if ok then
+      held = held + cost
+      if now >= epoch + lttl then
+        granted = min(asked, floor((r[1] - others - held) / 2))
+        held = held + granted
+      end
+    end
+    if held > 0 then
+      -- The member lives as long as a request's slot would (the rule's period) past the node's
+      -- last call: a node that dies frees its slots when its requests' would have expired.
+      live[#live + 1] = member; live[#live + 1] = now + max(lttl, r[2]); live[#live + 1] = held
+    end
+    local ttl = 0
+    if #live > 0 then ttl = max(0, cc_maxExpiry(live) - now) end
+    local nxt = nil
+    if #live > 0 then nxt = live end
+    write_state(alg, KEYS[base], states[1] or {}, nxt, ttl, now, r[2])
+    if op == 6 then
+      on = on + 1; out[on] = 1
+      return on
+    end
+    local rem = max(0, r[1] - others - held)
+    if ok then
+      out[on + 1] = rem; out[on + 2] = max(0, cc_maxExpiry(live) - now); on = on + 2
+    else
+      -- Leases free up as they expire, earliest first (the port of cc_decide's retry).
+      local _, rrem, reset, retry = cc_decide(states[1], now, r[1], r[2], r[3], cost, member)
+      out[on + 1] = -(rrem + 1); out[on + 2] = reset; out[on + 3] = retry; on = on + 3
+    end
+    out[on + 1] = granted; out[on + 2] = now; out[on + 3] = epoch
+    return on + 3
+  end
+  -- gcra, token-bucket, fixed-window: give back (a refund), then decide, then debit the grant.
+  for i = 1, n do
+    local r = spec.rules[i]
+    local st = states[i]
+    if give and st ~= nil and may_return(alg, r[2], retAt) then
+      st = ADJUST[alg](st, now, r[1], r[2], r[3], -ret)
+    end
+    states[i] = st
+  end
+  if op == 6 then
+    for i = 1, n do
+      local r = spec.rules[i]
+      local st = states[i]
+      local ttl = 0
+      if st ~= nil then
+        local _, t = ADJUST[alg](st, now, r[1], r[2], r[3], 0)
+        ttl = t
+      end
+      write_state(alg, KEYS[base + i - 1], {}, st, ttl, now, r[2])
+    end
+    on = on + 1; out[on] = 1
+    return on
+  end
+  local allowed = true
+  local res = {}
+  local least = nil
+  for i = 1, n do
+    local r = spec.rules[i]
+    local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](states[i], now, r[1], r[2], r[3], cost)
+    res[i] = { ok, rem, reset, retry }
+    nexts[i], ttls[i] = nxt, ttl
+    if not ok then allowed = false end
+    if least == nil or rem < least then least = rem end
+  end
+  local granted = 0
+  if allowed then
+    if now >= epoch + lttl then granted = min(asked, floor(least / 2)) end
+    for i = 1, n do
+      local r = spec.rules[i]
+      local nxt, ttl = nexts[i], ttls[i]
+      if granted > 0 then
+        nxt, ttl = ADJUST[alg](nxt, now, r[1], r[2], r[3], granted)
+        res[i][2] = res[i][2] - granted
+        local _, _, reset = DECIDE[alg](nxt, now, r[1], r[2], r[3], 0)
+        res[i][3] = reset
+      end
+      write_state(alg, KEYS[base + i - 1], {}, nxt, ttl, now, r[2])
+    end
+  else
+    -- Nothing charged; what was given back is kept.
+    for i = 1, n do
+      local r = spec.rules[i]
+      local st = states[i]
+      if give and st ~= nil then
+        local _, ttl = ADJUST[alg](st, now, r[1], r[2], r[3], 0)
+        write_state(alg, KEYS[base + i - 1], {}, st, ttl, now, r[2])
+      end
+      if res[i][1] then
+        local _, rem, reset = DECIDE[alg](st, now, r[1], r[2], r[3], 0)
+        res[i][2] = rem
+        res[i][3] = reset
+      end
+    end
+  end
+  if n == 1 then
+    local r = res[1]
+    if allowed then
+      out[on + 1] = r[2]; out[on + 2] = r[3]; on = on + 2
+    else
+      out[on + 1] = -(r[2] + 1); out[on + 2] = r[3]; out[on + 3] = r[4]; on = on + 3
+    end
+  else
+    if allowed then out[on + 1] = 1 else out[on + 1] = 0 end
+    out[on + 2] = 0
+    on = on + 2
+    for i = 1, n do
+      local r = res[i]
+      if r[1] then out[on + 1] = 1 else out[on + 1] = 0 end
+      out[on + 2] = r[2]; out[on + 3] = r[3]; out[on + 4] = r[4]
+      on = on + 4
+    end
+  end
+  out[on + 1] = granted; out[on + 2] = now; out[on + 3] = epoch
+  return on + 3
+end
+
 while a <= nargs do
   local c = tonumber(ARGV[a])
   a = a + 1
@@ -610,7 +801,17 @@ while a <= nargs do
   local op = c % 8
   local spec = specs[(c - op) / 8]
   local alg, n = spec.alg, spec.n
-  if extended and (op == 3 or (op == 0 and alg == 'c')) then
+  local asked, ret, retAt, lepoch, lttl = 0, 0, 0, 0, 0
+  if op == 5 then
+    asked, ret, retAt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    lepoch, lttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
+    a = a + 5
+  elseif op == 6 then
+    ret, retAt, lepoch, lttl = cost, tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+    cost = 0
+    a = a + 3
+  end
+  if extended and (op == 3 or (op == 0 and alg == 'c') or (op >= 5 and alg == 'c')) then
     lease = ARGV[a]
     a = a + 1
   end
@@ -622,8 +823,15 @@ while a <= nargs do
     bkey = KEYS[k]
     k = k + 1
   end
+  local ekey = nil
+  if op >= 5 then
+    ekey = KEYS[k]
+    k = k + 1
+  end
 
-  if op == 4 then
+  if op >= 5 then
+    on = lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, lease, on)
+  elseif op == 4 then
     -- reset: forget everything about the key.
     for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
     call('DEL', bkey)

@@ -1,0 +1,455 @@
+/**
+ * Leases: hot keys decided in memory from capacity taken from Redis ahead of the requests
+ * (docs/leases.md). The Redis store owns the calls; this module owns what each node holds.
+ *
+ * A key a node decides often enough (`hotAfter` times within a second) gets a lease: the next
+ * call to Redis for it decides the request and debits up to `asked` more units (at most half of
+ * what is left; at most `maxShare` of the capacity), which this node then spends in memory
+ * until they run out or the lease ends (`ttl`; for fixed-window also the window's end). Units
+ * are debited before they admit anything, so every node together never admits more than the
+ * limit. What a node does not use goes back: with its next call for the key, when the key goes
+ * idle, when the lease ends, and when the store closes. A node that has no units left asks
+ * Redis before it denies. While a lease call is in flight, the key's other calls wait for it
+ * (they are served from its grant, or ask again).
+ *
+ * Concurrency leases are slots: a node holds some of the key's slots as one member of its
+ * sorted set (expiring `ttl` after the node last touched it, so a dead node's slots come back),
+ * admits while it has free ones and frees them on release, in memory.
+ */
+import type { RuleDecision } from "../decision.js";
+import type { Policy } from "../policy.js";
+import { policyCapacity } from "../policy.js";
+import type { StoreDecision } from "../store.js";
+
+/** What Redis answered a lease call: the request's decision and the units granted. */
+export interface LeaseReply {
+  readonly decision: StoreDecision;
+  /** Units debited for this node beyond the request. */
+  readonly granted: number;
+  /** The decision time (Redis's clock, or the injected one). */
+  readonly at: number;
+  /** The key's lease epoch (see lua/sluice.lua): units of another epoch are void. */
+  readonly epoch: number;
+}
+
+/** The calls a lease book makes through its store. */
+export interface LeaseCalls {
+  /** The clock leases are timed by (the store's injected clock, or a monotonic one). */
+  now(): number;
+  /** A lease call: give back `ret` units taken at `retAt` in `epoch`, decide `cost`, ask for `asked` more. */
+  lease(
+    policy: Policy,
+    key: string,
+    cost: number,
+    asked: number,
+    ret: number,
+    retAt: number,
+    epoch: number,
+    member: string,
+  ): Promise<LeaseReply>;
+  /** Give back `ret` units (for concurrency: shrink the member to what is held, and refresh it). */
+  giveBack(
+    policy: Policy,
+    key: string,
+    ret: number,
+    retAt: number,
+    epoch: number,
+    member: string,
+  ): Promise<unknown>;
+}
+
+/** One pending request on a key whose lease call is in flight. */
+interface Waiter {
+  readonly cost: number;
+  readonly resolve: (d: StoreDecision) => void;
+  readonly reject: (err: unknown) => void;
+}
+
+/** What this node holds of one key. */
+interface Held {
+  readonly policy: Policy;
+  readonly key: string;
+  /** Rate algorithms: units left. Concurrency: slots held (in use or free). */
+  units: number;
+  /** Concurrency: slots in use, by local lease id: cost and when it expires (lease clock). */
+  readonly inUse: Map<string, { cost: number; expires: number }>;
+  used: number;
+  /** Lease clock: units cannot be spent from then on. */
+  expires: number;
+  /** Decision time and epoch of the grant (for giving back). */
+  at: number;
+  epoch: number;
+  /** The rules at the grant, remaining net of the grant; lease clock of the grant. */
+  base: readonly RuleDecision[];
+  grantedAt: number;
+  /** A lease call is in flight; calls meanwhile wait. */
+  busy: boolean;
+  waiters: Waiter[];
+  /** Decisions since `since` (lease clock), for the next lease's size. */
+  recent: number;
+  since: number;
+  lastUse: number;
+}
+
+/** Keys tracked for heat (the first `hotAfter` decisions of a key go to Redis as usual). */
+const HEAT_KEYS = 10_000;
+/** The horizon a lease is sized for: the units this node would spend in this long (ms). */
+const HORIZON_MS = 250;
+
+/** Metrics of one store's leases. */
+export interface LeaseCounters {
+  /** Leases taken (lease calls that granted units). */
+  taken: number;
+  /** Units given back before they ran out. */
+  returned: number;
+  /** Leases that ended with units unspent (given back at their end). */
+  expired: number;
+  /** Decisions answered in memory from a lease. */
+  local: number;
+  /** Decisions of leased policies answered by Redis. */
+  remote: number;
+}
+
+/** The leases of one Redis store. */
+export class LeaseBook {
+  private readonly held = new Map<string, Held>();
+  private readonly heat = new Map<string, { n: number; since: number }>();
+  private seq = 0;
+  /** Counts for metrics. */
+  readonly counters: LeaseCounters = { taken: 0, returned: 0, expired: 0, local: 0, remote: 0 };
+
+  constructor(
+    private readonly calls: LeaseCalls,
+    /** This node's id: the prefix of its local lease ids and its concurrency member. */
+    private readonly nodeId: string,
+  ) {}
+
+  /**
+   * Decides from a lease when the key has one (or is hot enough to get one): a decision, a
+   * promise of one, or undefined when the key is cold (the caller asks Redis as usual).
+   */
+  decide(
+    policy: Policy,
+    key: string,
+    cost: number,
+  ): StoreDecision | Promise<StoreDecision> | undefined {
+    const id = idOf(policy, key);
+    let h = this.held.get(id);
+    if (h !== undefined && h.policy !== policy) {
+      // The policy changed (a new version): what was held for the old one goes back.
+      void this.release(h);
+      this.held.delete(id);
+      h = undefined;
+    }
+    const now = this.calls.now();
+    if (h === undefined) {
+      if (!this.isHot(id, policy.lease!.hotAfter, now)) return undefined;
+      h = {
+        policy,
+        key,
+        units: 0,
+        inUse: new Map(),
+        used: 0,
+        expires: 0,
+        at: 0,
+        epoch: 0,
+        base: [],
+        grantedAt: now,
+        busy: false,
+        waiters: [],
+        recent: policy.lease!.hotAfter,
+        since: now - 1000,
+        lastUse: now,
+      };
+      this.held.set(id, h);
+    }
+    h.recent++;
+    h.lastUse = now;
+    if (h.busy) {
+      const held = h;
+      return new Promise((resolve, reject) => held.waiters.push({ cost, resolve, reject }));
+    }
+    const local = this.spend(h, cost, now);
+    if (local !== undefined) return local;
+    return new Promise((resolve, reject) => this.refill(h!, { cost, resolve, reject }));
+  }
+
+  /**
+   * A decision from the key's lease when it can answer at once, else undefined (nothing is
+   * asked of Redis: the caller then decides as usual).
+   */
+  trySpend(policy: Policy, key: string, cost: number): StoreDecision | undefined {
+    const h = this.held.get(idOf(policy, key));
+    if (h === undefined || h.policy !== policy || h.busy) return undefined;
+    const now = this.calls.now();
+    const d = this.spend(h, cost, now);
+    if (d !== undefined) {
+      h.recent++;
+      h.lastUse = now;
+    }
+    return d;
+  }
+
+  /** A decision from what `h` holds, or undefined when it cannot cover `cost`. */
+  private spend(h: Held, cost: number, now: number): StoreDecision | undefined {
+    if (now >= h.expires) return undefined;
+    const policy = h.policy;
+    if (policy.algorithm === "concurrency") {
+      this.expireLocal(h, now);
+      const free = h.units - h.used;
+      if (free < cost) return undefined;
+      const leaseId = `${this.nodeId}~${(++this.seq).toString(36)}`;
+      h.inUse.set(leaseId, { cost, expires: now + policy.rules[0]!.periodMs });
+      h.used += cost;
+      this.counters.local++;
+      return this.reported(h, now, h.units - h.used, leaseId);
+    }
+    if (h.units < cost) return undefined;
+    h.units -= cost;
+    this.counters.local++;
+    return this.reported(h, now, h.units, undefined);
+  }
+
+  /** The decision reported from a lease: the rules at the grant, with what is left here. */
+  private reported(h: Held, now: number, left: number, leaseId: string | undefined): StoreDecision {
+    const elapsed = Math.max(0, now - h.grantedAt);
+    const rules = h.base.map((r): RuleDecision => ({
+      limit: r.limit,
+      periodMs: r.periodMs,
+      burst: r.burst,
+      allowed: true,
+      remaining: r.remaining + left,
+      resetAfterMs: Math.max(0, r.resetAfterMs - Math.round(elapsed)),
+      retryAfterMs: 0,
+    }));
+    return leaseId === undefined
+      ? { allowed: true, rules, blockedForMs: 0 }
+      : { allowed: true, rules, blockedForMs: 0, leaseId };
+  }
+
+  /** Concurrency: frees local slots whose lease ran out (their holder never released them). */
+  private expireLocal(h: Held, now: number): void {
+    if (h.inUse.size === 0) return;
+    for (const [id, l] of h.inUse) {
+      if (l.expires <= now) {
+        h.inUse.delete(id);
+        h.used -= l.cost;
+      }
+    }
+  }
+
+  /** The units to ask for: this node's rate over the horizon, at least what waits. */
+  private asked(h: Held, now: number, waiting: number): number {
+    const policy = h.policy;
+    const cap = Math.floor(policy.lease!.maxShare * policyCapacity(policy));
+    const rate = h.recent / Math.max(1, now - h.since);
+    h.recent = 0;
+    h.since = now;
+    const want = Math.ceil(rate * Math.min(HORIZON_MS, policy.lease!.ttlMs));
+    return Math.max(0, Math.min(cap, Math.max(want, waiting)));
+  }
+
+  /** Asks Redis for `first` (and a lease); then serves what waited. */
+  private refill(h: Held, first: Waiter): void {
+    const policy = h.policy;
+    const now = this.calls.now();
+    const concurrency = policy.algorithm === "concurrency";
+    if (concurrency) this.expireLocal(h, now);
+    // What goes back with the call: rate algorithms return their leftover (it cannot cover the
+    // request, or it has expired); concurrency returns free slots only once the lease expired.
+    const ret = concurrency ? (now >= h.expires ? h.units - h.used : 0) : h.units;
+    if (ret > 0) {
+      this.counters.returned += ret;
+      if (now >= h.expires) this.counters.expired++;
+    }
+    const asked = this.asked(
+      h,
+      now,
+      h.waiters.reduce((n, w) => n + w.cost, 0),
+    );
+    h.busy = true;
+    // The units given back are gone whatever the call's fate (it may have run).
+    h.units -= ret;
+    const member = concurrency ? `${this.nodeId}~n` : "";
+    this.counters.remote++;
+    this.calls.lease(policy, h.key, first.cost, asked, ret, h.at, h.epoch, member).then(
+      (reply) => {
+        h.busy = false;
+        const d = reply.decision;
+        const grantedAt = now;
+        if (reply.epoch !== h.epoch) {
+          // A new epoch (Redis lost its data, or this is the first lease): what was held is void.
+          if (concurrency) h.units = Math.min(h.units, h.used);
+          else h.units = 0;
+        }
+        h.epoch = reply.epoch;
+        h.at = reply.at;
+        if (reply.granted > 0) this.counters.taken++;
+        if (d.allowed) {
+          if (concurrency) {
+            h.units += first.cost + reply.granted;
+            const leaseId = `${this.nodeId}~${(++this.seq).toString(36)}`;
+            h.inUse.set(leaseId, { cost: first.cost, expires: now + policy.rules[0]!.periodMs });
+            h.used += first.cost;
+            first.resolve({ ...d, leaseId });
+          } else {
+            h.units += reply.granted;
+            first.resolve(d);
+          }
+          // Redis reports remaining net of what this node now holds unspent; a decision from
+          // the lease adds back what is left of it.
+          h.base = d.rules;
+          let ttl = policy.lease!.ttlMs;
+          if (policy.algorithm === "fixed-window")
+            for (const r of d.rules) ttl = Math.min(ttl, r.resetAfterMs);
+          h.expires = grantedAt + ttl;
+          h.grantedAt = grantedAt;
+        } else first.resolve(d);
+        this.serveWaiters(h);
+      },
+      (err: unknown) => {
+        h.busy = false;
+        first.reject(err);
+        // Redis failed: what this node still holds keeps deciding until it expires; the rest
+        // of the waiters get the error (their policy's onStoreError answers).
+        const waiters = h.waiters;
+        h.waiters = [];
+        const now2 = this.calls.now();
+        for (const w of waiters) {
+          const d = this.spend(h, w.cost, now2);
+          if (d !== undefined) w.resolve(d);
+          else w.reject(err);
+        }
+      },
+    );
+  }
+
+  /** After a lease call: serve waiters from the grant; the first it cannot cover asks again. */
+  private serveWaiters(h: Held): void {
+    const now = this.calls.now();
+    while (h.waiters.length > 0) {
+      const w = h.waiters[0]!;
+      const d = this.spend(h, w.cost, now);
+      if (d === undefined) {
+        h.waiters.shift();
+        this.refill(h, w);
+        return;
+      }
+      h.waiters.shift();
+      w.resolve(d);
+    }
+  }
+
+  /** True once a key has been decided `hotAfter` times within a second. */
+  private isHot(id: string, hotAfter: number, now: number): boolean {
+    let e = this.heat.get(id);
+    if (e === undefined || now - e.since > 1000) {
+      if (e === undefined && this.heat.size >= HEAT_KEYS) {
+        const oldest = this.heat.keys().next();
+        if (!oldest.done) this.heat.delete(oldest.value);
+      }
+      e = { n: 0, since: now };
+      this.heat.set(id, e);
+    }
+    if (++e.n < hotAfter) return false;
+    this.heat.delete(id);
+    return true;
+  }
+
+  /** Concurrency: frees a slot taken from a lease (`true`), or says the id is not one of ours. */
+  releaseLocal(policy: Policy, key: string, leaseId: string): boolean | undefined {
+    if (!leaseId.startsWith(`${this.nodeId}~`)) return undefined;
+    const h = this.held.get(idOf(policy, key));
+    const l = h?.inUse.get(leaseId);
+    if (h === undefined || l === undefined) return false;
+    h.inUse.delete(leaseId);
+    h.used -= l.cost;
+    h.lastUse = this.calls.now();
+    return true;
+  }
+
+  /** Units this node holds unspent for the key (added to a peek's remaining). */
+  unspent(policy: Policy, key: string): number {
+    const h = this.held.get(idOf(policy, key));
+    if (h === undefined || h.policy !== policy || this.calls.now() >= h.expires) return 0;
+    return policy.algorithm === "concurrency" ? h.units - h.used : h.units;
+  }
+
+  /** Forgets the key (after a reset: Redis no longer counts what was leased). */
+  forget(policy: Policy, key: string): void {
+    this.held.delete(idOf(policy, key));
+  }
+
+  /**
+   * Gives back what idle or expired leases hold and drops idle keys. Called on a timer; also
+   * keeps concurrency members alive while they hold slots in use.
+   */
+  sweep(): void {
+    const now = this.calls.now();
+    for (const [id, h] of this.held) {
+      if (h.busy) continue;
+      const ttl = h.policy.lease!.ttlMs;
+      const idle = now - h.lastUse >= ttl / 2;
+      if (h.policy.algorithm === "concurrency") {
+        this.expireLocal(h, now);
+        const free = h.units - h.used;
+        if (h.units > 0 && (idle || now >= h.expires - ttl / 2)) {
+          // Shrink to what is in use (when idle) and refresh the member: its slots stay this
+          // node's for another ttl from now (Redis counts from its own later time).
+          const ret = idle ? free : 0;
+          h.units -= ret;
+          if (ret > 0) this.counters.returned += ret;
+          h.busy = true;
+          this.calls.giveBack(h.policy, h.key, ret, h.at, h.epoch, `${this.nodeId}~n`).then(
+            () => {
+              h.busy = false;
+              h.expires = now + ttl;
+              this.serveWaiters(h);
+            },
+            () => {
+              h.busy = false;
+              this.serveWaiters(h);
+            },
+          );
+        }
+        if (h.units === 0 && h.used === 0 && idle) this.held.delete(id);
+        continue;
+      }
+      if (h.units > 0 && (idle || now >= h.expires)) {
+        if (now >= h.expires) this.counters.expired++;
+        void this.release(h);
+      }
+      if (h.units === 0 && idle) this.held.delete(id);
+    }
+  }
+
+  /** Gives back all that `h` holds unspent. */
+  private release(h: Held): Promise<unknown> {
+    const ret = h.policy.algorithm === "concurrency" ? h.units - h.used : h.units;
+    if (ret <= 0) return Promise.resolve();
+    h.units -= ret;
+    this.counters.returned += ret;
+    const member = h.policy.algorithm === "concurrency" ? `${this.nodeId}~n` : "";
+    return this.calls.giveBack(h.policy, h.key, ret, h.at, h.epoch, member).catch(() => undefined);
+  }
+
+  /** Gives back everything (the store is closing). */
+  async close(): Promise<void> {
+    const all: Array<Promise<unknown>> = [];
+    for (const h of this.held.values()) {
+      for (const w of h.waiters.splice(0)) w.reject(new Error("closing"));
+      if (!h.busy) all.push(this.release(h));
+    }
+    this.held.clear();
+    await Promise.all(all);
+  }
+
+  /** Whether anything is held (the sweep timer runs only then). */
+  get empty(): boolean {
+    return this.held.size === 0;
+  }
+}
+
+function idOf(policy: Policy, key: string): string {
+  return `${policy.name}\u0000${key}`;
+}
