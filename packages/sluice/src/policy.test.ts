@@ -126,4 +126,59 @@ describe("definePolicy", () => {
       /Invalid policy "login": rules\.0\.limit: limit must be a positive integer \(got 0\); rules\.0\.period: must be/,
     );
   });
+
+  describe("lease", () => {
+    it("resolves true to the defaults and keeps tuning; round-trips", () => {
+      expect(
+        definePolicy({ name: "a", rules: [{ limit: 9, period: "1s" }], lease: true }).lease,
+      ).toEqual({
+        maxShare: 0.1,
+        ttlMs: 1000,
+        hotAfter: 20,
+      });
+      const tuned: PolicyInput = {
+        name: "b",
+        algorithm: "fixed-window",
+        rules: [{ limit: 9, period: 1000 }],
+        lease: { maxShare: 0.25, ttl: 500, hotAfter: 5 },
+      };
+      const p = definePolicy(tuned);
+      expect(p.lease).toEqual({ maxShare: 0.25, ttlMs: 500, hotAfter: 5 });
+      expect(policyToInput(p)).toEqual(tuned);
+      expect(
+        policyToInput(definePolicy({ name: "c", rules: [{ limit: 1, period: 1 }], lease: true }))
+          .lease,
+      ).toBe(true);
+      expect(
+        definePolicy({ name: "d", rules: [{ limit: 1, period: 1 }], lease: false }).lease,
+      ).toBeUndefined();
+    });
+
+    it("refuses sliding-window, sliding-log and blockDuration, naming the field", () => {
+      for (const algorithm of ["sliding-window", "sliding-log"] as const) {
+        expect(
+          issuesOf({ name: "x", algorithm, rules: [{ limit: 5, period: "1s" }], lease: true }),
+        ).toEqual([{ path: "lease", message: expect.stringContaining(`not ${algorithm}`) }]);
+      }
+      expect(
+        issuesOf({
+          name: "x",
+          rules: [{ limit: 5, period: "1s" }],
+          blockDuration: "1m",
+          lease: true,
+        }),
+      ).toEqual([{ path: "lease", message: expect.stringContaining("blockDuration") }]);
+    });
+
+    it("checks its tuning", () => {
+      const bad = (lease: unknown) =>
+        issuesOf({ name: "x", rules: [{ limit: 5, period: "1s" }], lease }).map((i) => i.path);
+      expect(bad({ maxShare: 0 })).toEqual(["lease.maxShare"]);
+      expect(bad({ maxShare: 1.5 })).toEqual(["lease.maxShare"]);
+      expect(bad({ hotAfter: 0 })).toEqual(["lease.hotAfter"]);
+      expect(bad({ ttl: "soon" })).toEqual(["lease.ttl"]);
+      expect(bad({ size: 3 })).toEqual(["lease"]); // unknown field(s): size
+      expect(bad("yes")).toEqual(["lease"]);
+    });
+  });
 });

@@ -123,6 +123,16 @@ const ruleSchema = z.strictObject({
   burst: positiveInt("burst").optional(),
 });
 
+const leaseSchema = z.strictObject({
+  maxShare: z
+    .number({ error: "maxShare must be a number" })
+    .gt(0, { error: "maxShare must be more than 0 (a share of the capacity)" })
+    .lte(1, { error: "maxShare must be at most 1 (a share of the capacity)" })
+    .optional(),
+  ttl: durationSchema.optional(),
+  hotAfter: positiveInt("hotAfter").optional(),
+});
+
 const policySchema = z.strictObject({
   name: z.string({ error: "name must be a string" }).regex(NAME, {
     error: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
@@ -144,21 +154,28 @@ const policySchema = z.strictObject({
   shadow: z.boolean({ error: "shadow must be true or false" }).default(false),
   description: z.string({ error: "description must be a string" }).max(2000).default(""),
   lease: z
-    .union(
-      [
-        z.boolean(),
-        z.strictObject({
-          maxShare: z
-            .number({ error: "maxShare must be a number" })
-            .gt(0, { error: "maxShare must be more than 0 (a share of the capacity)" })
-            .lte(1, { error: "maxShare must be at most 1 (a share of the capacity)" })
-            .optional(),
-          ttl: durationSchema.optional(),
-          hotAfter: positiveInt("hotAfter").optional(),
-        }),
-      ],
-      { error: "lease must be true, false or { maxShare, ttl, hotAfter }" },
-    )
+    .unknown()
+    .transform((v, ctx) => {
+      if (v === undefined || typeof v === "boolean") return v;
+      if (typeof v !== "object" || v === null || Array.isArray(v)) {
+        ctx.addIssue({
+          code: "custom",
+          message: "lease must be true, false or { maxShare, ttl, hotAfter }",
+        });
+        return z.NEVER;
+      }
+      const r = leaseSchema.safeParse(v);
+      if (!r.success) {
+        for (const i of toIssues(r.error))
+          ctx.addIssue({
+            code: "custom",
+            message: i.message,
+            path: i.path ? i.path.split(".") : [],
+          });
+        return z.NEVER;
+      }
+      return r.data;
+    })
     .optional(),
 });
 
