@@ -52,6 +52,13 @@ export interface Store {
   release(policy: Policy, key: string, leaseId: string): Promise<boolean>;
   /** Forget everything about the key (counters and penalty block). */
   reset(policy: Policy, key: string): Promise<void>;
+  /**
+   * For `fixed-window` policies whose windows start at the first request: put every rule of the
+   * key at `count` units (which may exceed the limit) in a window that ends `windowMs` from now;
+   * a count of 0 forgets the counters. The penalty block is left as it is. Optional: a store
+   * without it cannot serve a limiter's `setCount`.
+   */
+  setCount?(policy: Policy, key: string, count: number, windowMs: number): Promise<void>;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */
@@ -77,6 +84,8 @@ export interface SyncStore extends Store {
   releaseSync(policy: Policy, key: string, leaseId: string): boolean;
   /** {@link Store.reset}, synchronously. */
   resetSync(policy: Policy, key: string): void;
+  /** {@link Store.setCount}, synchronously. */
+  setCountSync?(policy: Policy, key: string, count: number, windowMs: number): void;
 }
 
 /** True when `store` implements {@link SyncStore}. */
