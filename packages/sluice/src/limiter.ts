@@ -80,8 +80,8 @@ export interface Limiter {
   /**
    * `fixed-window` policies with `windowStart: "first-request"` only: put the key's window at
    * `count` units — which may exceed the limit, and then holds the key denied until the window
-   * ends — in a window that ends `windowMs` from now (default: each rule's period); 0 forgets
-   * the counters. A penalty block is left as it is. For moderation tools and for counts
+   * ends — in a window that ends `windowMs` from now (default: the rule's period). A penalty
+   * block is left as it is. For moderation tools and for counts
    * imported from elsewhere (rate-limiter-flexible's `set` and `block` are this).
    */
   setCount(key: string, count: number, options?: SetCountOptions): Promise<void>;

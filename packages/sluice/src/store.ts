@@ -54,8 +54,8 @@ export interface Store {
   reset(policy: Policy, key: string): Promise<void>;
   /**
    * For `fixed-window` policies whose windows start at the first request: put every rule of the
-   * key at `count` units (which may exceed the limit) in a window that ends `windowMs` from now;
-   * a count of 0 forgets the counters. The penalty block is left as it is. Optional: a store
+   * key at `count` units (which may exceed the limit, or be 0) in a window that ends `windowMs`
+   * from now. The penalty block is left as it is. Optional: a store
    * without it cannot serve a limiter's `setCount`.
    */
   setCount?(policy: Policy, key: string, count: number, windowMs: number): Promise<void>;

@@ -45,10 +45,10 @@ export const fixedWindow: Algorithm = {
 /**
  * Fixed window started by the first request: a key's window opens at its first charge and lasts
  * `period`; the first request after it ends opens the next one. At most `limit` per window, as
- * express-rate-limit's stores, rate-limiter-flexible and @nestjs/throttler count. State:
- * [windowStart, count] (the same layout as {@link fixedWindow}, whose aligned state this reads
- * as a window that started at its aligned start). A fresh key reports `resetAfterMs` 0: no
- * window is open.
+ * express-rate-limit's stores, rate-limiter-flexible and @nestjs/throttler count. A window stays
+ * open until its end even when refunds bring its count back to 0. State: [windowStart, count]
+ * (the layout of {@link fixedWindow}, whose aligned state this reads as a window that started at
+ * its aligned start). With no window open, a cost-0 decision reports `resetAfterMs` 0.
  */
 export const fixedWindowFromFirstRequest: Algorithm = {
   stateSize: 2,
@@ -60,12 +60,13 @@ export const fixedWindowFromFirstRequest: Algorithm = {
     const end = start + rule.periodMs;
     if (count + cost <= rule.limit) {
       const used = count + cost;
+      const opens = open || used > 0;
       return {
         allowed: true,
         remaining: rule.limit - used,
-        resetAfterMs: used > 0 ? end - nowMs : 0,
+        resetAfterMs: opens ? end - nowMs : 0,
         retryAfterMs: 0,
-        next: used > 0 ? [start, used] : null,
+        next: opens ? [start, used] : null,
         ttlMs: end - nowMs,
       };
     }
@@ -83,6 +84,9 @@ export const fixedWindowFromFirstRequest: Algorithm = {
     const open = state !== undefined && nowMs < (state[0] ?? 0) + rule.periodMs;
     const start = open ? state[0]! : nowMs;
     const used = Math.max(0, (open ? (state[1] ?? 0) : 0) + delta);
-    return { next: used > 0 ? [start, used] : null, ttlMs: start + rule.periodMs - nowMs };
+    return {
+      next: open || used > 0 ? [start, used] : null,
+      ttlMs: start + rule.periodMs - nowMs,
+    };
   },
 };

@@ -362,7 +362,7 @@ export class MemoryStore implements SyncStore {
     const current =
       offset !== undefined && sp.live(offset, nowMs) ? sp.keyState(offset, n) : undefined;
     const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
-    const end = count > 0 && windowMs > 0 ? nowMs + windowMs : 0;
+    const end = windowMs > 0 ? nowMs + windowMs : 0;
     // The window [end − period, end) for every rule: the layout of fixed-window's [start, count].
     const states = policy.rules.map((r) => (end > 0 ? [end - r.periodMs, count] : undefined));
     const expiresAt = Math.max(end, blockUntil);

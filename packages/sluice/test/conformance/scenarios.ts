@@ -260,10 +260,11 @@ export const scenarios: Scenario[] = [
       { at: 200, expect: { allowed: false, remaining: 0, retryAfterMs: 9800 } },
       { at: 300, op: "refund", cost: 3 },
       { at: 400, expect: { allowed: true, remaining: 0, resetAfterMs: 9600 } },
-      // Never below nothing; nothing counted is no window.
+      // Never below nothing; the window stays open, empty, until its end.
       { at: 500, op: "adjust", cost: -10 },
-      { at: 600, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 10000 } },
-      { at: 700, expect: { allowed: true, remaining: 4, resetAfterMs: 10000 } },
+      { at: 600, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 9400 } },
+      { at: 700, expect: { allowed: true, remaining: 4, resetAfterMs: 9300 } },
+      { at: 10000, expect: { allowed: true, remaining: 4, resetAfterMs: 10000 } },
       { at: 800, cost: 6, throws: "SLUICE_ERR_COST" },
     ],
   },
@@ -284,9 +285,9 @@ export const scenarios: Scenario[] = [
       },
       { at: 2000, op: "peek", expect: { allowed: false, retryAfterMs: 4000 } },
       { at: 6000, expect: { allowed: true, remaining: 4, resetAfterMs: 60000 } },
-      // 0 forgets the counters.
+      // A window holding 0 until 7000 + 60000.
       { at: 7000, op: "setCount", count: 0 },
-      { at: 7000, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 60000 } },
+      { at: 7500, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 59500 } },
       // Without windowMs, the window is the period.
       { at: 8000, op: "setCount", count: 5 },
       { at: 8000, expect: { allowed: false, retryAfterMs: 60000 } },

@@ -70,6 +70,39 @@ describe("importing the built package", () => {
     }
   });
 
+  // The drop-in faces, as their users load them (the peers' users are often on CommonJS):
+  // by package name, from CommonJS (require) and from ESM (import).
+  const compat: Array<[entry: string, names: string, program: string, expected: string]> = [
+    [
+      "sluice/compat/rate-limiter-flexible",
+      "{ RateLimiterMemory, RateLimiterRes }",
+      `const l = new RateLimiterMemory({ points: 1, duration: 60 });
+l.consume("k").then(() => l.consume("k")).then(
+  () => console.log("allowed"),
+  (r) => console.log(r instanceof RateLimiterRes, r.consumedPoints, r.remainingPoints));`,
+      "true 2 0",
+    ],
+  ];
+
+  it.each(compat)(
+    "%s by package name from CommonJS and from ESM",
+    (entry, names, body, expected) => {
+      const cjs = join(root, "node_modules", ".sluice-compat-test.cjs");
+      const esm = join(root, "node_modules", ".sluice-compat-test.mjs");
+      writeFileSync(cjs, `const ${names} = require(${JSON.stringify(entry)});\n${body}`);
+      writeFileSync(esm, `import ${names} from ${JSON.stringify(entry)};\n${body}`);
+      try {
+        for (const file of [cjs, esm])
+          expect(
+            execFileSync(process.execPath, [file], { cwd: root, encoding: "utf8" }).trim(),
+          ).toBe(expected);
+      } finally {
+        rmSync(cjs, { force: true });
+        rmSync(esm, { force: true });
+      }
+    },
+  );
+
   it("type declarations compile under strict TypeScript", () => {
     const ts = join(root, "node_modules", ".sluice-types-test.ts");
     writeFileSync(
@@ -130,6 +163,16 @@ export const ev = evaluate(definePolicy({ name: "a", rules: [{ limit: 1, period:
       `import { RateLimitCore, githubHeaders, type RateLimitOptions } from "sluice/http";
 export const core = (o: RateLimitOptions) => new RateLimitCore(o);
 export const h = githubHeaders;`,
+    ],
+    [
+      "sluice/compat/rate-limiter-flexible",
+      ["es2023"],
+      `import { RateLimiterMemory, RateLimiterRedis, RateLimiterUnion, RateLimiterRes, type RateLimiterRedisOptions } from "sluice/compat/rate-limiter-flexible";
+import type { RedisClientLike } from "sluice";
+export const m = new RateLimiterMemory({ points: 5, duration: 1 });
+export const r = (o: RateLimiterRedisOptions) => new RateLimiterRedis(o);
+export const u = (c: RedisClientLike) => new RateLimiterUnion(m, new RateLimiterRedis({ storeClient: c, points: 1, duration: 1 }));
+export const p: Promise<RateLimiterRes> = m.consume("k", 2);`,
     ],
     [
       "sluice/hono",

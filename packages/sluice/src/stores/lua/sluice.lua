@@ -250,8 +250,9 @@ end
 if has.F then
   -- algorithms/fixed-window.ts, fixedWindowFromFirstRequest. State {windowStart, count}.
   fwf_decide = function(st, now, limit, period, burst, cost)
+    local open = st ~= nil and now < st[1] + period
     local start, count = now, 0
-    if st ~= nil and now < st[1] + period then
+    if open then
       start = st[1]
       count = st[2] or 0
     end
@@ -259,7 +260,7 @@ if has.F then
     if count + cost <= limit then
       local used = count + cost
       local nxt, reset = nil, 0
-      if used > 0 then
+      if open or used > 0 then
         nxt = { start, used }
         reset = wend - now
       end
@@ -433,13 +434,14 @@ local function fw_adjust(st, now, limit, period, burst, delta)
   return nil, start + period - now
 end
 local function fwf_adjust(st, now, limit, period, burst, delta)
+  local open = st ~= nil and now < st[1] + period
   local start, count = now, 0
-  if st ~= nil and now < st[1] + period then
+  if open then
     start = st[1]
     count = st[2] or 0
   end
   local used = max(0, count + delta)
-  if used > 0 then return { start, used }, start + period - now end
+  if open or used > 0 then return { start, used }, start + period - now end
   return nil, start + period - now
 end
 local function sw_adjust(st, now, limit, P, burst, delta)
@@ -667,9 +669,9 @@ while a <= nargs do
     on = on + 1; out[on] = 1
   elseif op == 5 then
     -- set count (first-request fixed windows): every rule's window holds `cost` units and ends
-    -- windowMs from now; 0 units is no state. The penalty block is left alone.
+    -- windowMs from now. The penalty block is left alone.
     for i = 0, n - 1 do
-      if cost > 0 and windowMs > 0 then call('SET', KEYS[base + i], cost, 'PXAT', now + windowMs + shift)
+      if windowMs > 0 then call('SET', KEYS[base + i], cost, 'PXAT', now + windowMs + shift)
       else call('DEL', KEYS[base + i]) end
     end
     on = on + 1; out[on] = 1
