@@ -16,6 +16,7 @@ export default defineConfig({
     hono: "src/http/adapters/hono.ts",
     // Drop-in faces of peer libraries (`sluice/compat/rate-limiter-flexible`, …).
     "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
+    "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -82,6 +82,14 @@ l.consume("k").then(() => l.consume("k")).then(
   (r) => console.log(r instanceof RateLimiterRes, r.consumedPoints, r.remainingPoints));`,
       "true 2 0",
     ],
+    [
+      "sluice/compat/express-rate-limit",
+      "{ SluiceStore }",
+      `const store = new SluiceStore();
+store.init({ windowMs: 60000 });
+store.increment("k").then(() => store.increment("k")).then((r) => console.log(r.totalHits, r.resetTime instanceof Date));`,
+      "2 true",
+    ],
   ];
 
   it.each(compat)(
@@ -173,6 +181,15 @@ export const m = new RateLimiterMemory({ points: 5, duration: 1 });
 export const r = (o: RateLimiterRedisOptions) => new RateLimiterRedis(o);
 export const u = (c: RedisClientLike) => new RateLimiterUnion(m, new RateLimiterRedis({ storeClient: c, points: 1, duration: 1 }));
 export const p: Promise<RateLimiterRes> = m.consume("k", 2);`,
+    ],
+    [
+      "sluice/compat/express-rate-limit",
+      ["es2023"],
+      `import { SluiceStore, type ClientRateLimitInfo } from "sluice/compat/express-rate-limit";
+import type { RedisClientLike } from "sluice";
+export const m = new SluiceStore({ algorithm: "gcra", burst: 5 });
+export const r = (client: RedisClientLike) => new SluiceStore({ client, prefix: "api" });
+export const i: Promise<ClientRateLimitInfo> = m.increment("k");`,
     ],
     [
       "sluice/hono",
