@@ -17,6 +17,7 @@ export default defineConfig({
     // Drop-in faces of peer libraries (`sluice/compat/rate-limiter-flexible`, …).
     "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
     "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
+    "compat/nestjs-throttler": "src/compat/nestjs-throttler.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

@@ -90,6 +90,14 @@ store.init({ windowMs: 60000 });
 store.increment("k").then(() => store.increment("k")).then((r) => console.log(r.totalHits, r.resetTime instanceof Date));`,
       "2 true",
     ],
+    [
+      "sluice/compat/nestjs-throttler",
+      "{ SluiceThrottlerStorage }",
+      `const s = new SluiceThrottlerStorage();
+const hit = () => s.increment("k", 60000, 1, 60000, "default");
+hit().then(hit).then((r) => console.log(r.isBlocked, r.totalHits, r.timeToBlockExpire));`,
+      "true 2 60",
+    ],
   ];
 
   it.each(compat)(
@@ -190,6 +198,13 @@ import type { RedisClientLike } from "sluice";
 export const m = new SluiceStore({ algorithm: "gcra", burst: 5 });
 export const r = (client: RedisClientLike) => new SluiceStore({ client, prefix: "api" });
 export const i: Promise<ClientRateLimitInfo> = m.increment("k");`,
+    ],
+    [
+      "sluice/compat/nestjs-throttler",
+      ["es2023"],
+      `import { SluiceThrottlerStorage, type ThrottlerStorageRecord } from "sluice/compat/nestjs-throttler";
+export const s = new SluiceThrottlerStorage({ prefix: "api" });
+export const r: Promise<ThrottlerStorageRecord> = s.increment("k", 1000, 5, 1000, "default");`,
     ],
     [
       "sluice/hono",

@@ -1,0 +1,181 @@
+/**
+ * `sluice/compat/nestjs-throttler`: `SluiceThrottlerStorage`, a @nestjs/throttler (v5, v6)
+ * `ThrottlerStorage` over sluice's stores. Keep the guard and the decorators, change the
+ * storage:
+ *
+ * ```ts
+ * ThrottlerModule.forRoot({
+ *   throttlers: [{ ttl: 60_000, limit: 10 }],
+ *   storage: new SluiceThrottlerStorage({ client: new Redis(process.env.REDIS_URL) }),
+ * });
+ * ```
+ *
+ * It decides as @nestjs/throttler's own storage does — a hit counts for `ttl` ms after it was
+ * made (a sliding log), the hit that passes `limit` starts a block of `blockDuration` — with
+ * sluice's `sliding-log` (and its penalty block) under the policy `<prefix>:<throttler name>`,
+ * exact under concurrency, in a memory store of its own (no timer per hit, bounded) or the
+ * Redis store of an ioredis client (standalone, Sentinel or Cluster). `timeToExpire` is the
+ * storage's window, opened by a key's first hit: a first-request `fixed-window` count under
+ * `<prefix>:<throttler name>:window`. Differences that remain: docs/migrating.md.
+ */
+import { ValidationError } from "../errors.js";
+import { type Limiter, createLimiter } from "../limiter.js";
+import type { Store } from "../store.js";
+import { MemoryStore } from "../stores/memory.js";
+import type { RedisClientLike } from "../stores/redis.js";
+import { counterPolicy, isStore, policyName, redisStoreOf } from "./shared.js";
+
+/** What `increment` answers (@nestjs/throttler's `ThrottlerStorageRecord`). */
+export interface ThrottlerStorageRecord {
+  /** Hits counted for the key within `ttl` (with the one that passed the limit, while it counts). */
+  totalHits: number;
+  /** Seconds until the key's window, opened by its first hit, ends. */
+  timeToExpire: number;
+  /** Whether this hit is refused. */
+  isBlocked: boolean;
+  /** Seconds until the key may pass again (0 when not blocked). */
+  timeToBlockExpire: number;
+}
+
+/** Options of {@link SluiceThrottlerStorage}. */
+export interface SluiceThrottlerStorageOptions {
+  /** An ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`); default: memory. */
+  client?: RedisClientLike;
+  /** A sluice store to decide in instead (e.g. `redisStore({ client, timeoutMs })`). */
+  store?: Store;
+  /**
+   * Starts every policy name: `<prefix>:<throttler name>` (1–128 letters, digits, `.`, `_`,
+   * `-`, `:` in all). Default `"nest"`.
+   */
+  prefix?: string;
+}
+
+/** Limiters of one throttler setting: the hits, and the window `timeToExpire` tells. */
+interface Throttle {
+  readonly hits: Limiter;
+  readonly window: Limiter;
+  readonly blockMs: number;
+  readonly ttlMs: number;
+}
+
+/** Most throttler settings (name, ttl, limit, blockDuration) remembered at once. */
+const MAX_SETTINGS = 1000;
+
+/**
+ * A @nestjs/throttler `ThrottlerStorage` over sluice; see the module's comment.
+ */
+export class SluiceThrottlerStorage {
+  private readonly store: Store;
+  private readonly prefix: string;
+  private readonly throttles = new Map<string, Throttle>();
+  private lastError: unknown;
+  private readonly onError = (err: unknown): void => {
+    this.lastError = err;
+  };
+
+  constructor(options: SluiceThrottlerStorageOptions = {}) {
+    const subject = "Invalid SluiceThrottlerStorage options";
+    if (typeof options !== "object" || options === null)
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "", message: "must be an object" },
+      ]);
+    if (options.client !== undefined && typeof options.client?.call !== "function")
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "client", message: "must be an ioredis client (Redis or Cluster)" },
+      ]);
+    if (options.store !== undefined && !isStore(options.store))
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "store", message: "must be a sluice store (memoryStore(), redisStore())" },
+      ]);
+    this.prefix = policyName(options.prefix ?? "nest", "prefix", subject);
+    this.store =
+      options.store ?? (options.client ? redisStoreOf(options.client) : new MemoryStore());
+  }
+
+  /**
+   * Counts a hit of `key` for the throttler `throttlerName` (`ttl` and `blockDuration` in ms)
+   * and tells whether it is refused.
+   */
+  async increment(
+    key: string,
+    ttl: number,
+    limit: number,
+    blockDuration: number,
+    throttlerName: string,
+  ): Promise<ThrottlerStorageRecord> {
+    const t = this.throttle(ttl, limit, blockDuration, throttlerName);
+    // One tick: a Redis store sends both in one script call.
+    const [d, w] = await Promise.all([t.hits.limit(key), t.window.limit(key)]);
+    if (d.reason === "store-error" || w.reason === "store-error")
+      throw this.lastError ?? new Error("SluiceThrottlerStorage: the store failed");
+    const timeToExpire = Math.ceil(w.resetAfterMs / 1000);
+    const used = d.limit - d.remaining;
+    if (d.allowed) return { totalHits: used, timeToExpire, isBlocked: false, timeToBlockExpire: 0 };
+    if (t.blockMs <= 0) {
+      // No block: the refused hit is not counted; it may pass once the oldest hit leaves.
+      return {
+        totalHits: used + 1,
+        timeToExpire,
+        isBlocked: true,
+        timeToBlockExpire: Math.ceil(d.retryAfterMs / 1000),
+      };
+    }
+    // Blocked: the hit that passed the limit (made when the block started) counts while it is
+    // younger than ttl, as @nestjs/throttler counts it.
+    const sinceBlock = t.blockMs - d.retryAfterMs;
+    return {
+      totalHits: used + (sinceBlock < t.ttlMs ? 1 : 0),
+      timeToExpire,
+      isBlocked: true,
+      timeToBlockExpire: Math.ceil(d.retryAfterMs / 1000),
+    };
+  }
+
+  /** Nothing to stop: sluice's stores keep no timer per hit, and the Redis client is yours. */
+  onApplicationShutdown(): void {
+    this.throttles.clear();
+  }
+
+  private throttle(ttl: number, limit: number, blockDuration: number, name: string): Throttle {
+    const id = `${name}\u0000${ttl}\u0000${limit}\u0000${blockDuration}`;
+    let t = this.throttles.get(id);
+    if (t !== undefined) return t;
+    const subject = `Invalid throttler "${name}"`;
+    const issues = [];
+    if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1)
+      issues.push({ path: "limit", message: `must be a positive integer (got ${String(limit)})` });
+    if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0)
+      issues.push({ path: "ttl", message: `must be a positive number of ms (got ${String(ttl)})` });
+    if (typeof blockDuration !== "number" || !Number.isFinite(blockDuration))
+      issues.push({
+        path: "blockDuration",
+        message: `must be a number of ms (got ${String(blockDuration)})`,
+      });
+    if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
+    const ttlMs = Math.max(1, Math.round(ttl));
+    const blockMs = Math.max(0, Math.round(blockDuration));
+    const base = policyName(`${this.prefix}:${name}`, "throttler name", subject);
+    t = {
+      hits: createLimiter({
+        store: this.store,
+        policy: {
+          name: base,
+          algorithm: "sliding-log",
+          rules: [{ limit, period: ttlMs }],
+          ...(blockMs > 0 ? { blockDuration: blockMs } : {}),
+        },
+        onError: this.onError,
+      }),
+      window: createLimiter({
+        store: this.store,
+        policy: counterPolicy(policyName(`${base}:window`, "throttler name", subject), ttlMs),
+        onError: this.onError,
+      }),
+      blockMs,
+      ttlMs,
+    };
+    if (this.throttles.size >= MAX_SETTINGS) this.throttles.clear();
+    this.throttles.set(id, t);
+    return t;
+  }
+}
