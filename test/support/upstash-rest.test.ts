@@ -2,6 +2,7 @@
  * The Upstash REST fixture, driven by `@upstash/redis`'s real client (and by plain fetch where
  * the client hides the wire), so that it cannot drift from the protocol the client speaks.
  */
+import { createHash } from "node:crypto";
 import { Redis as UpstashRedis } from "@upstash/redis";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -73,6 +74,23 @@ describe("the Upstash REST fixture, through @upstash/redis", () => {
     await direct.script("FLUSH");
     await expect(r.evalsha(sha, ["k"], [1])).rejects.toThrow(/NOSCRIPT/);
     expect(await r.eval(script, ["k"], [1])).toEqual(["k", 2, "x"]);
+  });
+
+  it("accepts Upstash's script flag allow-key-locking, keeping the script's own SHA1", async () => {
+    const r = client();
+    const script = "#!lua flags=allow-key-locking\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])";
+    const sha = createHash("sha1").update(script).digest("hex");
+    await direct.script("FLUSH");
+    await expect(r.evalsha(sha, ["fx:lk"], [2])).rejects.toThrow(/NOSCRIPT/);
+    expect(await r.eval(script, ["fx:lk"], [2])).toBe(2);
+    expect(await r.evalsha(sha, ["fx:lk"], [3])).toBe(5);
+    expect(await r.scriptExists(sha)).toEqual([1]);
+    await direct.script("FLUSH");
+    expect(await r.scriptLoad(script)).toBe(sha);
+    expect(await r.evalsha(sha, ["fx:lk"], [1])).toBe(6);
+    // Other flags stay: a no-writes script may not write.
+    const ro = "#!lua flags=allow-key-locking,no-writes\nreturn redis.call('SET', KEYS[1], 1)";
+    await expect(r.eval(ro, ["fx:ro"], [])).rejects.toThrow(/Write commands are not allowed/);
   });
 
   it("pipelines: one request, every command's own result or error", async () => {

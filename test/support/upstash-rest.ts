@@ -20,11 +20,18 @@
  *   JSON numbers and nil is `null`. Without the header strings are UTF-8 text.
  * - Anything else (another path or method, a body that is not a command) is a 4xx `{"error"}`.
  *
- * Any Redis command is forwarded as it is (through ioredis `callBuffer`, so binary values keep
- * their bytes); blocking commands would hold the fixture's one connection, so do not send them.
+ * - Upstash's own script flag `allow-key-locking` (on a `#!lua flags=` first line, which
+ *   @upstash/ratelimit's scripts carry) is accepted: it is taken out of the script before
+ *   redis-server (which refuses unknown flags) sees it, and the script stays known by the SHA1
+ *   of the text the client sent (EVALSHA, SCRIPT LOAD's answer, SCRIPT EXISTS).
+ *
+ * Any other Redis command is forwarded as it is (through ioredis `callBuffer`, so binary values
+ * keep their bytes); blocking commands would hold the fixture's one connection, so do not send
+ * them.
  * `upstash-rest.test.ts` beside it drives it with `@upstash/redis`'s real client, so the fixture
  * cannot drift from the protocol.
  */
+import { createHash } from "node:crypto";
 import { type IncomingMessage, type ServerResponse, createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
@@ -69,6 +76,34 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
   const token = options.token ?? "test-token";
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
   const requests = new Map<string, number>();
+  /** SHA1 of a script as the client sent it → SHA1 of the script redis-server runs. */
+  const shas = new Map<string, string>();
+
+  /** A command as redis-server takes it, and how to put its reply as the client expects it. */
+  function forward(command: string[]): { args: string[]; reply: (r: unknown) => unknown } {
+    const same = { args: command, reply: (r: unknown) => r };
+    const name = command[0]!;
+    const sub = command[1]?.toUpperCase();
+    if ((name === "EVAL" || name === "EVAL_RO") && command[1] !== undefined) {
+      const script = runnable(command[1], shas);
+      return { args: [name, script, ...command.slice(2)], reply: same.reply };
+    }
+    if (name === "SCRIPT" && sub === "LOAD" && command[2] !== undefined) {
+      const script = runnable(command[2], shas);
+      return { args: ["SCRIPT", "LOAD", script], reply: () => sha1(command[2]!) };
+    }
+    if ((name === "EVALSHA" || name === "EVALSHA_RO") && command[1] !== undefined)
+      return {
+        args: [name, shas.get(command[1].toLowerCase()) ?? command[1], ...command.slice(2)],
+        reply: same.reply,
+      };
+    if (name === "SCRIPT" && sub === "EXISTS")
+      return {
+        args: ["SCRIPT", "EXISTS", ...command.slice(2).map((h) => shas.get(h.toLowerCase()) ?? h)],
+        reply: same.reply,
+      };
+    return same;
+  }
 
   const server = createServer((req, res) => {
     const path = (req.url ?? "/").split("?")[0]!;
@@ -93,12 +128,10 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
     const body = await readJson(req);
     const encode = (reply: unknown): JsonResult => encodeReply(reply as RawReply, base64);
     if (path === "/") {
-      const command = toCommand(body, "the body");
+      const command = forward(toCommand(body, "the body"));
       try {
-        return {
-          status: 200,
-          body: { result: encode(await redis.callBuffer(command[0]!, ...command.slice(1))) },
-        };
+        const reply = await redis.callBuffer(command.args[0]!, ...command.args.slice(1));
+        return { status: 200, body: { result: encode(command.reply(reply)) } };
       } catch (err) {
         throw new HttpError(400, redisMessage(err));
       }
@@ -106,9 +139,9 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
     if (path === "/pipeline" || path === "/multi-exec") {
       if (!Array.isArray(body) || body.length === 0)
         throw new HttpError(400, "ERR the body must be a non-empty array of commands");
-      const commands = body.map((c, i) => toCommand(c, `command ${i + 1}`));
+      const commands = body.map((c, i) => forward(toCommand(c, `command ${i + 1}`)));
       const batch = path === "/pipeline" ? redis.pipeline() : redis.multi();
-      for (const c of commands) void batch.callBuffer(c[0]!, ...c.slice(1));
+      for (const c of commands) void batch.callBuffer(c.args[0]!, ...c.args.slice(1));
       let replies: Array<[Error | null, unknown]> | null;
       try {
         replies = await batch.exec();
@@ -118,8 +151,8 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
       if (replies === null) throw new HttpError(400, "ERR the transaction was aborted");
       return {
         status: 200,
-        body: replies.map(([err, reply]) =>
-          err ? { error: redisMessage(err) } : { result: encode(reply) },
+        body: replies.map(([err, reply], i) =>
+          err ? { error: redisMessage(err) } : { result: encode(commands[i]!.reply(reply)) },
         ),
       };
     }
@@ -142,6 +175,26 @@ export async function startUpstashRest(options: UpstashRestOptions): Promise<Ups
       redis.disconnect();
     },
   };
+}
+
+function sha1(text: string): string {
+  return createHash("sha1").update(text).digest("hex");
+}
+
+/**
+ * The script redis-server can run: without Upstash's `allow-key-locking` flag (a first line
+ * `#!lua flags=…`; the line stays, so line numbers in errors do too). Remembers the SHA1s.
+ */
+function runnable(script: string, shas: Map<string, string>): string {
+  const m = /^#!lua[ \t]+flags=([^\n]*)/.exec(script);
+  if (m === null) return script;
+  const flags = m[1]!.split(",").map((f) => f.trim());
+  if (!flags.includes("allow-key-locking")) return script;
+  const kept = flags.filter((f) => f !== "allow-key-locking" && f !== "");
+  const out =
+    (kept.length > 0 ? `#!lua flags=${kept.join(",")}` : "#!lua") + script.slice(m[0].length);
+  shas.set(sha1(script), sha1(out));
+  return out;
 }
 
 function authorized(req: IncomingMessage, token: string): boolean {
