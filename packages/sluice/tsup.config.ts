@@ -18,6 +18,7 @@ export default defineConfig({
     "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
     "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
     "compat/nestjs-throttler": "src/compat/nestjs-throttler.ts",
+    "compat/upstash": "src/compat/upstash.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

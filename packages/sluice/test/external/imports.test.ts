@@ -98,6 +98,13 @@ const hit = () => s.increment("k", 60000, 1, 60000, "default");
 hit().then(hit).then((r) => console.log(r.isBlocked, r.totalHits, r.timeToBlockExpire));`,
       "true 2 60",
     ],
+    [
+      "sluice/compat/upstash",
+      "{ Ratelimit }",
+      `const r = new Ratelimit({ limiter: Ratelimit.slidingWindow(1, "10 s") });
+r.limit("k").then(() => r.limit("k")).then((x) => console.log(x.success, x.remaining, x.reset > Date.now()));`,
+      "false 0 true",
+    ],
   ];
 
   it.each(compat)(
@@ -205,6 +212,14 @@ export const i: Promise<ClientRateLimitInfo> = m.increment("k");`,
       `import { SluiceThrottlerStorage, type ThrottlerStorageRecord } from "sluice/compat/nestjs-throttler";
 export const s = new SluiceThrottlerStorage({ prefix: "api" });
 export const r: Promise<ThrottlerStorageRecord> = s.increment("k", 1000, 5, 1000, "default");`,
+    ],
+    [
+      "sluice/compat/upstash",
+      ["es2023"],
+      `import { Ratelimit, type RatelimitResponse } from "sluice/compat/upstash";
+import type { RedisClientLike } from "sluice";
+export const r = (redis: RedisClientLike) => new Ratelimit({ redis, limiter: Ratelimit.tokenBucket(5, "10 s", 10) });
+export const p: Promise<RatelimitResponse> = new Ratelimit({ limiter: Ratelimit.fixedWindow(5, "1m") }).limit("k", { rate: 2 });`,
     ],
     [
       "sluice/hono",
