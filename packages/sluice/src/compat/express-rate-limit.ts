@@ -20,8 +20,8 @@
 import { ALGORITHMS, type AlgorithmName } from "../algorithms/index.js";
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
-import { type Limiter, createLimiter } from "../limiter.js";
-import type { Store } from "../store.js";
+import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
+import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
 import { counterPolicy, countOf, isStore, policyName, redisStoreOf } from "./shared.js";
@@ -206,7 +206,10 @@ export class SluiceStore {
   /** Counts a hit (or, with `algorithm`, decides it) and answers the client's count. */
   async increment(key: string): Promise<ClientRateLimitInfo> {
     const limiter = this.ready();
-    const d = await limiter.limit(key);
+    // In memory, decided at once (no promise to wait for).
+    const d = isSyncStore(this.store)
+      ? (limiter as SyncLimiter).limitSync(key)
+      : await limiter.limit(key);
     // Rejected as express-rate-limit's stores reject: its `passOnStoreError` then decides.
     if (d.reason === "store-error")
       throw this.lastError ?? new Error("SluiceStore: the store failed");

@@ -19,8 +19,8 @@
  * `<prefix>:<throttler name>:window`. Differences that remain: docs/migrating.md.
  */
 import { ValidationError } from "../errors.js";
-import { type Limiter, createLimiter } from "../limiter.js";
-import type { Store } from "../store.js";
+import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
+import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
 import { counterPolicy, isStore, policyName, redisStoreOf } from "./shared.js";
@@ -54,8 +54,15 @@ export interface SluiceThrottlerStorageOptions {
 interface Throttle {
   readonly hits: Limiter;
   readonly window: Limiter;
+  /** The same limiters when the store decides in this process (no promise per call). */
+  readonly sync: { readonly hits: SyncLimiter; readonly window: SyncLimiter } | undefined;
   readonly blockMs: number;
   readonly ttlMs: number;
+}
+
+/** Whether a limiter decides in this process (over the memory store). */
+function isSync(l: Limiter): l is SyncLimiter {
+  return isSyncStore(l.store);
 }
 
 /** Most throttler settings (name, ttl, limit, blockDuration) remembered at once. */
@@ -68,6 +75,9 @@ export class SluiceThrottlerStorage {
   private readonly store: Store;
   private readonly prefix: string;
   private readonly throttles = new Map<string, Throttle>();
+  private last:
+    | { ttl: number; limit: number; blockDuration: number; name: string; throttle: Throttle }
+    | undefined;
   private lastError: unknown;
   private readonly onError = (err: unknown): void => {
     this.lastError = err;
@@ -104,8 +114,11 @@ export class SluiceThrottlerStorage {
     throttlerName: string,
   ): Promise<ThrottlerStorageRecord> {
     const t = this.throttle(ttl, limit, blockDuration, throttlerName);
-    // One tick: a Redis store sends both in one script call.
-    const [d, w] = await Promise.all([t.hits.limit(key), t.window.limit(key)]);
+    // In memory, decided at once; in Redis, asked in one tick: one script call for both.
+    const [d, w] =
+      t.sync !== undefined
+        ? [t.sync.hits.limitSync(key), t.sync.window.limitSync(key)]
+        : await Promise.all([t.hits.limit(key), t.window.limit(key)]);
     if (d.reason === "store-error" || w.reason === "store-error")
       throw this.lastError ?? new Error("SluiceThrottlerStorage: the store failed");
     const timeToExpire = Math.ceil(w.resetAfterMs / 1000);
@@ -134,12 +147,26 @@ export class SluiceThrottlerStorage {
   /** Nothing to stop: sluice's stores keep no timer per hit, and the Redis client is yours. */
   onApplicationShutdown(): void {
     this.throttles.clear();
+    this.last = undefined;
   }
 
   private throttle(ttl: number, limit: number, blockDuration: number, name: string): Throttle {
+    // Most calls repeat the last setting (one throttler): no key string to build for them.
+    const last = this.last;
+    if (
+      last !== undefined &&
+      last.ttl === ttl &&
+      last.limit === limit &&
+      last.blockDuration === blockDuration &&
+      last.name === name
+    )
+      return last.throttle;
     const id = `${name}\u0000${ttl}\u0000${limit}\u0000${blockDuration}`;
     let t = this.throttles.get(id);
-    if (t !== undefined) return t;
+    if (t !== undefined) {
+      this.last = { ttl, limit, blockDuration, name, throttle: t };
+      return t;
+    }
     const subject = `Invalid throttler "${name}"`;
     const issues = [];
     if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1)
@@ -155,27 +182,31 @@ export class SluiceThrottlerStorage {
     const ttlMs = Math.max(1, Math.round(ttl));
     const blockMs = Math.max(0, Math.round(blockDuration));
     const base = policyName(`${this.prefix}:${name}`, "throttler name", subject);
+    const hits = createLimiter({
+      store: this.store,
+      policy: {
+        name: base,
+        algorithm: "sliding-log",
+        rules: [{ limit, period: ttlMs }],
+        ...(blockMs > 0 ? { blockDuration: blockMs } : {}),
+      },
+      onError: this.onError,
+    });
+    const window = createLimiter({
+      store: this.store,
+      policy: counterPolicy(policyName(`${base}:window`, "throttler name", subject), ttlMs),
+      onError: this.onError,
+    });
     t = {
-      hits: createLimiter({
-        store: this.store,
-        policy: {
-          name: base,
-          algorithm: "sliding-log",
-          rules: [{ limit, period: ttlMs }],
-          ...(blockMs > 0 ? { blockDuration: blockMs } : {}),
-        },
-        onError: this.onError,
-      }),
-      window: createLimiter({
-        store: this.store,
-        policy: counterPolicy(policyName(`${base}:window`, "throttler name", subject), ttlMs),
-        onError: this.onError,
-      }),
+      hits,
+      window,
+      sync: isSync(hits) && isSync(window) ? { hits, window } : undefined,
       blockMs,
       ttlMs,
     };
     if (this.throttles.size >= MAX_SETTINGS) this.throttles.clear();
     this.throttles.set(id, t);
+    this.last = { ttl, limit, blockDuration, name, throttle: t };
     return t;
   }
 }

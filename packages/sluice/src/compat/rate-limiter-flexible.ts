@@ -20,7 +20,7 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
-import { type Limiter, createLimiter } from "../limiter.js";
+import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Policy, definePolicy } from "../policy.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
@@ -394,12 +394,19 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
     checkOptions(options);
     checkPoints(points);
     const k = String(key);
-    // A store deciding in this process can tell whether the window was open before the charge.
-    const before = isSyncStore(this.store)
-      ? this.store.peekSync(this.counter.policy, k, 0).rules[0]!.resetAfterMs > 0
-      : undefined;
+    // A store deciding in this process can tell whether the window was open before the charge
+    // (and decides without a promise).
+    const sync = isSyncStore(this.store) ? (this.counter as SyncLimiter) : undefined;
+    const before =
+      sync !== undefined
+        ? sync.store.peekSync(sync.policy, k, 0).rules[0]!.resetAfterMs > 0
+        : undefined;
     let d: Decision;
-    if (points > 0) d = await this.counter.limit(k, { cost: points });
+    if (points > 0)
+      d =
+        sync !== undefined
+          ? sync.limitSync(k, { cost: points })
+          : await this.counter.limit(k, { cost: points });
     else if (points < 0) {
       // One tick: the refund and the read go in one Redis script call.
       [, d] = await Promise.all([this.counter.refund(k, -points), this.counter.peek(k)]);
