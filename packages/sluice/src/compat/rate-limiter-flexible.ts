@@ -21,7 +21,7 @@
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
-import { type Policy, definePolicy } from "../policy.js";
+import { type Policy, definePolicy, policyCapacity } from "../policy.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
@@ -392,7 +392,7 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
     options: ConsumeOptions,
   ): Promise<RateLimiterRes> {
     checkOptions(options);
-    checkPoints(points);
+    points = pointsOf(points);
     const k = String(key);
     // A store deciding in this process can tell whether the window was open before the charge
     // (and decides without a promise).
@@ -429,7 +429,7 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
 
   /** Puts the key at `points` for `ms` (0: forever). */
   protected async put(key: string | number, points: number, ms: number): Promise<RateLimiterRes> {
-    checkPoints(points);
+    points = pointsOf(points);
     await this.counter.setCount(String(key), Math.max(0, points), {
       windowMs: ms > 0 ? Math.max(1, Math.round(ms)) : FOREVER_MS,
     });
@@ -480,10 +480,16 @@ export class RateLimiterMemory extends RateLimiterAbstract {
     pointsToConsume = 1,
     options: ConsumeOptions = {},
   ): Promise<RateLimiterRes> {
-    return this.change(key, pointsToConsume, options).then(async (res) => {
+    let points: number;
+    try {
+      points = pointsOf(pointsToConsume);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return this.change(key, points, options).then(async (res) => {
       if (res.consumedPoints > this.points) {
         // Block only the first time the count passes `points`.
-        if (this.blockDuration > 0 && res.consumedPoints <= this.points + pointsToConsume) {
+        if (this.blockDuration > 0 && res.consumedPoints <= this.points + points) {
           await this.counter.setCount(String(key), res.consumedPoints, {
             windowMs: Math.max(1, Math.round(this.msBlockDuration)),
           });
@@ -572,7 +578,8 @@ export class RateLimiterRedis extends RateLimiterAbstract {
     const blockedFor = this.inMemoryBlockedFor(k);
     if (blockedFor > 0) return Promise.reject(new RateLimiterRes(0, blockedFor));
     return this.guard("consume", [key, pointsToConsume, options], async () => {
-      const res = await this.change(key, pointsToConsume, options);
+      const points = pointsOf(pointsToConsume);
+      const res = await this.change(key, points, options);
       if (
         this.inMemoryBlockOnConsumed > 0 &&
         !(this.inMemoryBlockDuration > 0) &&
@@ -583,10 +590,7 @@ export class RateLimiterRedis extends RateLimiterAbstract {
         return res;
       }
       if (res.consumedPoints > this.points) {
-        if (
-          this.blockDuration > 0 &&
-          this.crossedBlockThreshold(res.consumedPoints, pointsToConsume)
-        ) {
+        if (this.blockDuration > 0 && this.crossedBlockThreshold(res.consumedPoints, points)) {
           res.msBeforeNext = this.msBlockDuration;
           await this.blockInStore(k, res.consumedPoints);
         }
@@ -738,8 +742,13 @@ export class RateLimiterUnion {
 
   /** Consumes `points` from every limiter, or from none. */
   async consume(key: string | number, points = 1): Promise<Record<string, RateLimiterRes>> {
-    checkPoints(points);
-    const d = await this.union.limit(String(key), { cost: points });
+    points = pointsOf(points);
+    const k = String(key);
+    // More than some limiter's points can never fit: those limiters reject, nothing is taken.
+    const d =
+      points > policyCapacity(this.union.policy)
+        ? overCapacity(await this.union.peek(k), points)
+        : await this.union.limit(k, { cost: points });
     if (d.reason === "store-error") {
       const err = this.lastError ?? new Error("The store failed");
       throw Object.fromEntries(this.limiters.map((l) => [l.keyPrefix, err]));
@@ -958,14 +967,19 @@ class QueueLine {
   }
 }
 
-function checkPoints(points: unknown): void {
-  if (typeof points !== "number" || !Number.isSafeInteger(points))
-    throw new ValidationError("SLUICE_ERR_COST", "Invalid points", [
-      {
-        path: "points",
-        message: `must be a whole number (got ${typeof points === "number" ? String(points) : typeof points}); rate-limiter-flexible's Redis limiter refuses decimal points too`,
-      },
-    ]);
+/**
+ * Points as a whole number: a safe integer, or a string of digits (which rate-limiter-flexible's
+ * Redis limiter takes too); anything else throws, naming `points`.
+ */
+function pointsOf(points: unknown): number {
+  if (typeof points === "number" && Number.isSafeInteger(points)) return points;
+  if (typeof points === "string" && /^[1-9][0-9]{0,14}$/.test(points)) return Number(points);
+  throw new ValidationError("SLUICE_ERR_COST", "Invalid points", [
+    {
+      path: "points",
+      message: `must be a whole number (got ${typeof points === "number" || typeof points === "string" ? JSON.stringify(points) : typeof points}); rate-limiter-flexible's Redis limiter refuses decimal points too`,
+    },
+  ]);
 }
 
 function checkOptions(options: ConsumeOptions | undefined): void {
@@ -977,6 +991,18 @@ function checkOptions(options: ConsumeOptions | undefined): void {
           "is not supported: a key's window is its limiter's duration (see docs/migrating.md)",
       },
     ]);
+}
+
+/**
+ * The union's answer to a request larger than some limiter's points: denied by those limiters,
+ * and by those without room for it, from what the key holds now (`now`: a peek).
+ */
+function overCapacity(now: Decision, points: number): Decision {
+  const rules = now.rules.map((r) => {
+    const fits = points <= r.limit && points <= r.remaining;
+    return fits ? r : { ...r, allowed: false, retryAfterMs: r.resetAfterMs };
+  });
+  return { ...now, allowed: false, rules };
 }
 
 /** A short stable name for a long one (FNV-1a, base 36). */

@@ -381,6 +381,29 @@ describe("RateLimiterUnion: atomic, unlike rate-limiter-flexible's", () => {
     await expect(b.consume("k")).rejects.toHaveProperty("long.consumedPoints", 3);
   });
 
+  it("a request larger than a limiter's points is rejected by that limiter, as in rate-limiter-flexible", async () => {
+    const make = (lib: typeof face) =>
+      new lib.RateLimiterUnion(
+        new lib.RateLimiterMemory({ points: 1, duration: 1, keyPrefix: "one" }),
+        new lib.RateLimiterMemory({ points: 2, duration: 5, keyPrefix: "two" }),
+      );
+    const a = make(P);
+    const b = make(face);
+    for (const [points, rejectedBy] of [
+      [2, ["one"]],
+      [3, ["one", "two"]],
+    ] as const) {
+      const [x, y] = [
+        await outcome(() => a.consume(`k${points}`, points)),
+        await outcome(() => b.consume(`k${points}`, points)),
+      ];
+      expect(Object.keys((x as { rejected: object }).rejected)).toEqual(rejectedBy);
+      expect(Object.keys((y as { rejected: object }).rejected)).toEqual(rejectedBy);
+    }
+    // Nothing was taken: the next request of 1 passes every limiter.
+    expect(Object.keys(await b.consume("k2"))).toEqual(["one", "two"]);
+  });
+
   it("refuses limiters it cannot decide at once, naming them", () => {
     expect(() => new face.RateLimiterUnion()).toThrow(/at least one limiter/);
     expect(
