@@ -86,8 +86,19 @@ export function evaluate(
   }
   if (commit && policy.blockMs > 0) {
     const until = nowMs + policy.blockMs;
+    if (policy.resetOnBlock) {
+      // The counts are gone: no rule makes the key wait longer than the block.
+      for (let i = 0; i < n; i++) {
+        const r = rules[i]!;
+        if (r.retryAfterMs > policy.blockMs) rules[i] = { ...r, retryAfterMs: policy.blockMs };
+      }
+    }
     const next: KeyState = {
-      states: current?.states ?? new Array(n).fill(undefined),
+      // resetOnBlock: the block replaces the counts (the key is fresh when it ends).
+      states:
+        policy.resetOnBlock || current === undefined
+          ? new Array<number[] | undefined>(n).fill(undefined)
+          : current.states,
       blockUntil: until,
     };
     return {

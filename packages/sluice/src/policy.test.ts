@@ -44,6 +44,24 @@ describe("definePolicy", () => {
     expect(definePolicy(policyToInput(definePolicy(input)))).toEqual(definePolicy(input));
   });
 
+  it("resetOnBlock: needs a blockDuration, not for concurrency, round-tripped", () => {
+    const input: PolicyInput = {
+      name: "rb",
+      algorithm: "sliding-log",
+      rules: [{ limit: 5, period: 1000 }],
+      blockDuration: 2000,
+      resetOnBlock: true,
+    };
+    expect(definePolicy(input).resetOnBlock).toBe(true);
+    expect(policyToInput(definePolicy(input))).toEqual(input);
+    expect(issuesOf({ ...input, blockDuration: undefined })).toEqual([
+      { path: "resetOnBlock", message: "needs a blockDuration" },
+    ]);
+    expect(issuesOf({ ...input, algorithm: "concurrency" })).toEqual([
+      { path: "resetOnBlock", message: "does not apply to concurrency (leases are not counts)" },
+    ]);
+  });
+
   it("windowStart: first-request fixed windows, validated and round-tripped", () => {
     const input: PolicyInput = {
       name: "fw",

@@ -41,6 +41,13 @@ export interface PolicyInput {
   rules: RuleInput[];
   /** After a denial, deny the key for this long (a penalty box). Off by default. */
   blockDuration?: Duration;
+  /**
+   * With `blockDuration`: the denial that starts a block also forgets the key's counts, so the
+   * key is fresh when the block ends (as @nestjs/throttler's and rate-limiter-flexible's blocks
+   * behave). The block then replaces the window: up to twice the limit may pass within a period
+   * that spans one. Default false (counts keep running through a block).
+   */
+  resetOnBlock?: boolean;
   /** `fixed-window` only: where windows start (see {@link WindowStart}). Default `aligned`. */
   windowStart?: WindowStart;
   /**
@@ -63,6 +70,8 @@ export interface Policy {
   readonly rules: readonly ResolvedRule[];
   /** 0 when no penalty is set. */
   readonly blockMs: number;
+  /** Whether starting a penalty block forgets the key's counts. */
+  readonly resetOnBlock: boolean;
   /** Where windows start (`aligned` for every algorithm but a `first-request` fixed-window). */
   readonly windowStart: WindowStart;
   readonly onStoreError: OnStoreError;
@@ -113,6 +122,7 @@ const policySchema = z.strictObject({
     .min(1, { error: "rules must have at least one rule" })
     .max(16, { error: "rules may have at most 16 rules" }),
   blockDuration: durationSchema.optional(),
+  resetOnBlock: z.boolean({ error: "resetOnBlock must be true or false" }).optional(),
   windowStart: z
     .enum(["aligned", "first-request"], {
       error: "windowStart must be aligned or first-request",
@@ -185,6 +195,15 @@ export function definePolicy(input: PolicyInput): Policy {
       burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
     });
   });
+  if (p.resetOnBlock === true && !(p.blockDuration !== undefined && p.blockDuration > 0)) {
+    issues.push({ path: "resetOnBlock", message: "needs a blockDuration" });
+  }
+  if (p.resetOnBlock === true && p.algorithm === "concurrency") {
+    issues.push({
+      path: "resetOnBlock",
+      message: "does not apply to concurrency (leases are not counts)",
+    });
+  }
   if (p.windowStart !== undefined && p.algorithm !== "fixed-window") {
     issues.push({
       path: "windowStart",
@@ -200,6 +219,7 @@ export function definePolicy(input: PolicyInput): Policy {
     algorithm: p.algorithm,
     rules: Object.freeze(rules),
     blockMs: p.blockDuration ?? 0,
+    resetOnBlock: p.resetOnBlock ?? false,
     windowStart: p.windowStart ?? "aligned",
     onStoreError: p.onStoreError,
     insuranceInstances: p.insuranceInstances ?? 0,
@@ -252,6 +272,7 @@ export function policyToInput(policy: Policy): PolicyInput {
     })),
   };
   if (policy.blockMs > 0) out.blockDuration = policy.blockMs;
+  if (policy.resetOnBlock) out.resetOnBlock = true;
   if (policy.windowStart !== "aligned") out.windowStart = policy.windowStart;
   if (policy.onStoreError !== "allow") out.onStoreError = policy.onStoreError;
   if (policy.insuranceInstances > 0) out.insuranceInstances = policy.insuranceInstances;

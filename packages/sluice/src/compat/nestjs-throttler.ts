@@ -11,8 +11,9 @@
  * ```
  *
  * It decides as @nestjs/throttler's own storage does — a hit counts for `ttl` ms after it was
- * made (a sliding log), the hit that passes `limit` starts a block of `blockDuration` — with
- * sluice's `sliding-log` (and its penalty block) under the policy `<prefix>:<throttler name>`,
+ * made (a sliding log), the hit that passes `limit` starts a block of `blockDuration`, after
+ * which the key starts afresh — with sluice's `sliding-log` and its penalty block (with
+ * `resetOnBlock` when the block is shorter than `ttl`) under the policy `<prefix>:<throttler name>`,
  * exact under concurrency, in a memory store of its own (no timer per hit, bounded) or the
  * Redis store of an ioredis client (standalone, Sentinel or Cluster). `timeToExpire` is the
  * storage's window, opened by a key's first hit: a first-request `fixed-window` count under
@@ -72,7 +73,9 @@ const MAX_SETTINGS = 1000;
  * A @nestjs/throttler `ThrottlerStorage` over sluice; see the module's comment.
  */
 export class SluiceThrottlerStorage {
-  private readonly store: Store;
+  private store: Store;
+  /** Whether `store` is this storage's own memory store (forgotten at shutdown, as theirs is). */
+  private readonly ownMemory: boolean;
   private readonly prefix: string;
   private readonly throttles = new Map<string, Throttle>();
   private last:
@@ -100,6 +103,7 @@ export class SluiceThrottlerStorage {
     this.prefix = policyName(options.prefix ?? "nest", "prefix", subject);
     this.store =
       options.store ?? (options.client ? redisStoreOf(options.client) : new MemoryStore());
+    this.ownMemory = options.store === undefined && options.client === undefined;
   }
 
   /**
@@ -144,10 +148,14 @@ export class SluiceThrottlerStorage {
     };
   }
 
-  /** Nothing to stop: sluice's stores keep no timer per hit, and the Redis client is yours. */
+  /**
+   * At the application's shutdown, a storage in memory forgets its hits (as
+   * ThrottlerStorageService does); a Redis one keeps them (they are shared). No timer to stop.
+   */
   onApplicationShutdown(): void {
     this.throttles.clear();
     this.last = undefined;
+    if (this.ownMemory) this.store = new MemoryStore();
   }
 
   private throttle(ttl: number, limit: number, blockDuration: number, name: string): Throttle {
@@ -189,6 +197,10 @@ export class SluiceThrottlerStorage {
         algorithm: "sliding-log",
         rules: [{ limit, period: ttlMs }],
         ...(blockMs > 0 ? { blockDuration: blockMs } : {}),
+        // @nestjs/throttler forgets a key's hits when its block ends. A block at least as long
+        // as ttl outlives them anyway (and they keep counting, as theirs do, while it runs); a
+        // shorter one must forget them.
+        ...(blockMs > 0 && blockMs < ttlMs ? { resetOnBlock: true } : {}),
       },
       onError: this.onError,
     });

@@ -437,7 +437,8 @@ export class RedisStore implements Store {
       const spec: Array<string | number> = [
         policy.windowStart === "first-request" ? "F" : code,
         policy.rules.length,
-        policy.blockMs,
+        // Negative: a block that forgets the key's counts (see lua/sluice.lua).
+        policy.resetOnBlock ? -policy.blockMs : policy.blockMs,
       ];
       for (const r of policy.rules) spec.push(r.limit, r.periodMs, r.burst);
       info = {

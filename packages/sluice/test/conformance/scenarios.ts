@@ -337,6 +337,43 @@ export const scenarios: Scenario[] = [
     ],
   },
   {
+    name: "resetOnBlock: the denial that starts a block forgets the counts (sliding-log)",
+    // 3 per 10 s, a 2 s block that forgets: fresh when the block ends, well inside the period.
+    policy: {
+      algorithm: "sliding-log",
+      rules: [{ limit: 3, period: "10s" }],
+      blockDuration: "2s",
+      resetOnBlock: true,
+    },
+    steps: [
+      ...fill(0, 3, 2),
+      { at: 100, expect: { allowed: false, reason: "blocked", retryAfterMs: 2000 } },
+      { at: 2099, expect: { allowed: false, reason: "blocked", retryAfterMs: 1 } },
+      // Without resetOnBlock the three hits of t = 0 would count until t = 10000.
+      ...fill(2100, 3, 2, { resetAfterMs: 10000 }),
+      { at: 2200, expect: { allowed: false, reason: "blocked", retryAfterMs: 2000 } },
+    ],
+  },
+  {
+    name: "resetOnBlock on windows and buckets: fresh after the block (gcra, two rules)",
+    policy: {
+      algorithm: "gcra",
+      rules: [
+        { limit: 2, period: "1s" },
+        { limit: 4, period: "1m" },
+      ],
+      blockDuration: "5s",
+      resetOnBlock: true,
+    },
+    steps: [
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: false, reason: "blocked", retryAfterMs: 5000 } },
+      // The minute rule forgot its 2: 4 pass again (2 at once, the burst of the first rule).
+      { at: 5000, expect: { allowed: true, rules: [{ remaining: 1 }, { remaining: 3 }] } },
+    ],
+  },
+  {
     name: "setCount applies only to first-request fixed windows",
     policy: { algorithm: "fixed-window", rules: [{ limit: 5, period: "1s" }] },
     steps: [{ at: 0, op: "setCount", count: 1, throws: "SLUICE_ERR_UNSUPPORTED" }],

@@ -51,6 +51,8 @@ const caseArb = fc.record({
   block: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3000 })),
   /** For fixed-window: windows started by the first request. */
   firstRequest: fc.boolean(),
+  /** With a block: the block forgets the counts. */
+  resetOnBlock: fc.boolean(),
   ops: fc.array(
     fc.oneof(
       {
@@ -136,6 +138,9 @@ describe("differential: memory store vs Redis store", () => {
             algorithm: c.algorithm,
             rules,
             ...(c.block > 0 ? { blockDuration: c.block } : {}),
+            ...(c.block > 0 && c.resetOnBlock && c.algorithm !== "concurrency"
+              ? { resetOnBlock: true }
+              : {}),
             ...(c.firstRequest && c.algorithm === "fixed-window"
               ? { windowStart: "first-request" as const }
               : {}),

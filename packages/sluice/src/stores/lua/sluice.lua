@@ -17,7 +17,8 @@
 --            the distance from the injected clock to the real one, plus pad
 --   ARGV[4]  number of policy specs S, then S specs:
 --              algorithm code (g t f F s l c; F is fixed-window started by the first request,
---              whose keys are named and laid out as f's), rule count n, blockMs, then
+--              whose keys are named and laid out as f's), rule count n, blockMs (negative:
+--              −blockMs with resetOnBlock, a block that forgets the key's counts), then
 --              n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
 --   1 peek, 2 adjust, 3 release, 4 reset, 5 set count) when its cost is 1 and it carries no
@@ -68,6 +69,10 @@ local a = 5
 for s = 1, tonumber(ARGV[4]) do
   local alg = ARGV[a]
   local spec = { alg = alg, n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  if spec.blockMs < 0 then
+    spec.blockMs = -spec.blockMs
+    spec.resetOnBlock = true
+  end
   a = a + 3
   for r = 1, spec.n do
     spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
@@ -727,6 +732,11 @@ while a <= nargs do
         -- A denial starts the penalty block.
         call('SET', bkey, num(now + spec.blockMs), 'PX', num(spec.blockMs + pad))
         blockedFor = spec.blockMs
+        -- resetOnBlock: the block replaces the counts, and no rule waits longer than it.
+        if spec.resetOnBlock then
+          for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
+          for i = 1, n do res[i][4] = min(res[i][4], spec.blockMs) end
+        end
       end
       if n == 1 and spec.blockMs == 0 then
         -- The compact form (see the header).
