@@ -80,6 +80,9 @@ const OPTION_KEYS: { readonly [K in keyof Required<SluiceStoreOptions>]: true } 
   burst: true,
 };
 
+/** express-rate-limit's default `windowMs` (one minute), used before `init`. */
+const DEFAULT_WINDOW_MS = 60_000;
+
 /** Most keys remembered as denied-but-not-counted (for `skipFailedRequests` with `algorithm`). */
 const MAX_UNCOUNTED = 10_000;
 
@@ -264,15 +267,19 @@ export class SluiceStore {
   }
 
   private ready(): Limiter {
-    if (this.limiter === undefined)
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "SluiceStore is not initialised", [
-        {
-          path: "",
-          message:
-            "pass it to express-rate-limit's rateLimit({ store }), which calls init(options)",
-        },
-      ]);
-    return this.limiter;
+    if (this.limiter !== undefined) return this.limiter;
+    // Used before init (on its own, as express-rate-limit's MemoryStore may be): counting in
+    // windows of express-rate-limit's default windowMs. A sluice algorithm needs init's limit.
+    if (this.options.algorithm === undefined) {
+      this.init({ windowMs: DEFAULT_WINDOW_MS });
+      return this.limiter!;
+    }
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "SluiceStore is not initialised", [
+      {
+        path: "",
+        message: "pass it to express-rate-limit's rateLimit({ store }), which calls init(options)",
+      },
+    ]);
   }
 
   private info(totalHits: number, ms: number): ClientRateLimitInfo {

@@ -236,7 +236,13 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
     ).toThrow(
       /limit: must be a positive integer when SluiceStore decides with algorithm "gcra" \(got a function\)/,
     );
-    await expect(new SluiceStore().increment("k")).rejects.toThrow(/not initialised/);
+    await expect(new SluiceStore({ algorithm: "gcra" }).increment("k")).rejects.toThrow(
+      /not initialised/,
+    );
+    // Counting, it works before init too (express-rate-limit's default window, one minute).
+    const early = await new SluiceStore().increment("k");
+    expect(early.totalHits).toBe(1);
+    expect(early.resetTime!.getTime() - Date.now()).toBeGreaterThan(59_000);
   });
 });
 
