@@ -24,7 +24,7 @@ import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
-import { counterPolicy, countOf, isStore, policyName, redisStoreOf } from "./shared.js";
+import { counterPolicy, countOf, policyName, storeOf } from "./shared.js";
 
 /** A client's hits and when they reset (express-rate-limit's `ClientRateLimitInfo`). */
 export interface ClientRateLimitInfo {
@@ -97,6 +97,8 @@ export class SluiceStore {
   readonly localKeys: boolean;
   private readonly options: SluiceStoreOptions;
   private store: Store;
+  /** Whether `store` is this store's own memory store (which `resetAll` may replace). */
+  private readonly ownMemory: boolean;
   private limiter: Limiter | undefined;
   private windowMs = 0;
   /** With `algorithm` and `skipFailedRequests`: keys' denied hits, which a decrement must not refund. */
@@ -116,18 +118,7 @@ export class SluiceStore {
     const issues: ValidationIssue[] = [];
     for (const k of Object.keys(options))
       if (!(k in OPTION_KEYS)) issues.push({ path: k, message: "unknown option" });
-    if (options.client !== undefined && options.store !== undefined)
-      issues.push({ path: "store", message: "give either client or store, not both" });
-    if (
-      options.client !== undefined &&
-      (typeof options.client !== "object" || typeof options.client?.call !== "function")
-    )
-      issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
-    if (options.store !== undefined && !isStore(options.store))
-      issues.push({
-        path: "store",
-        message: "must be a sluice store (memoryStore(), redisStore())",
-      });
+    const { store, own } = storeOf(options, issues);
     if (
       options.algorithm !== undefined &&
       (!(ALGORITHMS as readonly string[]).includes(options.algorithm) ||
@@ -146,8 +137,8 @@ export class SluiceStore {
     if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
     this.prefix = policyName(options.prefix ?? "erl", "prefix", subject);
     this.options = options;
-    this.store =
-      options.store ?? (options.client ? redisStoreOf(options.client) : new MemoryStore());
+    this.store = store;
+    this.ownMemory = own;
     this.localKeys = this.store.kind === "memory";
   }
 
@@ -244,7 +235,7 @@ export class SluiceStore {
    * cheap "every key of a policy"; rate-limit-redis has no `resetAll` either): otherwise throws.
    */
   resetAll(): Promise<void> {
-    if (this.store.kind !== "memory" || this.options.store !== undefined)
+    if (!this.ownMemory)
       return Promise.reject(
         new ValidationError("SLUICE_ERR_OPTIONS", "SluiceStore.resetAll", [
           { path: "", message: "resets only a SluiceStore's own memory store" },

@@ -19,12 +19,12 @@
  * storage's window, opened by a key's first hit: a first-request `fixed-window` count under
  * `<prefix>:<throttler name>:window`. Differences that remain: docs/migrating.md.
  */
-import { ValidationError } from "../errors.js";
+import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
-import { counterPolicy, isStore, policyName, redisStoreOf } from "./shared.js";
+import { counterPolicy, policyName, storeOf } from "./shared.js";
 
 /** What `increment` answers (@nestjs/throttler's `ThrottlerStorageRecord`). */
 export interface ThrottlerStorageRecord {
@@ -92,18 +92,12 @@ export class SluiceThrottlerStorage {
       throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
         { path: "", message: "must be an object" },
       ]);
-    if (options.client !== undefined && typeof options.client?.call !== "function")
-      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
-        { path: "client", message: "must be an ioredis client (Redis or Cluster)" },
-      ]);
-    if (options.store !== undefined && !isStore(options.store))
-      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
-        { path: "store", message: "must be a sluice store (memoryStore(), redisStore())" },
-      ]);
+    const issues: ValidationIssue[] = [];
+    const { store, own } = storeOf(options, issues);
+    if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
     this.prefix = policyName(options.prefix ?? "nest", "prefix", subject);
-    this.store =
-      options.store ?? (options.client ? redisStoreOf(options.client) : new MemoryStore());
-    this.ownMemory = options.store === undefined && options.client === undefined;
+    this.store = store;
+    this.ownMemory = own;
   }
 
   /**
@@ -176,7 +170,7 @@ export class SluiceThrottlerStorage {
       return t;
     }
     const subject = `Invalid throttler "${name}"`;
-    const issues = [];
+    const issues: ValidationIssue[] = [];
     if (typeof limit !== "number" || !Number.isSafeInteger(limit) || limit < 1)
       issues.push({ path: "limit", message: `must be a positive integer (got ${String(limit)})` });
     if (typeof ttl !== "number" || !Number.isFinite(ttl) || ttl <= 0)

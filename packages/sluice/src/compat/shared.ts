@@ -10,9 +10,10 @@
  * compare as the peer does. The count is `COUNTER_LIMIT − remaining`, exact.
  */
 import type { Decision } from "../decision.js";
-import { ValidationError } from "../errors.js";
+import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Policy, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
+import { MemoryStore } from "../stores/memory.js";
 import { type RedisClientLike, RedisStore } from "../stores/redis.js";
 
 /** The limit of a counting policy: never reached, so every charge is counted. */
@@ -78,4 +79,31 @@ export function isStore(x: unknown): x is Store {
     typeof (x as Store).decide === "function" &&
     typeof (x as Store).kind === "string"
   );
+}
+
+/**
+ * The store a face counts in, from its `client` (an ioredis client: sluice's Redis store of it)
+ * or `store` (a sluice store), else a memory store of its own. Problems go to `issues`, each
+ * naming its option; the answer is then a memory store that will not be used.
+ */
+export function storeOf(
+  options: { client?: unknown; store?: unknown },
+  issues: ValidationIssue[],
+): { store: Store; own: boolean } {
+  const { client, store } = options;
+  if (client !== undefined && store !== undefined)
+    issues.push({ path: "store", message: "give either client or store, not both" });
+  if (store !== undefined) {
+    if (isStore(store)) return { store, own: false };
+    issues.push({ path: "store", message: "must be a sluice store (memoryStore(), redisStore())" });
+  } else if (client !== undefined) {
+    if (
+      typeof client === "object" &&
+      client !== null &&
+      typeof (client as RedisClientLike).call === "function"
+    )
+      return { store: redisStoreOf(client as RedisClientLike), own: false };
+    issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
+  }
+  return { store: new MemoryStore(), own: true };
 }

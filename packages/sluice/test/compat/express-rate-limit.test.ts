@@ -18,7 +18,7 @@ import { Redis } from "ioredis";
 import { RedisStore } from "rate-limit-redis";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
 
 interface App {
   readonly url: string;
@@ -86,6 +86,12 @@ async function hit(base: string, path = "/", user = "u1"): Promise<Seen> {
     if (v !== null) headers[h] = v;
   }
   return { status: res.status, headers, body: await res.text() };
+}
+
+/** How many of 100 concurrent requests to `base` passed (status 200). */
+async function passed(base: string): Promise<number> {
+  const rs = await Promise.all(Array.from({ length: 100 }, () => hit(base)));
+  return rs.filter((r) => r.status === 200).length;
 }
 
 /** Reset figures (seconds, or epoch seconds) of `got` taken from `want` when within 1 s. */
@@ -213,10 +219,6 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
 
   it("many concurrent requests at a small limit: exactly the limit passes on both", async () => {
     const { a, b } = await pair({ limit: 5, windowMs: 60_000 });
-    const passed = async (base: string) => {
-      const rs = await Promise.all(Array.from({ length: 100 }, () => hit(base)));
-      return rs.filter((r) => r.status === 200).length;
-    };
     expect(await passed(a.url)).toBe(5);
     expect(await passed(b.url)).toBe(5);
   });
@@ -352,10 +354,6 @@ describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
 
   it("many concurrent requests at a small limit: exactly the limit passes on both", async () => {
     const { a, b } = await pair({ limit: 5, windowMs: 60_000 });
-    const passed = async (base: string) => {
-      const rs = await Promise.all(Array.from({ length: 100 }, () => hit(base)));
-      return rs.filter((r) => r.status === 200).length;
-    };
     expect(await passed(a.url)).toBe(5);
     expect(await passed(b.url)).toBe(5);
     expect(await client.get(`sl:s${run}${n}:{u1}:f0`)).toBe("100");
@@ -372,13 +370,7 @@ describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
   });
 
   it("a Redis failure is the store's error: express-rate-limit's passOnStoreError decides", async () => {
-    const dead = new Redis({
-      port: 1,
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-    });
-    dead.on("error", () => undefined);
+    const dead = deadRedisClient();
     try {
       // express-rate-limit logs the store's error; the test needs only the status.
       const quiet = { error: () => undefined, warn: () => undefined };

@@ -10,7 +10,7 @@ import { Redis } from "ioredis";
 import * as peer from "rate-limiter-flexible";
 import * as face from "sluice/compat/rate-limiter-flexible";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
 
 /** What a call came to: resolved or rejected, with a value comparable across the two. */
 type Outcome = { resolved: unknown } | { rejected: unknown } | { error: string };
@@ -535,13 +535,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
   });
 
   it("a store failure rejects with an Error, or asks the insurance limiter", async () => {
-    const dead = new Redis({
-      port: 1,
-      lazyConnect: true,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-    });
-    dead.on("error", () => undefined);
+    const dead = deadRedisClient();
     try {
       const bare = new face.RateLimiterRedis({
         storeClient: dead,

@@ -117,7 +117,7 @@ local CORRUPT = {}
 local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_refill, tb_decide
 local fw_decide, read_fixed
-local fwf_decide, read_fixed_first
+local fwf_window, fwf_decide, read_fixed_first
 local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
 local read_string
 
@@ -254,13 +254,13 @@ end
 
 if has.F then
   -- algorithms/fixed-window.ts, fixedWindowFromFirstRequest. State {windowStart, count}.
+  -- The window open at `now` (open, start, count), else a fresh one starting now.
+  fwf_window = function(st, now, period)
+    if st ~= nil and now < st[1] + period then return true, st[1], st[2] or 0 end
+    return false, now, 0
+  end
   fwf_decide = function(st, now, limit, period, burst, cost)
-    local open = st ~= nil and now < st[1] + period
-    local start, count = now, 0
-    if open then
-      start = st[1]
-      count = st[2] or 0
-    end
+    local open, start, count = fwf_window(st, now, period)
     local wend = start + period
     if count + cost <= limit then
       local used = count + cost
@@ -439,12 +439,7 @@ local function fw_adjust(st, now, limit, period, burst, delta)
   return nil, start + period - now
 end
 local function fwf_adjust(st, now, limit, period, burst, delta)
-  local open = st ~= nil and now < st[1] + period
-  local start, count = now, 0
-  if open then
-    start = st[1]
-    count = st[2] or 0
-  end
+  local open, start, count = fwf_window(st, now, period)
   local used = max(0, count + delta)
   if open or used > 0 then return { start, used }, start + period - now end
   return nil, start + period - now
