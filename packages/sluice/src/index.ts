@@ -9,10 +9,11 @@ export type {
   LimitOptions,
   Lease,
   Reservation,
+  SetCountOptions,
   SyncLimiter,
 } from "./limiter.js";
 export { definePolicy, policyCapacity, policyToInput } from "./policy.js";
-export type { Policy, PolicyInput, RuleInput, OnStoreError } from "./policy.js";
+export type { Policy, PolicyInput, RuleInput, OnStoreError, WindowStart } from "./policy.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
 export { isSyncStore } from "./store.js";

@@ -9,7 +9,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "283420347e40117da8d72e39d194e5f39d3b96c3",
+  "sluice.lua": "8d72f784fdaae4770cb111dc1d5fc85ce4f8d51f",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 

@@ -132,6 +132,7 @@ const OP_PEEK = 1;
 const OP_ADJUST = 2;
 const OP_RELEASE = 3;
 const OP_RESET = 4;
+const OP_SET = 5;
 
 /** One queued operation, waiting for its batch. */
 interface Pending {
@@ -141,6 +142,8 @@ interface Pending {
   readonly tag: string;
   readonly cost: number;
   readonly lease: string;
+  /** For a set count: the window's length (ms). */
+  readonly windowMs: number;
   /** A decide whose denial the deny cache may remember (and the forget count when asked). */
   readonly cacheable: boolean;
   readonly forgets: number;
@@ -299,6 +302,11 @@ export class RedisStore implements Store {
     await this.enqueue(OP_RESET, policy, key, 0, "", false);
   }
 
+  async setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
+    this.forget(policy, key);
+    await this.enqueue(OP_SET, policy, key, count, "", false, windowMs);
+  }
+
   /** Live instances counted through Redis (the last count is kept through an outage), or the `instances` option. */
   liveInstances(): number | undefined {
     return this.o.instances ?? this.lastInstances;
@@ -392,6 +400,7 @@ export class RedisStore implements Store {
     cost: number,
     lease: string,
     cacheable: boolean,
+    windowMs = 0,
   ): Promise<StoreDecision | boolean> {
     if (this.closed)
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
@@ -411,6 +420,7 @@ export class RedisStore implements Store {
         tag,
         cost,
         lease,
+        windowMs,
         cacheable,
         forgets: this.forgets,
         key,
@@ -538,7 +548,8 @@ export class RedisStore implements Store {
       for (let i = 0; i < suffixes.length; i++) keys.push(base + suffixes[i]!);
       if (p.policy.blockMs > 0 || p.op === OP_RESET) keys.push(base + info.blockSuffix);
       const code = idx * 8 + p.op;
-      if (p.cost === 1 && p.lease === "") opArgs.push(code);
+      if (p.op === OP_SET) opArgs.push(-code, p.cost, p.windowMs);
+      else if (p.cost === 1 && p.lease === "") opArgs.push(code);
       else {
         opArgs.push(-code, p.cost);
         if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
@@ -644,7 +655,13 @@ export class RedisStore implements Store {
     let info = this.policies.get(policy);
     if (info === undefined) {
       const code = ALGORITHM_CODES[policy.algorithm];
-      const spec: Array<string | number> = [code, policy.rules.length, policy.blockMs];
+      // A first-request fixed window decides by its own code (F) over f's keys and layout.
+      const spec: Array<string | number> = [
+        policy.windowStart === "first-request" ? "F" : code,
+        policy.rules.length,
+        // Negative: a block that forgets the key's counts (see lua/sluice.lua).
+        policy.resetOnBlock ? -policy.blockMs : policy.blockMs,
+      ];
       for (const r of policy.rules) spec.push(r.limit, r.periodMs, r.burst);
       info = {
         head: `${this.o.prefix}${policy.name}:{`,

@@ -91,6 +91,13 @@ export async function play(
         case "adjust":
           await store.adjust(limiter.policy, key, step.cost ?? 1);
           break;
+        case "setCount":
+          await limiter.setCount(
+            key,
+            step.count ?? 0,
+            step.windowMs !== undefined ? { windowMs: step.windowMs } : undefined,
+          );
+          break;
         case "release":
           await limiter.release(key, leases.get(step.lease ?? "") ?? "unknown-lease");
           break;

@@ -1,8 +1,8 @@
 -- sluice.lua: every decision of the Redis store, many per call. Needs Redis 7.0 or later.
 --
 -- A line-by-line port of packages/sluice/src/evaluate.ts (evaluate, adjustState) and of
--- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window, sliding-window,
--- sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
+-- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window in both its aligned and
+-- its first-request form, sliding-window, sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
 -- so that the Redis store decides exactly as the memory store does. When you change an
 -- algorithm in TypeScript, change it here too; the conformance table runs against both.
 -- (The TypeScript sliding-log keeps a running total in its state; here the log is read from a
@@ -21,11 +21,14 @@
 --            server waking up, a command ioredis re-sends after reconnecting, a redirection
 --            retried) changes nothing and answers the error SLUICE_EXPIRED <server time>.
 --   ARGV[5]  number of policy specs S, then S specs:
---              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
+--              algorithm code (g t f F s l c; F is fixed-window started by the first request,
+--              whose keys are named and laid out as f's), rule count n, blockMs (negative:
+--              −blockMs with resetOnBlock, a block that forgets the key's counts), then
+--              n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
---   1 peek, 2 adjust, 3 release, 4 reset) when its cost is 1 and it carries no lease; else
---   −c followed by the cost (the delta for adjust) and, for a concurrency decide and for a
---   release, the lease id.
+--   1 peek, 2 adjust, 3 release, 4 reset, 5 set count) when its cost is 1 and it carries no
+--   lease; else −c followed by the cost (the delta for adjust, the count for set) and, for a
+--   concurrency decide and for a release, the lease id; for set, the window's length in ms.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
 --            blockMs > 0 or the op is a reset.
 -- Output: a flat array, per operation in order (then, last, the Redis server time in epoch ms,
@@ -34,7 +37,7 @@
 --            allowed: remaining, resetAfterMs      denied: −(remaining + 1), resetAfterMs, retryAfterMs
 --   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
 --            remaining, resetAfterMs, retryAfterMs
---   adjust, reset: 1; release: 1 when the lease was held and is now released, else 0
+--   adjust, reset, set: 1; release: 1 when the lease was held and is now released, else 0
 --   any op that met unreadable state: one string, the message (nothing was written for it)
 -- Each operation is atomic (the whole script is); operations run one after another.
 --
@@ -73,13 +76,17 @@ local a = 6
 for s = 1, tonumber(ARGV[5]) do
   local alg = ARGV[a]
   local spec = { alg = alg, n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  if spec.blockMs < 0 then
+    spec.blockMs = -spec.blockMs
+    spec.resetOnBlock = true
+  end
   a = a + 3
   for r = 1, spec.n do
     spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
     a = a + 3
   end
   -- Decided by the first part: one rule, no penalty, fixed-size state.
-  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 's')
+  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 'F' or alg == 's')
   has[alg] = true
   specs[s] = spec
 end
@@ -110,12 +117,14 @@ local CORRUPT = {}
 --    fraction, is a whole TAT in ms, as sluice 0.1 wrote it.)
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
+-- F: as f; the window (whatever its start) is the one that ends at the key's expiry.
 -- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
 --    the state.
 
 local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_refill, tb_decide
 local fw_decide, read_fixed
+local fwf_window, fwf_decide, read_fixed_first
 local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
 local read_string
 
@@ -257,6 +266,41 @@ if has.f then
   end
 end
 
+if has.F then
+  -- algorithms/fixed-window.ts, fixedWindowFromFirstRequest. State {windowStart, count}.
+  -- The window open at `now` (open, start, count), else a fresh one starting now.
+  fwf_window = function(st, now, period)
+    if st ~= nil and now < st[1] + period then return true, st[1], st[2] or 0 end
+    return false, now, 0
+  end
+  fwf_decide = function(st, now, limit, period, burst, cost)
+    local open, start, count = fwf_window(st, now, period)
+    local wend = start + period
+    if count + cost <= limit then
+      local used = count + cost
+      local nxt, reset = nil, 0
+      if open or used > 0 then
+        nxt = { start, used }
+        reset = wend - now
+      end
+      return true, limit - used, reset, 0, nxt, wend - now
+    end
+    -- Denied only inside an open window (cost ≤ limit is validated): the next one starts empty.
+    return false, max(0, limit - count), wend - now, ceilMs(wend - now), st, wend - now
+  end
+
+  read_fixed_first = function(key, P, shift)
+    local v = pcall_('GET', key)
+    if type(v) == 'table' and v.err then return CORRUPT end
+    if not v then return nil end
+    local x = tonumber(v)
+    if x == nil then return CORRUPT end
+    local e = call('PEXPIRETIME', key)
+    if e < 0 then return CORRUPT end
+    return { e - shift - P, x }
+  end
+end
+
 if has.s then
   -- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
   sw_counters = function(st, start, P)
@@ -321,12 +365,13 @@ end
 
 
 
-local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
+local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, F = fwf_decide, s = sw_decide }
 local STRING_LEN = { t = 2, s = 3 }
 
 local function read_fixed_size(alg, key, now, P, shift)
   if alg == 'g' then return read_gcra(key, shift) end
   if alg == 'f' then return read_fixed(key, now, P, shift) end
+  if alg == 'F' then return read_fixed_first(key, P, shift) end
   return read_string(key, STRING_LEN[alg])
 end
 
@@ -336,7 +381,7 @@ local function write_fixed_size(alg, key, nxt, ttl, now, P, pad, shift)
     call('DEL', key)
   elseif alg == 'g' then
     write_gcra(key, nxt[1], shift)
-  elseif alg == 'f' then
+  elseif alg == 'f' or alg == 'F' then
     call('SET', key, nxt[2], 'PXAT', nxt[1] + P + shift)
   else
     local parts = {}
@@ -408,6 +453,12 @@ local function fw_adjust(st, now, limit, period, burst, delta)
   if st ~= nil and st[1] == start then count = st[2] or 0 end
   local used = max(0, count + delta)
   if used > 0 then return { start, used }, start + period - now end
+  return nil, start + period - now
+end
+local function fwf_adjust(st, now, limit, period, burst, delta)
+  local open, start, count = fwf_window(st, now, period)
+  local used = max(0, count + delta)
+  if open or used > 0 then return { start, used }, start + period - now end
   return nil, start + period - now
 end
 local function sw_adjust(st, now, limit, P, burst, delta)
@@ -521,7 +572,9 @@ end
 
 DECIDE.l = sl_decide
 DECIDE.c = cc_decide
-local ADJUST = { g = gcra_adjust, t = tb_adjust, f = fw_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust }
+local ADJUST = {
+  g = gcra_adjust, t = tb_adjust, f = fw_adjust, F = fwf_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust
+}
 
 -- l: a ZSET scored by time, member "t" (cost 1) or "t:cost". c: a ZSET scored by expiry,
 -- member "leaseId" (cost 1) or "leaseId:cost". Both expire with the state.
@@ -600,7 +653,7 @@ end
 while a <= nargs do
   local c = tonumber(ARGV[a])
   a = a + 1
-  local cost, lease = 1, ''
+  local cost, lease, windowMs = 1, '', 0
   local extended = c < 0
   if extended then
     c = -c
@@ -612,6 +665,9 @@ while a <= nargs do
   local alg, n = spec.alg, spec.n
   if extended and (op == 3 or (op == 0 and alg == 'c')) then
     lease = ARGV[a]
+    a = a + 1
+  elseif op == 5 then
+    windowMs = tonumber(ARGV[a])
     a = a + 1
   end
   local hasBlock = spec.blockMs > 0 or op == 4
@@ -627,6 +683,14 @@ while a <= nargs do
     -- reset: forget everything about the key.
     for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
     call('DEL', bkey)
+    on = on + 1; out[on] = 1
+  elseif op == 5 then
+    -- set count (first-request fixed windows): every rule's window holds `cost` units and ends
+    -- windowMs from now. The penalty block is left alone.
+    for i = 0, n - 1 do
+      if windowMs > 0 then call('SET', KEYS[base + i], cost, 'PXAT', now + windowMs + shift)
+      else call('DEL', KEYS[base + i]) end
+    end
     on = on + 1; out[on] = 1
   else
     local states, bad = {}, nil
@@ -680,6 +744,11 @@ while a <= nargs do
         -- A denial starts the penalty block.
         call('SET', bkey, num(now + spec.blockMs), 'PX', num(spec.blockMs + pad))
         blockedFor = spec.blockMs
+        -- resetOnBlock: the block replaces the counts, and no rule waits longer than it.
+        if spec.resetOnBlock then
+          for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
+          for i = 1, n do res[i][4] = min(res[i][4], spec.blockMs) end
+        end
       end
       if n == 1 and spec.blockMs == 0 then
         -- The compact form (see the header).
