@@ -11,6 +11,10 @@ export default defineConfig({
         find: /^sluice\/algorithms$/,
         replacement: src("./packages/sluice/src/algorithms/entry.ts"),
       },
+      {
+        find: /^sluice\/compat\/(.*)$/,
+        replacement: src("./packages/sluice/src/compat/$1.ts"),
+      },
       { find: /^sluice\/(.*)$/, replacement: src("./packages/sluice/src/http/adapters/$1.ts") },
     ],
   },

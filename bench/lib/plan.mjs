@@ -5,6 +5,7 @@ import { BENCH_DIR, fmtMs, fmtRate, median, run } from "./util.mjs";
 import { runCaseRetry } from "./children.mjs";
 import { join } from "node:path";
 import { measureService } from "./service.mjs";
+import { PAIRS as COMPAT_PAIRS } from "../cases/compat.mjs";
 
 /** The sections `--only` accepts. */
 export const SECTIONS = [
@@ -19,6 +20,7 @@ export const SECTIONS = [
   "redis-memory",
   "hot-key",
   "service",
+  "compat",
 ];
 
 /** Every algorithm, in the order the tables list them. */
@@ -106,6 +108,7 @@ const FULL = {
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
   service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
+  compat: { durationMs: 3000, warmupMs: 700, keyCount: 100_000, inflight: 64 },
 };
 
 const QUICK = {
@@ -128,6 +131,7 @@ const QUICK = {
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
   service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
+  compat: { durationMs: 200, warmupMs: 50, keyCount: 10_000, inflight: 64 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
@@ -158,6 +162,7 @@ export function planFor({ quick, only, port, log }) {
     redisMemory: {},
     hotKey: {},
     service: undefined,
+    compat: {},
     failures: [],
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
@@ -273,6 +278,29 @@ export function planFor({ quick, only, port, log }) {
               const params = { ...c, name, port, inflight };
               const r = await runCaseRetry("redis", "throughput", params);
               keep(`redis:${inflight}:${name}`, r);
+              return r;
+            },
+            lat,
+          );
+        }
+      }
+    }
+    if (want("compat")) {
+      // Each drop-in face against the library it replaces, one after the other.
+      for (const pair of Object.keys(COMPAT_PAIRS)) {
+        for (const which of ["peer", "face"]) {
+          add(
+            "compat",
+            `compat ${pair}: ${COMPAT_PAIRS[pair][which]}${tag}`,
+            async () => {
+              const r = await runCaseRetry(
+                "compat",
+                "throughput",
+                { ...config.compat, pair, which, port },
+                // The Upstash peer runs through the REST fixture, a TypeScript file.
+                pair === "upstash" && which === "peer" ? { nodeArgs: ["--import", "tsx"] } : {},
+              );
+              keep(`compat:${pair}:${which}`, r);
               return r;
             },
             lat,
@@ -469,6 +497,12 @@ export function planFor({ quick, only, port, log }) {
       for (const name of REDIS_CONTESTANTS) {
         const m = med(`redis:${inflight}:${name}`);
         if (m) (results.redis[inflight] ??= {})[name] = m;
+      }
+    }
+    for (const pair of Object.keys(COMPAT_PAIRS)) {
+      for (const which of ["peer", "face"]) {
+        const m = med(`compat:${pair}:${which}`);
+        if (m) (results.compat[pair] ??= {})[which] = m;
       }
     }
     for (const [policy, { contestants }] of Object.entries(REDIS_POLICIES)) {

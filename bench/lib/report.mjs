@@ -1,4 +1,5 @@
 // Renders the results: the console table and bench/RESULTS.md.
+import { PAIRS as COMPAT_PAIRS } from "../cases/compat.mjs";
 import { execFileSync } from "node:child_process";
 import { cpus, loadavg, release, type } from "node:os";
 import { ALGORITHMS, SYNC_ALGORITHMS } from "./plan.mjs";
@@ -504,7 +505,42 @@ function sections(r, config) {
       );
     }
   }
+  parts.push(compat(r.compat ?? {}, config));
   return parts;
+}
+
+/** The drop-in faces (sluice/compat/*) against the libraries they replace. */
+function compat(pairs, config) {
+  const title = "Drop-in faces (sluice/compat) vs the libraries they replace";
+  const c = config.compat;
+  if (!c || Object.keys(pairs).length === 0) return notMeasured(title);
+  const rows = [];
+  for (const [pair, { peer, face }] of Object.entries(pairs)) {
+    for (const [which, v] of [
+      ["peer", peer],
+      ["face", face],
+    ]) {
+      if (!v) continue;
+      rows.push([
+        pair,
+        COMPAT_PAIRS[pair]?.[which] ?? which,
+        `${fmtRate(v.ops)}/s`,
+        fmtMs(v.p50),
+        fmtMs(v.p99),
+        which === "face" && peer ? fmtRatio(v.ops / peer.ops) : "",
+        us(v.nodeCpuUs),
+      ]);
+    }
+  }
+  return (
+    `### ${title}\n\nThe same calls against each peer and its face from \`sluice/compat/*\`: ${c.inflight} in flight over ` +
+    `${c.keyCount.toLocaleString("en")} identifiers, 1000 per minute (never reached; the union adds 100,000 per hour), ` +
+    `memory pairs in one process, Redis pairs on the bench's redis-server (express-rate-limit: the store's \`increment\`, ` +
+    `the call its middleware makes per request; @nestjs/throttler: the storage's \`increment\`; @upstash/ratelimit: ` +
+    `\`slidingWindow\`, the peer over HTTP through the test fixture \`test/support/upstash-rest.ts\`, which no deployment has: ` +
+    `its figure is of that fixture as much as of the library). ${`Median of ${config.rounds} round(s)`} of ${c.durationMs / 1000} s.\n\n` +
+    table(["pair", "contestant", "calls/s", "p50", "p99", "face ÷ peer", "Node CPU per call"], rows)
+  );
 }
 
 /** Labels of the Redis policy figures' contestants, by policy. */

@@ -14,6 +14,11 @@ export default defineConfig({
     fastify: "src/http/adapters/fastify.ts",
     koa: "src/http/adapters/koa.ts",
     hono: "src/http/adapters/hono.ts",
+    // Drop-in faces of peer libraries (`sluice/compat/rate-limiter-flexible`, …).
+    "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
+    "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
+    "compat/nestjs-throttler": "src/compat/nestjs-throttler.ts",
+    "compat/upstash": "src/compat/upstash.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

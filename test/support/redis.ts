@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { freePort, waitFor } from "./ports.js";
 
 /** A redis-server started for a test, on 127.0.0.1. */
@@ -103,4 +104,19 @@ export async function startRedis(extraArgs: string[] = [], port?: number): Promi
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * An ioredis client to nothing (port 1, never connected, no offline queue): every command fails
+ * at once, as with Redis down. Its `error` events are ignored. Disconnect it when done.
+ */
+export function deadRedisClient(): Redis {
+  const dead = new Redis({
+    port: 1,
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+  });
+  dead.on("error", () => undefined);
+  return dead;
 }

@@ -1,5 +1,5 @@
-import { type RuleOutcome, algorithms, concurrency } from "./algorithms/index.js";
-import type { Policy } from "./policy.js";
+import { type RuleOutcome, concurrency } from "./algorithms/index.js";
+import { type Policy, algorithmOf } from "./policy.js";
 
 /** A key's whole state in a store that keeps state in JS: per-rule states and a penalty block. */
 export interface KeyState {
@@ -33,7 +33,7 @@ export function evaluate(
   commit: boolean,
   leaseId = 0,
 ): Evaluation {
-  const alg = algorithms[policy.algorithm];
+  const alg = algorithmOf(policy);
   const n = policy.rules.length;
   const rules: RuleOutcome[] = new Array(n);
   const nextStates: Array<number[] | undefined> = new Array(n);
@@ -86,8 +86,19 @@ export function evaluate(
   }
   if (commit && policy.blockMs > 0) {
     const until = nowMs + policy.blockMs;
+    if (policy.resetOnBlock) {
+      // The counts are gone: no rule makes the key wait longer than the block.
+      for (let i = 0; i < n; i++) {
+        const r = rules[i]!;
+        if (r.retryAfterMs > policy.blockMs) rules[i] = { ...r, retryAfterMs: policy.blockMs };
+      }
+    }
     const next: KeyState = {
-      states: current?.states ?? new Array(n).fill(undefined),
+      // resetOnBlock: the block replaces the counts (the key is fresh when it ends).
+      states:
+        policy.resetOnBlock || current === undefined
+          ? new Array<number[] | undefined>(n).fill(undefined)
+          : current.states,
       blockUntil: until,
     };
     return {
@@ -116,7 +127,7 @@ export function adjustState(
   nowMs: number,
   delta: number,
 ): { next: KeyState; ttlMs: number } {
-  const alg = algorithms[policy.algorithm];
+  const alg = algorithmOf(policy);
   let ttl = current && current.blockUntil > nowMs ? current.blockUntil - nowMs : 0;
   const states = policy.rules.map((rule, i) => {
     const a = alg.adjust(current?.states[i], nowMs, rule, delta);

@@ -9,6 +9,7 @@ export type {
   LimitOptions,
   Lease,
   Reservation,
+  SetCountOptions,
   SyncLimiter,
 } from "./limiter.js";
 export { LEASE_ALGORITHMS, definePolicy, policyCapacity, policyToInput } from "./policy.js";
@@ -19,6 +20,7 @@ export type {
   PolicyInput,
   RuleInput,
   OnStoreError,
+  WindowStart,
 } from "./policy.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";

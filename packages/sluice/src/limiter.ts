@@ -1,9 +1,9 @@
-import { algorithms } from "./algorithms/index.js";
 import { type Decision, type DecisionReason, type RuleDecision, ruleDecision } from "./decision.js";
-import { SluiceError, ValidationError } from "./errors.js";
+import { SluiceError, ValidationError, type ValidationIssue } from "./errors.js";
 import {
   type Policy,
   type PolicyInput,
+  algorithmOf,
   definePolicy,
   isResolvedPolicy,
   policyCapacity,
@@ -25,6 +25,12 @@ export interface LimiterOptions {
 export interface LimitOptions {
   /** Units to charge: a positive integer, at most the policy's capacity. Default 1. */
   cost?: number;
+}
+
+/** Options of {@link Limiter.setCount}. */
+export interface SetCountOptions {
+  /** How long from now the window lasts (ms, a positive integer). Default: the rule's period. */
+  windowMs?: number;
 }
 
 /** A held concurrency lease. */
@@ -83,6 +89,14 @@ export interface Limiter {
   release(key: string, leaseId: string): Promise<boolean>;
   /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
   reserve(key: string, estimate: number): Promise<Reservation>;
+  /**
+   * `fixed-window` policies with `windowStart: "first-request"` only: put the key's window at
+   * `count` units — which may exceed the limit, and then holds the key denied until the window
+   * ends — in a window that ends `windowMs` from now (default: the rule's period). A penalty
+   * block is left as it is. For moderation tools and for counts
+   * imported from elsewhere (rate-limiter-flexible's `set` and `block` are this).
+   */
+  setCount(key: string, count: number, options?: SetCountOptions): Promise<void>;
 }
 
 /**
@@ -286,6 +300,45 @@ class PolicyLimiter implements Limiter {
     };
   }
 
+  async setCount(key: string, count: number, options?: SetCountOptions): Promise<void> {
+    checkKey(key);
+    if (this.policy.windowStart !== "first-request") {
+      throw new SluiceError(
+        "SLUICE_ERR_UNSUPPORTED",
+        `setCount() needs a fixed-window policy with windowStart "first-request"; "${this.policy.name}" uses ${this.policy.algorithm}${this.policy.algorithm === "fixed-window" ? " with aligned windows" : ""}`,
+      );
+    }
+    const issues: ValidationIssue[] = [];
+    if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 0)
+      issues.push({ path: "count", message: `must be a whole number ≥ 0 (got ${String(count)})` });
+    const windowMs = options?.windowMs;
+    if (
+      windowMs !== undefined &&
+      (typeof windowMs !== "number" || !Number.isSafeInteger(windowMs) || windowMs <= 0)
+    )
+      issues.push({
+        path: "windowMs",
+        message: `must be a positive integer (got ${String(windowMs)})`,
+      });
+    if (issues.length > 0)
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid setCount", issues);
+    if (this.store.setCount === undefined) {
+      throw new SluiceError(
+        "SLUICE_ERR_UNSUPPORTED",
+        `setCount() needs a store that implements it; the ${this.store.kind} store does not`,
+      );
+    }
+    // One window for every rule: the given length, else each rule's own (a single rule's).
+    const rules = this.policy.rules;
+    if (windowMs !== undefined || rules.length === 1) {
+      await this.store.setCount(this.policy, key, count, windowMs ?? rules[0]!.periodMs);
+      return;
+    }
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid setCount", [
+      { path: "windowMs", message: "is required for a policy with several rules" },
+    ]);
+  }
+
   private syncStore(method: string): SyncStore {
     if (this.sync !== undefined) return this.sync;
     throw new SluiceError(
@@ -348,7 +401,7 @@ class PolicyLimiter implements Limiter {
     const mode = this.policy.onStoreError;
     if (mode === "insurance") return Promise.resolve(this.insured(key, cost, commit));
     const allowed = mode === "allow";
-    const spec = algorithms[this.policy.algorithm];
+    const spec = algorithmOf(this.policy);
     // Nothing is known about the counters. Failing open, each rule reports what it admits at
     // most (its capacity, less this request's cost unless it is a peek): the limiter lets
     // requests through, so nothing reads as "exhausted". Failing closed, nothing passes: 0.
@@ -377,7 +430,7 @@ class PolicyLimiter implements Limiter {
     if (cost > capacity) {
       const now = store.peekSync(policy, key, 1);
       const rules = now.rules.map((r) => {
-        const fits = cost <= algorithms[policy.algorithm].capacity(r);
+        const fits = cost <= algorithmOf(policy).capacity(r);
         return fits
           ? { ...r, remaining: r.remaining + 1 }
           : {
@@ -417,6 +470,9 @@ class PolicyLimiter implements Limiter {
             ? { burst: share(r.burst) }
             : {}),
         })),
+        ...(this.policy.algorithm === "fixed-window"
+          ? { windowStart: this.policy.windowStart }
+          : {}),
       });
       // Keep the counters across a change of share: only the policy is rebuilt.
       this.insurance = {

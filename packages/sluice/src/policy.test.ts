@@ -44,6 +44,48 @@ describe("definePolicy", () => {
     expect(definePolicy(policyToInput(definePolicy(input)))).toEqual(definePolicy(input));
   });
 
+  it("resetOnBlock: needs a blockDuration, not for concurrency, round-tripped", () => {
+    const input: PolicyInput = {
+      name: "rb",
+      algorithm: "sliding-log",
+      rules: [{ limit: 5, period: 1000 }],
+      blockDuration: 2000,
+      resetOnBlock: true,
+    };
+    expect(definePolicy(input).resetOnBlock).toBe(true);
+    expect(policyToInput(definePolicy(input))).toEqual(input);
+    expect(issuesOf({ ...input, blockDuration: undefined })).toEqual([
+      { path: "resetOnBlock", message: "needs a blockDuration" },
+    ]);
+    expect(issuesOf({ ...input, algorithm: "concurrency" })).toEqual([
+      { path: "resetOnBlock", message: "does not apply to concurrency (leases are not counts)" },
+    ]);
+  });
+
+  it("windowStart: first-request fixed windows, validated and round-tripped", () => {
+    const input: PolicyInput = {
+      name: "fw",
+      algorithm: "fixed-window",
+      windowStart: "first-request",
+      rules: [{ limit: 5, period: "1m" }],
+    };
+    const p = definePolicy(input);
+    expect(p.windowStart).toBe("first-request");
+    expect(policyToInput(p)).toEqual({ ...input, rules: [{ limit: 5, period: 60_000 }] });
+    expect(definePolicy({ name: "g", rules: [{ limit: 1, period: 1 }] }).windowStart).toBe(
+      "aligned",
+    );
+    expect(
+      policyToInput(definePolicy({ name: "g", rules: [{ limit: 1, period: 1 }] })),
+    ).not.toHaveProperty("windowStart");
+    expect(issuesOf({ ...input, algorithm: "gcra" })).toEqual([
+      { path: "windowStart", message: "windowStart applies only to fixed-window, not gcra" },
+    ]);
+    expect(issuesOf({ ...input, windowStart: "first" })).toEqual([
+      { path: "windowStart", message: "windowStart must be aligned or first-request" },
+    ]);
+  });
+
   it.each([
     [
       { name: "a", rules: [{ limit: -1, period: "1s" }] },

@@ -1,9 +1,11 @@
 import { z } from "zod";
 import {
   ALGORITHMS,
+  type Algorithm,
   type AlgorithmName,
   type ResolvedRule,
   algorithms,
+  fixedWindowFromFirstRequest,
 } from "./algorithms/index.js";
 import { type Duration, parseDurationOrMessage } from "./duration.js";
 import { ValidationError, type ValidationIssue } from "./errors.js";
@@ -46,6 +48,14 @@ export const LEASE_ALGORITHMS: readonly AlgorithmName[] = [
   "concurrency",
 ];
 
+/**
+ * Where a `fixed-window` policy's windows start: `aligned` to the clock ([k·P, (k+1)·P), every
+ * key resets at the same moment), or at a key's `first-request` (each key's window opens with
+ * its first charge and lasts `period`, as express-rate-limit, rate-limiter-flexible and
+ * @nestjs/throttler count).
+ */
+export type WindowStart = "aligned" | "first-request";
+
 /** What to do when the counter store fails or times out. */
 export type OnStoreError = "allow" | "deny" | "insurance";
 
@@ -59,6 +69,15 @@ export interface PolicyInput {
   rules: RuleInput[];
   /** After a denial, deny the key for this long (a penalty box). Off by default. */
   blockDuration?: Duration;
+  /**
+   * With `blockDuration`: the denial that starts a block also forgets the key's counts, so the
+   * key is fresh when the block ends (as @nestjs/throttler's and rate-limiter-flexible's blocks
+   * behave). The block then replaces the window: up to twice the limit may pass within a period
+   * that spans one. Default false (counts keep running through a block).
+   */
+  resetOnBlock?: boolean;
+  /** `fixed-window` only: where windows start (see {@link WindowStart}). Default `aligned`. */
+  windowStart?: WindowStart;
   /**
    * When the store fails: `allow` (fail open, the default), `deny` (fail closed), or
    * `insurance` (an in-memory limiter enforcing this instance's share of the limit).
@@ -85,6 +104,10 @@ export interface Policy {
   readonly rules: readonly ResolvedRule[];
   /** 0 when no penalty is set. */
   readonly blockMs: number;
+  /** Whether starting a penalty block forgets the key's counts. */
+  readonly resetOnBlock: boolean;
+  /** Where windows start (`aligned` for every algorithm but a `first-request` fixed-window). */
+  readonly windowStart: WindowStart;
   readonly onStoreError: OnStoreError;
   /** 0 means "ask the store, else 1". */
   readonly insuranceInstances: number;
@@ -145,6 +168,12 @@ const policySchema = z.strictObject({
     .min(1, { error: "rules must have at least one rule" })
     .max(16, { error: "rules may have at most 16 rules" }),
   blockDuration: durationSchema.optional(),
+  resetOnBlock: z.boolean({ error: "resetOnBlock must be true or false" }).optional(),
+  windowStart: z
+    .enum(["aligned", "first-request"], {
+      error: "windowStart must be aligned or first-request",
+    })
+    .optional(),
   onStoreError: z
     .enum(["allow", "deny", "insurance"], {
       error: "onStoreError must be allow, deny or insurance",
@@ -236,6 +265,21 @@ export function definePolicy(input: PolicyInput): Policy {
       burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
     });
   });
+  if (p.resetOnBlock === true && !(p.blockDuration !== undefined && p.blockDuration > 0)) {
+    issues.push({ path: "resetOnBlock", message: "needs a blockDuration" });
+  }
+  if (p.resetOnBlock === true && p.algorithm === "concurrency") {
+    issues.push({
+      path: "resetOnBlock",
+      message: "does not apply to concurrency (leases are not counts)",
+    });
+  }
+  if (p.windowStart !== undefined && p.algorithm !== "fixed-window") {
+    issues.push({
+      path: "windowStart",
+      message: `windowStart applies only to fixed-window, not ${p.algorithm}`,
+    });
+  }
   if (p.algorithm === "concurrency" && rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
@@ -254,6 +298,12 @@ export function definePolicy(input: PolicyInput): Policy {
         message: "leases and blockDuration do not go together (a lease would admit during a block)",
       });
     }
+    if (p.windowStart === "first-request") {
+      issues.push({
+        path: "lease",
+        message: "leases need aligned windows (windowStart first-request gives each key its own)",
+      });
+    }
     if (l.ttl !== undefined && l.ttl <= 0)
       issues.push({ path: "lease.ttl", message: "must be more than 0" });
     lease = Object.freeze({
@@ -268,6 +318,8 @@ export function definePolicy(input: PolicyInput): Policy {
     algorithm: p.algorithm,
     rules: Object.freeze(rules),
     blockMs: p.blockDuration ?? 0,
+    resetOnBlock: p.resetOnBlock ?? false,
+    windowStart: p.windowStart ?? "aligned",
     onStoreError: p.onStoreError,
     insuranceInstances: p.insuranceInstances ?? 0,
     shadow: p.shadow,
@@ -286,11 +338,18 @@ export function isResolvedPolicy(value: unknown): value is Policy {
   return typeof value === "object" && value !== null && resolved.has(value);
 }
 
+/** The algorithm that decides `policy` (a fixed-window's variant follows its `windowStart`). */
+export function algorithmOf(policy: Policy): Algorithm {
+  return policy.windowStart === "first-request"
+    ? fixedWindowFromFirstRequest
+    : algorithms[policy.algorithm];
+}
+
 /** Largest cost one request may have under this policy: the smallest rule capacity. */
 export function policyCapacity(policy: Policy): number {
   let capacity = capacities.get(policy);
   if (capacity === undefined) {
-    const alg = algorithms[policy.algorithm];
+    const alg = algorithmOf(policy);
     capacity = Math.min(...policy.rules.map((r) => alg.capacity(r)));
     capacities.set(policy, capacity);
   }
@@ -313,6 +372,8 @@ export function policyToInput(policy: Policy): PolicyInput {
     })),
   };
   if (policy.blockMs > 0) out.blockDuration = policy.blockMs;
+  if (policy.resetOnBlock) out.resetOnBlock = true;
+  if (policy.windowStart !== "aligned") out.windowStart = policy.windowStart;
   if (policy.onStoreError !== "allow") out.onStoreError = policy.onStoreError;
   if (policy.insuranceInstances > 0) out.insuranceInstances = policy.insuranceInstances;
   if (policy.shadow) out.shadow = true;

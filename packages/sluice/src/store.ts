@@ -63,6 +63,13 @@ export interface Store {
    * that need no connection leave it out.
    */
   ready?(): Promise<void>;
+  /**
+   * For `fixed-window` policies whose windows start at the first request: put every rule of the
+   * key at `count` units (which may exceed the limit, or be 0) in a window that ends `windowMs`
+   * from now. The penalty block is left as it is. Optional: a store
+   * without it cannot serve a limiter's `setCount`.
+   */
+  setCount?(policy: Policy, key: string, count: number, windowMs: number): Promise<void>;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */
@@ -88,6 +95,8 @@ export interface SyncStore extends Store {
   releaseSync(policy: Policy, key: string, leaseId: string): boolean;
   /** {@link Store.reset}, synchronously. */
   resetSync(policy: Policy, key: string): void;
+  /** {@link Store.setCount}, synchronously. */
+  setCountSync?(policy: Policy, key: string, count: number, windowMs: number): void;
 }
 
 /** True when `store` implements {@link SyncStore}. */

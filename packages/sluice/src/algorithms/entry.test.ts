@@ -31,6 +31,7 @@ describe("sluice/algorithms", () => {
       "definePolicy",
       "evaluate",
       "fixedWindow",
+      "fixedWindowFromFirstRequest",
       "formatDuration",
       "gcra",
       "isSluiceError",

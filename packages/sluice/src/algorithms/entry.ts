@@ -27,6 +27,7 @@ export {
   algorithms,
   concurrency,
   fixedWindow,
+  fixedWindowFromFirstRequest,
   gcra,
   slidingLog,
   slidingWindow,
@@ -43,7 +44,7 @@ export type {
 export { evaluate } from "../evaluate.js";
 export type { Evaluation, KeyState } from "../evaluate.js";
 export { definePolicy, policyCapacity, policyToInput } from "../policy.js";
-export type { OnStoreError, Policy, PolicyInput, RuleInput } from "../policy.js";
+export type { OnStoreError, Policy, PolicyInput, RuleInput, WindowStart } from "../policy.js";
 export { parseDuration, formatDuration } from "../duration.js";
 export type { Duration } from "../duration.js";
 export { ERROR_CODES, SluiceError, ValidationError, isSluiceError } from "../errors.js";

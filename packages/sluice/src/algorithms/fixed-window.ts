@@ -41,3 +41,52 @@ export const fixedWindow: Algorithm = {
     return { next: used > 0 ? [start, used] : null, ttlMs: start + rule.periodMs - nowMs };
   },
 };
+
+/**
+ * Fixed window started by the first request: a key's window opens at its first charge and lasts
+ * `period`; the first request after it ends opens the next one. At most `limit` per window, as
+ * express-rate-limit's stores, rate-limiter-flexible and @nestjs/throttler count. A window stays
+ * open until its end even when refunds bring its count back to 0. State: [windowStart, count]
+ * (the layout of {@link fixedWindow}, whose aligned state this reads as a window that started at
+ * its aligned start). With no window open, a cost-0 decision reports `resetAfterMs` 0.
+ */
+export const fixedWindowFromFirstRequest: Algorithm = {
+  stateSize: 2,
+  capacity: (rule) => rule.limit,
+  decide(state, nowMs, rule, cost) {
+    const open = state !== undefined && nowMs < (state[0] ?? 0) + rule.periodMs;
+    const start = open ? state[0]! : nowMs;
+    const count = open ? (state[1] ?? 0) : 0;
+    const end = start + rule.periodMs;
+    if (count + cost <= rule.limit) {
+      const used = count + cost;
+      const opens = open || used > 0;
+      return {
+        allowed: true,
+        remaining: rule.limit - used,
+        resetAfterMs: opens ? end - nowMs : 0,
+        retryAfterMs: 0,
+        next: opens ? [start, used] : null,
+        ttlMs: end - nowMs,
+      };
+    }
+    // Denied only inside an open window (cost ≤ limit is validated): the next one starts empty.
+    return {
+      allowed: false,
+      remaining: Math.max(0, rule.limit - count),
+      resetAfterMs: end - nowMs,
+      retryAfterMs: ceilMs(end - nowMs),
+      next: state ? [...state] : null,
+      ttlMs: end - nowMs,
+    };
+  },
+  adjust(state, nowMs, rule, delta) {
+    const open = state !== undefined && nowMs < (state[0] ?? 0) + rule.periodMs;
+    const start = open ? state[0]! : nowMs;
+    const used = Math.max(0, (open ? (state[1] ?? 0) : 0) + delta);
+    return {
+      next: open || used > 0 ? [start, used] : null,
+      ttlMs: start + rule.periodMs - nowMs,
+    };
+  },
+};

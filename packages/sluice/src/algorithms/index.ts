@@ -1,5 +1,5 @@
 import { concurrency } from "./concurrency.js";
-import { fixedWindow } from "./fixed-window.js";
+import { fixedWindow, fixedWindowFromFirstRequest } from "./fixed-window.js";
 import { gcra } from "./gcra.js";
 import { slidingLog } from "./sliding-log.js";
 import { slidingWindow } from "./sliding-window.js";
@@ -15,7 +15,15 @@ export type {
   Adjusted,
 } from "./types.js";
 export { EPS, ceilMs, floorUnits } from "./types.js";
-export { concurrency, fixedWindow, gcra, slidingLog, slidingWindow, tokenBucket };
+export {
+  concurrency,
+  fixedWindow,
+  fixedWindowFromFirstRequest,
+  gcra,
+  slidingLog,
+  slidingWindow,
+  tokenBucket,
+};
 
 /** The algorithm names a policy may use. `gcra` is the default. */
 export const ALGORITHMS = [

@@ -26,6 +26,7 @@ import {
   type LimitOptions,
   type Limiter,
   type Reservation,
+  type SetCountOptions,
   createLimiter,
   leaseOf,
 } from "../limiter.js";
@@ -945,6 +946,10 @@ class ManagedLimiter implements Limiter {
 
   async release(key: string, leaseId: string): Promise<boolean> {
     return this.current().limiter.release(key, leaseId);
+  }
+
+  async setCount(key: string, count: number, options?: SetCountOptions): Promise<void> {
+    await this.current().limiter.setCount(key, count, options);
   }
 
   async reserve(key: string, estimate: number): Promise<Reservation> {

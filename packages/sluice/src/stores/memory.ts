@@ -3,14 +3,13 @@ import {
   type InPlaceAlgorithm,
   type ResolvedRule,
   type Step,
-  algorithms,
   concurrency,
 } from "../algorithms/index.js";
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
 import { ValidationError } from "../errors.js";
 import { type Evaluation, type KeyState, adjustState, evaluate } from "../evaluate.js";
-import type { Policy } from "../policy.js";
+import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
 
 /** Options of {@link memoryStore}. */
@@ -512,6 +511,32 @@ export class MemoryStore implements SyncStore {
     if (this.space(policy).delete(key)) this.size--;
   }
 
+  setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
+    this.setCountSync(policy, key, count, windowMs);
+    return Promise.resolve();
+  }
+
+  setCountSync(policy: Policy, key: string, count: number, windowMs: number): void {
+    const nowMs = this.now();
+    const sp = this.space(policy);
+    if (!(sp instanceof FixedSpace) || sp.compact) return;
+    const n = policy.rules.length;
+    let offset = sp.get(key);
+    const from = sp.found;
+    const current =
+      offset !== undefined && sp.live(offset, nowMs) ? sp.keyState(offset, n) : undefined;
+    const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
+    const end = windowMs > 0 ? nowMs + windowMs : 0;
+    // The window [end − period, end) for every rule: the layout of fixed-window's [start, count].
+    const states = policy.rules.map((r) => (end > 0 ? [end - r.periodMs, count] : undefined));
+    const expiresAt = Math.max(end, blockUntil);
+    if (expiresAt > nowMs) {
+      offset ??= this.insert(sp, key, nowMs, CALM);
+      sp.setKeyState(offset, { states, blockUntil }, n, expiresAt);
+      sp.classify(key, offset, from, sp.classOf(offset, nowMs));
+    } else if (offset !== undefined) sp.expire(offset, nowMs);
+  }
+
   close(): Promise<void> {
     this.spaces.clear();
     this.spaceList.length = 0;
@@ -790,11 +815,11 @@ export class MemoryStore implements SyncStore {
       this.lastSpace = sp;
       return sp;
     }
-    const alg = algorithms[policy.algorithm];
+    const alg = algorithmOf(policy);
     const n = policy.rules.length;
     const hasBlock = policy.blockMs > 0;
     const compact = policy.algorithm === "gcra" && n === 1 && !hasBlock;
-    const id = `${policy.name}\u0000${policy.algorithm}\u0000${n}\u0000${hasBlock ? "b" : ""}`;
+    const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.windowStart}\u0000${n}\u0000${hasBlock ? "b" : ""}`;
     sp = this.spaces.get(id);
     if (sp === undefined) {
       sp =

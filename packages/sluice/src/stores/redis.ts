@@ -133,8 +133,9 @@ const OP_PEEK = 1;
 const OP_ADJUST = 2;
 const OP_RELEASE = 3;
 const OP_RESET = 4;
-const OP_LEASE = 5;
-const OP_GIVE_BACK = 6;
+const OP_SET = 5;
+const OP_LEASE = 6;
+const OP_GIVE_BACK = 7;
 
 /** One queued operation, waiting for its batch. */
 interface Pending {
@@ -146,6 +147,8 @@ interface Pending {
   readonly lease: string;
   /** A lease or give back's numbers after the cost (lua/sluice.lua's header). */
   readonly args: readonly number[] | undefined;
+  /** For a set count: the window's length (ms). */
+  readonly windowMs: number;
   /** A decide whose denial the deny cache may remember (and the forget count when asked). */
   readonly cacheable: boolean;
   readonly forgets: number;
@@ -337,6 +340,11 @@ export class RedisStore implements Store {
     await this.enqueue(OP_RESET, policy, key, 0, "", false);
   }
 
+  async setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
+    this.forget(policy, key);
+    await this.enqueue(OP_SET, policy, key, count, "", false, windowMs);
+  }
+
   /** Live instances counted through Redis (the last count is kept through an outage), or the `instances` option. */
   liveInstances(): number | undefined {
     return this.o.instances ?? this.lastInstances;
@@ -444,7 +452,7 @@ export class RedisStore implements Store {
         {
           now: this.o.now ?? monoNow,
           lease: (policy, key, cost, asked, ret, retAt, epoch, member) =>
-            this.enqueue(OP_LEASE, policy, key, cost, member, false, [
+            this.enqueue(OP_LEASE, policy, key, cost, member, false, 0, [
               asked,
               ret,
               retAt,
@@ -452,7 +460,7 @@ export class RedisStore implements Store {
               policy.lease!.ttlMs,
             ]) as Promise<LeaseReply>,
           giveBack: (policy, key, ret, retAt, epoch, member) =>
-            this.enqueue(OP_GIVE_BACK, policy, key, ret, member, false, [
+            this.enqueue(OP_GIVE_BACK, policy, key, ret, member, false, 0, [
               retAt,
               epoch,
               policy.lease!.ttlMs,
@@ -485,6 +493,7 @@ export class RedisStore implements Store {
     cost: number,
     lease: string,
     cacheable: boolean,
+    windowMs = 0,
     args?: readonly number[],
   ): Promise<StoreDecision | boolean | LeaseReply> {
     if (this.closed)
@@ -505,6 +514,7 @@ export class RedisStore implements Store {
         tag,
         cost,
         lease,
+        windowMs,
         args,
         cacheable,
         forgets: this.forgets,
@@ -640,7 +650,8 @@ export class RedisStore implements Store {
         opArgs.push(-code, p.cost);
         for (const x of p.args) opArgs.push(x);
         if (p.lease !== "") opArgs.push(p.lease);
-      } else if (p.cost === 1 && p.lease === "") opArgs.push(code);
+      } else if (p.op === OP_SET) opArgs.push(-code, p.cost, p.windowMs);
+      else if (p.cost === 1 && p.lease === "") opArgs.push(code);
       else {
         opArgs.push(-code, p.cost);
         if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
@@ -746,7 +757,13 @@ export class RedisStore implements Store {
     let info = this.policies.get(policy);
     if (info === undefined) {
       const code = ALGORITHM_CODES[policy.algorithm];
-      const spec: Array<string | number> = [code, policy.rules.length, policy.blockMs];
+      // A first-request fixed window decides by its own code (F) over f's keys and layout.
+      const spec: Array<string | number> = [
+        policy.windowStart === "first-request" ? "F" : code,
+        policy.rules.length,
+        // Negative: a block that forgets the key's counts (see lua/sluice.lua).
+        policy.resetOnBlock ? -policy.blockMs : policy.blockMs,
+      ];
       for (const r of policy.rules) spec.push(r.limit, r.periodMs, r.burst);
       info = {
         head: `${this.o.prefix}${policy.name}:{`,
@@ -896,7 +913,7 @@ export class RedisStore implements Store {
         // request's own slot: its caller holds no lease id).
         const back = r.granted + (p.lease !== "" && r.decision.allowed ? p.cost : 0);
         if (back > 0)
-          this.enqueue(OP_GIVE_BACK, p.policy, p.key, back, p.lease, false, [
+          this.enqueue(OP_GIVE_BACK, p.policy, p.key, back, p.lease, false, 0, [
             r.at,
             r.epoch,
             p.policy.lease!.ttlMs,

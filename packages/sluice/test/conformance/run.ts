@@ -53,8 +53,15 @@ export function runConformance(
       }
       if (options.lease) {
         const alg = scenario.policy.algorithm ?? "gcra";
-        if (!LEASE_ALGORITHMS.includes(alg) || scenario.policy.blockDuration !== undefined) {
-          it.skip(`${scenario.name} (skipped: no leases for ${alg}${scenario.policy.blockDuration !== undefined ? " with blockDuration" : ""})`, () => {});
+        const why = !LEASE_ALGORITHMS.includes(alg)
+          ? `no leases for ${alg}`
+          : scenario.policy.blockDuration !== undefined
+            ? "no leases with blockDuration"
+            : scenario.policy.windowStart === "first-request"
+              ? "no leases with first-request windows"
+              : undefined;
+        if (why !== undefined) {
+          it.skip(`${scenario.name} (skipped: ${why})`, () => {});
           return;
         }
         const leased: Scenario = {
@@ -115,6 +122,13 @@ export async function play(
           break;
         case "adjust":
           await store.adjust(limiter.policy, key, step.cost ?? 1);
+          break;
+        case "setCount":
+          await limiter.setCount(
+            key,
+            step.count ?? 0,
+            step.windowMs !== undefined ? { windowMs: step.windowMs } : undefined,
+          );
           break;
         case "release":
           await limiter.release(key, leases.get(step.lease ?? "") ?? "unknown-lease");

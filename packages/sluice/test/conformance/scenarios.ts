@@ -27,10 +27,17 @@ export interface Expect {
 export interface Step {
   /** ms after t0. */
   at: number;
-  /** Limiter operation; default `limit`. `adjust` charges `cost` unconditionally (negative refunds). */
-  op?: "limit" | "peek" | "reset" | "refund" | "adjust" | "release";
+  /**
+   * Limiter operation; default `limit`. `adjust` charges `cost` unconditionally (negative
+   * refunds); `setCount` puts the key at `count` in a window of `windowMs`.
+   */
+  op?: "limit" | "peek" | "reset" | "refund" | "adjust" | "release" | "setCount";
   key?: string;
   cost?: number;
+  /** For `setCount`. */
+  count?: number;
+  /** For `setCount` (default: the period). */
+  windowMs?: number;
   /** Name under which to remember a concurrency lease (op `limit`), or which lease to release. */
   lease?: string;
   expect?: Expect;
@@ -215,6 +222,161 @@ export const scenarios: Scenario[] = [
       { at: 1000, cost: 4, expect: { allowed: false, remaining: 3, retryAfterMs: 59000 } },
       { at: 1000, cost: 3, expect: { allowed: true, remaining: 0 } },
     ],
+  },
+  {
+    name: "fixed-window (first-request): a key's window opens with its first request",
+    policy: {
+      algorithm: "fixed-window",
+      windowStart: "first-request",
+      rules: [{ limit: 3, period: "1s" }],
+    },
+    steps: [
+      // Nothing open yet: full. (A peek reports the window the request would open.)
+      { at: 100, op: "peek", expect: { allowed: true, remaining: 3, resetAfterMs: 1000 } },
+      { at: 250, expect: { allowed: true, remaining: 2, resetAfterMs: 1000 } },
+      { at: 500, expect: { allowed: true, remaining: 1, resetAfterMs: 750 } },
+      { at: 900, expect: { allowed: true, remaining: 0, resetAfterMs: 350 } },
+      // The window is [250, 1250), not the aligned [0, 1000).
+      { at: 1000, expect: { allowed: false, remaining: 0, retryAfterMs: 250, resetAfterMs: 250 } },
+      { at: 1249, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 1250, expect: { allowed: true, remaining: 2, resetAfterMs: 1000 } },
+      { at: 1300, key: "other", expect: { allowed: true, remaining: 2, resetAfterMs: 1000 } },
+      { at: 2249, expect: { allowed: true, remaining: 1, resetAfterMs: 1 } },
+      // Idle past the window's end: the next request opens a new one.
+      { at: 5000, expect: { allowed: true, remaining: 2, resetAfterMs: 1000 } },
+    ],
+  },
+  {
+    name: "fixed-window (first-request): cost, refunds and forced charges past the limit",
+    policy: {
+      algorithm: "fixed-window",
+      windowStart: "first-request",
+      rules: [{ limit: 5, period: "10s" }],
+    },
+    steps: [
+      { at: 0, cost: 3, expect: { allowed: true, remaining: 2, resetAfterMs: 10000 } },
+      // 3 + 4 = 7 counted: over the limit until the window ends.
+      { at: 100, op: "adjust", cost: 4 },
+      { at: 200, expect: { allowed: false, remaining: 0, retryAfterMs: 9800 } },
+      { at: 300, op: "refund", cost: 3 },
+      { at: 400, expect: { allowed: true, remaining: 0, resetAfterMs: 9600 } },
+      // Never below nothing; the window stays open, empty, until its end.
+      { at: 500, op: "adjust", cost: -10 },
+      { at: 600, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 9400 } },
+      { at: 700, expect: { allowed: true, remaining: 4, resetAfterMs: 9300 } },
+      { at: 10000, expect: { allowed: true, remaining: 4, resetAfterMs: 10000 } },
+      { at: 800, cost: 6, throws: "SLUICE_ERR_COST" },
+    ],
+  },
+  {
+    name: "fixed-window (first-request): setCount puts the count and the window's end",
+    policy: {
+      algorithm: "fixed-window",
+      windowStart: "first-request",
+      rules: [{ limit: 5, period: "1m" }],
+    },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 4 } },
+      // 9 counted until 1000 + 5000.
+      { at: 1000, op: "setCount", count: 9, windowMs: 5000 },
+      {
+        at: 1000,
+        expect: { allowed: false, remaining: 0, retryAfterMs: 5000, resetAfterMs: 5000 },
+      },
+      { at: 2000, op: "peek", expect: { allowed: false, retryAfterMs: 4000 } },
+      { at: 6000, expect: { allowed: true, remaining: 4, resetAfterMs: 60000 } },
+      // A window holding 0 until 7000 + 60000.
+      { at: 7000, op: "setCount", count: 0 },
+      { at: 7500, op: "peek", expect: { allowed: true, remaining: 5, resetAfterMs: 59500 } },
+      // Without windowMs, the window is the period.
+      { at: 8000, op: "setCount", count: 5 },
+      { at: 8000, expect: { allowed: false, retryAfterMs: 60000 } },
+      { at: 8000, op: "setCount", count: 2, windowMs: 100 },
+      { at: 8000, expect: { allowed: true, remaining: 2, resetAfterMs: 100 } },
+      { at: 8100, expect: { allowed: true, remaining: 4, resetAfterMs: 60000 } },
+      { at: 9000, op: "setCount", count: -1, throws: "SLUICE_ERR_OPTIONS" },
+      { at: 9000, op: "setCount", count: 1.5, throws: "SLUICE_ERR_OPTIONS" },
+      { at: 9000, op: "setCount", count: 1, windowMs: 0, throws: "SLUICE_ERR_OPTIONS" },
+    ],
+  },
+  {
+    name: "fixed-window (first-request): two rules and a penalty block",
+    policy: {
+      algorithm: "fixed-window",
+      windowStart: "first-request",
+      rules: [
+        { limit: 2, period: "1s" },
+        { limit: 3, period: "10s" },
+      ],
+      blockDuration: "5s",
+    },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 1, rule: 0 } },
+      { at: 100, expect: { allowed: true, remaining: 0, rule: 0 } },
+      // Rule 0 is full: denied, and the block starts.
+      { at: 200, expect: { allowed: false, retryAfterMs: 5000, reason: "blocked" } },
+      { at: 5199, expect: { allowed: false, retryAfterMs: 1, reason: "blocked" } },
+      // Rule 0's window [0, 1000) is over; rule 1's [0, 10000) holds 2 of 3.
+      {
+        at: 5200,
+        expect: {
+          allowed: true,
+          remaining: 0,
+          rule: 1,
+          rules: [{ remaining: 1 }, { remaining: 0 }],
+        },
+      },
+      { at: 5300, expect: { allowed: false, retryAfterMs: 5000, reason: "blocked" } },
+      {
+        at: 10300,
+        expect: { allowed: true, remaining: 1, rules: [{ remaining: 1 }, { remaining: 2 }] },
+      },
+      { at: 10300, op: "setCount", count: 1, throws: "SLUICE_ERR_OPTIONS" },
+      { at: 10300, op: "setCount", count: 3, windowMs: 1000 },
+      { at: 10400, expect: { allowed: false, reason: "blocked", retryAfterMs: 5000 } },
+    ],
+  },
+  {
+    name: "resetOnBlock: the denial that starts a block forgets the counts (sliding-log)",
+    // 3 per 10 s, a 2 s block that forgets: fresh when the block ends, well inside the period.
+    policy: {
+      algorithm: "sliding-log",
+      rules: [{ limit: 3, period: "10s" }],
+      blockDuration: "2s",
+      resetOnBlock: true,
+    },
+    steps: [
+      ...fill(0, 3, 2),
+      { at: 100, expect: { allowed: false, reason: "blocked", retryAfterMs: 2000 } },
+      { at: 2099, expect: { allowed: false, reason: "blocked", retryAfterMs: 1 } },
+      // Without resetOnBlock the three hits of t = 0 would count until t = 10000.
+      ...fill(2100, 3, 2, { resetAfterMs: 10000 }),
+      { at: 2200, expect: { allowed: false, reason: "blocked", retryAfterMs: 2000 } },
+    ],
+  },
+  {
+    name: "resetOnBlock on windows and buckets: fresh after the block (gcra, two rules)",
+    policy: {
+      algorithm: "gcra",
+      rules: [
+        { limit: 2, period: "1s" },
+        { limit: 4, period: "1m" },
+      ],
+      blockDuration: "5s",
+      resetOnBlock: true,
+    },
+    steps: [
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: true } },
+      { at: 0, expect: { allowed: false, reason: "blocked", retryAfterMs: 5000 } },
+      // The minute rule forgot its 2: 4 pass again (2 at once, the burst of the first rule).
+      { at: 5000, expect: { allowed: true, rules: [{ remaining: 1 }, { remaining: 3 }] } },
+    ],
+  },
+  {
+    name: "setCount applies only to first-request fixed windows",
+    policy: { algorithm: "fixed-window", rules: [{ limit: 5, period: "1s" }] },
+    steps: [{ at: 0, op: "setCount", count: 1, throws: "SLUICE_ERR_UNSUPPORTED" }],
   },
   // ─── Sliding window ─────────────────────────────────────────────────────────────────────
   {

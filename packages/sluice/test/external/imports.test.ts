@@ -71,6 +71,62 @@ describe("importing the built package", () => {
     }
   });
 
+  // The drop-in faces, as their users load them (the peers' users are often on CommonJS):
+  // by package name, from CommonJS (require) and from ESM (import).
+  const compat: Array<[entry: string, names: string, program: string, expected: string]> = [
+    [
+      "sluice/compat/rate-limiter-flexible",
+      "{ RateLimiterMemory, RateLimiterRes }",
+      `const l = new RateLimiterMemory({ points: 1, duration: 60 });
+l.consume("k").then(() => l.consume("k")).then(
+  () => console.log("allowed"),
+  (r) => console.log(r instanceof RateLimiterRes, r.consumedPoints, r.remainingPoints));`,
+      "true 2 0",
+    ],
+    [
+      "sluice/compat/express-rate-limit",
+      "{ SluiceStore }",
+      `const store = new SluiceStore();
+store.init({ windowMs: 60000 });
+store.increment("k").then(() => store.increment("k")).then((r) => console.log(r.totalHits, r.resetTime instanceof Date));`,
+      "2 true",
+    ],
+    [
+      "sluice/compat/nestjs-throttler",
+      "{ SluiceThrottlerStorage }",
+      `const s = new SluiceThrottlerStorage();
+const hit = () => s.increment("k", 60000, 1, 60000, "default");
+hit().then(hit).then((r) => console.log(r.isBlocked, r.totalHits, r.timeToBlockExpire));`,
+      "true 2 60",
+    ],
+    [
+      "sluice/compat/upstash",
+      "{ Ratelimit }",
+      `const r = new Ratelimit({ limiter: Ratelimit.slidingWindow(1, "10 s") });
+r.limit("k").then(() => r.limit("k")).then((x) => console.log(x.success, x.remaining, x.reset > Date.now()));`,
+      "false 0 true",
+    ],
+  ];
+
+  it.each(compat)(
+    "%s by package name from CommonJS and from ESM",
+    (entry, names, body, expected) => {
+      const cjs = join(root, "node_modules", ".sluice-compat-test.cjs");
+      const esm = join(root, "node_modules", ".sluice-compat-test.mjs");
+      writeFileSync(cjs, `const ${names} = require(${JSON.stringify(entry)});\n${body}`);
+      writeFileSync(esm, `import ${names} from ${JSON.stringify(entry)};\n${body}`);
+      try {
+        for (const file of [cjs, esm])
+          expect(
+            execFileSync(process.execPath, [file], { cwd: root, encoding: "utf8" }).trim(),
+          ).toBe(expected);
+      } finally {
+        rmSync(cjs, { force: true });
+        rmSync(esm, { force: true });
+      }
+    },
+  );
+
   it("type declarations compile under strict TypeScript", () => {
     const ts = join(root, "node_modules", ".sluice-types-test.ts");
     writeFileSync(
@@ -131,6 +187,40 @@ export const ev = evaluate(definePolicy({ name: "a", rules: [{ limit: 1, period:
       `import { RateLimitCore, githubHeaders, type RateLimitOptions } from "sluice/http";
 export const core = (o: RateLimitOptions) => new RateLimitCore(o);
 export const h = githubHeaders;`,
+    ],
+    [
+      "sluice/compat/rate-limiter-flexible",
+      ["es2023"],
+      `import { RateLimiterMemory, RateLimiterRedis, RateLimiterUnion, RateLimiterRes, type RateLimiterRedisOptions } from "sluice/compat/rate-limiter-flexible";
+import type { RedisClientLike } from "sluice";
+export const m = new RateLimiterMemory({ points: 5, duration: 1 });
+export const r = (o: RateLimiterRedisOptions) => new RateLimiterRedis(o);
+export const u = (c: RedisClientLike) => new RateLimiterUnion(m, new RateLimiterRedis({ storeClient: c, points: 1, duration: 1 }));
+export const p: Promise<RateLimiterRes> = m.consume("k", 2);`,
+    ],
+    [
+      "sluice/compat/express-rate-limit",
+      ["es2023"],
+      `import { SluiceStore, type ClientRateLimitInfo } from "sluice/compat/express-rate-limit";
+import type { RedisClientLike } from "sluice";
+export const m = new SluiceStore({ algorithm: "gcra", burst: 5 });
+export const r = (client: RedisClientLike) => new SluiceStore({ client, prefix: "api" });
+export const i: Promise<ClientRateLimitInfo> = m.increment("k");`,
+    ],
+    [
+      "sluice/compat/nestjs-throttler",
+      ["es2023"],
+      `import { SluiceThrottlerStorage, type ThrottlerStorageRecord } from "sluice/compat/nestjs-throttler";
+export const s = new SluiceThrottlerStorage({ prefix: "api" });
+export const r: Promise<ThrottlerStorageRecord> = s.increment("k", 1000, 5, 1000, "default");`,
+    ],
+    [
+      "sluice/compat/upstash",
+      ["es2023"],
+      `import { Ratelimit, type RatelimitResponse } from "sluice/compat/upstash";
+import type { RedisClientLike } from "sluice";
+export const r = (redis: RedisClientLike) => new Ratelimit({ redis, limiter: Ratelimit.tokenBucket(5, "10 s", 10) });
+export const p: Promise<RatelimitResponse> = new Ratelimit({ limiter: Ratelimit.fixedWindow(5, "1m") }).limit("k", { rate: 2 });`,
     ],
     [
       "sluice/hono",

@@ -49,6 +49,10 @@ const caseArb = fc.record({
   algorithm: fc.constantFrom<AlgorithmName>(...ALGORITHMS),
   rules: fc.array(ruleArb, { minLength: 1, maxLength: 3 }),
   block: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3000 })),
+  /** For fixed-window: windows started by the first request. */
+  firstRequest: fc.boolean(),
+  /** With a block: the block forgets the counts. */
+  resetOnBlock: fc.boolean(),
   ops: fc.array(
     fc.oneof(
       {
@@ -79,6 +83,15 @@ const caseArb = fc.record({
         arbitrary: fc.record({
           kind: fc.constant("reset" as const),
           dt: fc.integer({ min: 0, max: 3000 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("setCount" as const),
+          dt: fc.integer({ min: 0, max: 700 }),
+          count: fc.nat(15),
+          windowMs: fc.integer({ min: 1, max: 4000 }),
         }),
       },
       {
@@ -125,6 +138,12 @@ describe("differential: memory store vs Redis store", () => {
             algorithm: c.algorithm,
             rules,
             ...(c.block > 0 ? { blockDuration: c.block } : {}),
+            ...(c.block > 0 && c.resetOnBlock && c.algorithm !== "concurrency"
+              ? { resetOnBlock: true }
+              : {}),
+            ...(c.firstRequest && c.algorithm === "fixed-window"
+              ? { windowStart: "first-request" as const }
+              : {}),
           });
         } catch (err) {
           if (err instanceof ValidationError) return; // not a valid policy
@@ -143,7 +162,12 @@ describe("differential: memory store vs Redis store", () => {
               const [a, b] = [await mem.decide(req), await redis.decide(req)];
               expect(strip(b), where).toEqual(strip(a));
               compared++;
-              if (!a.allowed) denied.add(policy.algorithm + (a.blockedForMs > 0 ? " blocked" : ""));
+              if (!a.allowed)
+                denied.add(
+                  policy.algorithm +
+                    (policy.windowStart === "first-request" ? " first-request" : "") +
+                    (a.blockedForMs > 0 ? " blocked" : ""),
+                );
               if (a.leaseId && b.leaseId) {
                 leases.mem.push(a.leaseId);
                 leases.redis.push(b.leaseId);
@@ -164,6 +188,12 @@ describe("differential: memory store vs Redis store", () => {
               await mem.reset(policy, key);
               await redis.reset(policy, key);
               break;
+            case "setCount":
+              // Only first-request fixed windows have it (the limiter refuses the others).
+              if (policy.windowStart !== "first-request") break;
+              await mem.setCount(policy, key, op.count, op.windowMs);
+              await redis.setCount(policy, key, op.count, op.windowMs);
+              break;
             case "release": {
               const j = op.lease % Math.max(1, leases.mem.length);
               await mem.release(policy, key, leases.mem[j] ?? "none");
@@ -179,5 +209,6 @@ describe("differential: memory store vs Redis store", () => {
     expect(compared).toBeGreaterThan(1500);
     for (const alg of ALGORITHMS) expect([...denied].some((d) => d.startsWith(alg))).toBe(true);
     expect([...denied].some((d) => d.endsWith("blocked"))).toBe(true);
+    expect([...denied].some((d) => d.startsWith("fixed-window first-request"))).toBe(true);
   }, 120_000);
 });

@@ -1,8 +1,8 @@
 -- sluice.lua: every decision of the Redis store, many per call. Needs Redis 7.0 or later.
 --
 -- A line-by-line port of packages/sluice/src/evaluate.ts (evaluate, adjustState) and of
--- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window, sliding-window,
--- sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
+-- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window in both its aligned and
+-- its first-request form, sliding-window, sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
 -- so that the Redis store decides exactly as the memory store does. When you change an
 -- algorithm in TypeScript, change it here too; the conformance table runs against both.
 -- (The TypeScript sliding-log keeps a running total in its state; here the log is read from a
@@ -21,13 +21,17 @@
 --            server waking up, a command ioredis re-sends after reconnecting, a redirection
 --            retried) changes nothing and answers the error SLUICE_EXPIRED <server time>.
 --   ARGV[5]  number of policy specs S, then S specs:
---              algorithm code (g t f s l c), rule count n, blockMs, then n × (limit, periodMs, burst)
+--              algorithm code (g t f F s l c; F is fixed-window started by the first request,
+--              whose keys are named and laid out as f's), rule count n, blockMs (negative:
+--              −blockMs with resetOnBlock, a block that forgets the key's counts), then
+--              n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
---   1 peek, 2 adjust, 3 release, 4 reset, 5 lease, 6 give back) when its cost is 1 and it
---   carries no lease; else −c followed by the cost (the delta for adjust) and, for a
---   concurrency decide and for a release, the lease id. A lease (5) is always −c, cost, asked,
---   returned, returnedAt, epoch, ttl, then for concurrency the node's member id; a give back
---   (6) is always −c, returned, returnedAt, epoch, ttl, then for concurrency the member id.
+--   1 peek, 2 adjust, 3 release, 4 reset, 5 set count, 6 lease, 7 give back) when its cost is
+--   1 and it carries no lease; else −c followed by the cost (the delta for adjust, the count
+--   for set) and, for a concurrency decide and for a release, the lease id; for set, the
+--   window's length in ms. A lease (6) is always −c, cost, asked, returned, returnedAt, epoch,
+--   ttl, then for concurrency the node's member id; a give back (7) is always −c, returned,
+--   returnedAt, epoch, ttl, then for concurrency the member id.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
 --            blockMs > 0 or the op is a reset, then for a lease or give back the epoch key.
 --
@@ -46,7 +50,8 @@
 --   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
 --            remaining, resetAfterMs, retryAfterMs
 --   lease: the decide's output (as above), then granted units, the decision time, the epoch
---   adjust, reset, give back: 1; release: 1 when the lease was held and is now released, else 0
+--   adjust, reset, set, give back: 1; release: 1 when the lease was held and is now released,
+--   else 0
 --   any op that met unreadable state: one string, the message (nothing was written for it)
 -- Each operation is atomic (the whole script is); operations run one after another.
 --
@@ -85,13 +90,17 @@ local a = 6
 for s = 1, tonumber(ARGV[5]) do
   local alg = ARGV[a]
   local spec = { alg = alg, n = tonumber(ARGV[a + 1]), blockMs = tonumber(ARGV[a + 2]), rules = {} }
+  if spec.blockMs < 0 then
+    spec.blockMs = -spec.blockMs
+    spec.resetOnBlock = true
+  end
   a = a + 3
   for r = 1, spec.n do
     spec.rules[r] = { tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]) }
     a = a + 3
   end
   -- Decided by the first part: one rule, no penalty, fixed-size state.
-  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 's')
+  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 'F' or alg == 's')
   has[alg] = true
   specs[s] = spec
 end
@@ -122,12 +131,14 @@ local CORRUPT = {}
 --    fraction, is a whole TAT in ms, as sluice 0.1 wrote it.)
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
+-- F: as f; the window (whatever its start) is the one that ends at the key's expiry.
 -- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
 --    the state.
 
 local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_refill, tb_decide
 local fw_decide, read_fixed
+local fwf_window, fwf_decide, read_fixed_first
 local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
 local read_string
 
@@ -269,6 +280,41 @@ if has.f then
   end
 end
 
+if has.F then
+  -- algorithms/fixed-window.ts, fixedWindowFromFirstRequest. State {windowStart, count}.
+  -- The window open at `now` (open, start, count), else a fresh one starting now.
+  fwf_window = function(st, now, period)
+    if st ~= nil and now < st[1] + period then return true, st[1], st[2] or 0 end
+    return false, now, 0
+  end
+  fwf_decide = function(st, now, limit, period, burst, cost)
+    local open, start, count = fwf_window(st, now, period)
+    local wend = start + period
+    if count + cost <= limit then
+      local used = count + cost
+      local nxt, reset = nil, 0
+      if open or used > 0 then
+        nxt = { start, used }
+        reset = wend - now
+      end
+      return true, limit - used, reset, 0, nxt, wend - now
+    end
+    -- Denied only inside an open window (cost ≤ limit is validated): the next one starts empty.
+    return false, max(0, limit - count), wend - now, ceilMs(wend - now), st, wend - now
+  end
+
+  read_fixed_first = function(key, P, shift)
+    local v = pcall_('GET', key)
+    if type(v) == 'table' and v.err then return CORRUPT end
+    if not v then return nil end
+    local x = tonumber(v)
+    if x == nil then return CORRUPT end
+    local e = call('PEXPIRETIME', key)
+    if e < 0 then return CORRUPT end
+    return { e - shift - P, x }
+  end
+end
+
 if has.s then
   -- algorithms/sliding-window.ts. State {currentWindowStart, prev, curr}.
   sw_counters = function(st, start, P)
@@ -333,12 +379,13 @@ end
 
 
 
-local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, s = sw_decide }
+local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, F = fwf_decide, s = sw_decide }
 local STRING_LEN = { t = 2, s = 3 }
 
 local function read_fixed_size(alg, key, now, P, shift)
   if alg == 'g' then return read_gcra(key, shift) end
   if alg == 'f' then return read_fixed(key, now, P, shift) end
+  if alg == 'F' then return read_fixed_first(key, P, shift) end
   return read_string(key, STRING_LEN[alg])
 end
 
@@ -348,7 +395,7 @@ local function write_fixed_size(alg, key, nxt, ttl, now, P, pad, shift)
     call('DEL', key)
   elseif alg == 'g' then
     write_gcra(key, nxt[1], shift)
-  elseif alg == 'f' then
+  elseif alg == 'f' or alg == 'F' then
     call('SET', key, nxt[2], 'PXAT', nxt[1] + P + shift)
   else
     local parts = {}
@@ -420,6 +467,12 @@ local function fw_adjust(st, now, limit, period, burst, delta)
   if st ~= nil and st[1] == start then count = st[2] or 0 end
   local used = max(0, count + delta)
   if used > 0 then return { start, used }, start + period - now end
+  return nil, start + period - now
+end
+local function fwf_adjust(st, now, limit, period, burst, delta)
+  local open, start, count = fwf_window(st, now, period)
+  local used = max(0, count + delta)
+  if open or used > 0 then return { start, used }, start + period - now end
   return nil, start + period - now
 end
 local function sw_adjust(st, now, limit, P, burst, delta)
@@ -533,7 +586,9 @@ end
 
 DECIDE.l = sl_decide
 DECIDE.c = cc_decide
-local ADJUST = { g = gcra_adjust, t = tb_adjust, f = fw_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust }
+local ADJUST = {
+  g = gcra_adjust, t = tb_adjust, f = fw_adjust, F = fwf_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust
+}
 
 -- l: a ZSET scored by time, member "t" (cost 1) or "t:cost". c: a ZSET scored by expiry,
 -- member "leaseId" (cost 1) or "leaseId:cost". Both expire with the state.
@@ -639,7 +694,7 @@ local function member_at(live, id)
   return nil
 end
 
--- Lease (5) or give back (6). Appends the op's output; returns the new output length.
+-- Lease (6) or give back (7). Appends the op's output; returns the new output length.
 local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, member, on)
   local alg, n = spec.alg, spec.n
   local states = {}
@@ -668,7 +723,7 @@ local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, l
     if give then held = max(0, held - ret) end
     local others = 0
     for i = 3, #live, 3 do others = others + live[i] end
-    local ok = op == 5 and others + held + cost <= r[1]
+    local ok = op == 6 and others + held + cost <= r[1]
     local granted = 0
     if ok then
       held = held + cost
@@ -687,7 +742,7 @@ local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, l
     local nxt = nil
     if #live > 0 then nxt = live end
     write_state(alg, KEYS[base], states[1] or {}, nxt, ttl, now, r[2])
-    if op == 6 then
+    if op == 7 then
       on = on + 1; out[on] = 1
       return on
     end
@@ -711,7 +766,7 @@ local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, l
     end
     states[i] = st
   end
-  if op == 6 then
+  if op == 7 then
     for i = 1, n do
       local r = spec.rules[i]
       local st = states[i]
@@ -791,7 +846,7 @@ end
 while a <= nargs do
   local c = tonumber(ARGV[a])
   a = a + 1
-  local cost, lease = 1, ''
+  local cost, lease, windowMs = 1, '', 0
   local extended = c < 0
   if extended then
     c = -c
@@ -802,17 +857,20 @@ while a <= nargs do
   local spec = specs[(c - op) / 8]
   local alg, n = spec.alg, spec.n
   local asked, ret, retAt, lepoch, lttl = 0, 0, 0, 0, 0
-  if op == 5 then
+  if op == 6 then
     asked, ret, retAt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     lepoch, lttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     a = a + 5
-  elseif op == 6 then
+  elseif op == 7 then
     ret, retAt, lepoch, lttl = cost, tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     cost = 0
     a = a + 3
   end
-  if extended and (op == 3 or (op == 0 and alg == 'c') or (op >= 5 and alg == 'c')) then
+  if extended and (op == 3 or (op == 0 and alg == 'c') or (op >= 6 and alg == 'c')) then
     lease = ARGV[a]
+    a = a + 1
+  elseif op == 5 then
+    windowMs = tonumber(ARGV[a])
     a = a + 1
   end
   local hasBlock = spec.blockMs > 0 or op == 4
@@ -824,17 +882,25 @@ while a <= nargs do
     k = k + 1
   end
   local ekey = nil
-  if op >= 5 then
+  if op >= 6 then
     ekey = KEYS[k]
     k = k + 1
   end
 
-  if op >= 5 then
+  if op >= 6 then
     on = lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, lease, on)
   elseif op == 4 then
     -- reset: forget everything about the key.
     for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
     call('DEL', bkey)
+    on = on + 1; out[on] = 1
+  elseif op == 5 then
+    -- set count (first-request fixed windows): every rule's window holds `cost` units and ends
+    -- windowMs from now. The penalty block is left alone.
+    for i = 0, n - 1 do
+      if windowMs > 0 then call('SET', KEYS[base + i], cost, 'PXAT', now + windowMs + shift)
+      else call('DEL', KEYS[base + i]) end
+    end
     on = on + 1; out[on] = 1
   else
     local states, bad = {}, nil
@@ -888,6 +954,11 @@ while a <= nargs do
         -- A denial starts the penalty block.
         call('SET', bkey, num(now + spec.blockMs), 'PX', num(spec.blockMs + pad))
         blockedFor = spec.blockMs
+        -- resetOnBlock: the block replaces the counts, and no rule waits longer than it.
+        if spec.resetOnBlock then
+          for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
+          for i = 1, n do res[i][4] = min(res[i][4], spec.blockMs) end
+        end
       end
       if n == 1 and spec.blockMs == 0 then
         -- The compact form (see the header).

@@ -1,0 +1,109 @@
+/**
+ * What the drop-in entry points (`sluice/compat/*`) share. Each is a thin face: it translates a
+ * peer library's API onto `createLimiter` and sluice's stores, with no algorithm and no key
+ * layout of its own (DESIGN §7).
+ *
+ * Most peers count: every hit is added to a key's counter (INCRBY), and the peer compares the
+ * count with its limit afterwards — so a count can pass the limit, and the peer reports it
+ * (`consumedPoints`, `totalHits`). Their faces count with sluice's `fixed-window` over windows
+ * started by the first request, whose limit is {@link COUNTER_LIMIT} (never reached), and
+ * compare as the peer does. The count is `COUNTER_LIMIT − remaining`, exact.
+ */
+import type { Decision } from "../decision.js";
+import { ValidationError, type ValidationIssue } from "../errors.js";
+import { type Policy, definePolicy } from "../policy.js";
+import type { Store } from "../store.js";
+import { MemoryStore } from "../stores/memory.js";
+import { type RedisClientLike, RedisStore } from "../stores/redis.js";
+
+/** The limit of a counting policy: never reached, so every charge is counted. */
+export const COUNTER_LIMIT = Number.MAX_SAFE_INTEGER;
+
+/** A window that never ends, for peers whose keys can live forever (100 years, in ms). */
+export const FOREVER_MS = 100 * 365 * 24 * 3600 * 1000;
+
+/** A policy name: 1–128 of letters, digits, `.`, `_`, `-`, `:`. */
+const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * A counting policy (see the file's comment): fixed windows of `periodMs` started by a key's
+ * first charge, named `name` — the same keys a sluice `fixed-window` policy of that name with
+ * `windowStart: "first-request"` uses, so the face and sluice's own middleware share counts.
+ */
+export function counterPolicy(name: string, periodMs: number): Policy {
+  return definePolicy({
+    name,
+    algorithm: "fixed-window",
+    windowStart: "first-request",
+    rules: [{ limit: COUNTER_LIMIT, period: periodMs }],
+  });
+}
+
+/** The count a counting policy's decision shows. */
+export function countOf(d: Decision): number {
+  return COUNTER_LIMIT - d.remaining;
+}
+
+/** `name` as a policy name, or a {@link ValidationError} naming `field`. */
+export function policyName(name: unknown, field: string, subject: string): string {
+  if (typeof name === "string" && NAME.test(name)) return name;
+  throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+    {
+      path: field,
+      message: `must be 1–128 letters, digits, '.', '_', '-' or ':' (it names the sluice policy; got ${JSON.stringify(name)})`,
+    },
+  ]);
+}
+
+/** One Redis store per client, shared by every face built on it (one batch queue, one breaker). */
+const stores = new WeakMap<RedisClientLike, RedisStore>();
+
+/**
+ * The sluice Redis store of an ioredis client (standalone, Sentinel or Cluster), made once per
+ * client. Instance counting is off: the faces' insurance is the peer's own (`insuranceLimiter`).
+ */
+export function redisStoreOf(client: RedisClientLike): RedisStore {
+  let store = stores.get(client);
+  if (store === undefined) {
+    store = new RedisStore({ client, heartbeatMs: 0 });
+    stores.set(client, store);
+  }
+  return store;
+}
+
+/** Whether `x` is a sluice {@link Store} rather than a client. */
+export function isStore(x: unknown): x is Store {
+  return (
+    typeof x === "object" &&
+    x !== null &&
+    typeof (x as Store).decide === "function" &&
+    typeof (x as Store).kind === "string"
+  );
+}
+
+/**
+ * The store a face counts in, from its `client` (an ioredis client: sluice's Redis store of it)
+ * or `store` (a sluice store), else a memory store of its own. Problems go to `issues`, each
+ * naming its option; the answer is then a memory store that will not be used.
+ */
+export function storeOf(
+  options: { client?: unknown; store?: unknown },
+  issues: ValidationIssue[],
+): { store: Store; own: boolean } {
+  const { client, store } = options;
+  if (client !== undefined && store !== undefined)
+    issues.push({ path: "store", message: "give either client or store, not both" });
+  if (store !== undefined) {
+    if (isStore(store)) return { store, own: false };
+    issues.push({ path: "store", message: "must be a sluice store (memoryStore(), redisStore())" });
+  } else if (client !== undefined) {
+    if (
+      typeof client === "object" &&
+      client !== null &&
+      typeof (client as RedisClientLike).call === "function"
+    )
+      return { store: redisStoreOf(client as RedisClientLike), own: false };
+    issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
+  }
+  return { store: new MemoryStore(), own: true };
+}

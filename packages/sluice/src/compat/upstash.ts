@@ -1,0 +1,527 @@
+/**
+ * `sluice/compat/upstash`: @upstash/ratelimit's `Ratelimit` over sluice — on a TCP Redis
+ * through ioredis (standalone, Sentinel or Cluster), or in this process's memory. Change the
+ * import and the `redis` you pass:
+ *
+ * ```ts
+ * // import { Ratelimit } from "@upstash/ratelimit";
+ * import { Ratelimit } from "sluice/compat/upstash";
+ * const ratelimit = new Ratelimit({ redis: new Redis(url), limiter: Ratelimit.slidingWindow(10, "10 s") });
+ * const { success, remaining, reset } = await ratelimit.limit(userId);
+ * ```
+ *
+ * The algorithms are sluice's under the policy named after `prefix` (`@upstash/ratelimit` →
+ * `upstash.ratelimit`): `fixedWindow` counts every request in windows aligned to the clock and
+ * compares the count as Upstash does; `slidingWindow` is sluice's `sliding-window`;
+ * `tokenBucket` is sluice's `token-bucket` (refilled continuously); `cachedFixedWindow` is
+ * Upstash's local cache in front of the fixed window's count. The ephemeral cache, `timeout`
+ * (fail open), `blockUntilReady`, `getRemaining` and `resetUsedTokens` behave as Upstash's.
+ * Differences that remain: docs/migrating.md.
+ */
+import type { Decision } from "../decision.js";
+import { ValidationError, type ValidationIssue } from "../errors.js";
+import { type Limiter, createLimiter } from "../limiter.js";
+import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
+import type { Store } from "../store.js";
+import { MemoryStore } from "../stores/memory.js";
+import type { RedisClientLike } from "../stores/redis.js";
+import { COUNTER_LIMIT, countOf, isStore, redisStoreOf } from "./shared.js";
+
+/** A duration as Upstash writes it: `"10 s"`, `"500ms"`, `"1.5 m"` (units ms, s, m, h, d, w). */
+export type Duration = `${number} ${Unit}` | `${number}${Unit}`;
+type Unit = "ms" | "s" | "m" | "h" | "d" | "w";
+
+/** Why a response is unusual (Upstash's; sluice's face answers `timeout` and `cacheBlock`). */
+export type RatelimitResponseType = "timeout" | "cacheBlock" | "denyList";
+
+/** What `limit` answers (@upstash/ratelimit's `RatelimitResponse`). */
+export interface RatelimitResponse {
+  /** Whether the request may pass. */
+  success: boolean;
+  /** The limit (tokens per window; the bucket's maximum). */
+  limit: number;
+  /** Requests left in the current window (bucket). */
+  remaining: number;
+  /** Unix time in ms when the limit resets (see docs/migrating.md for each algorithm). */
+  reset: number;
+  /** Work still running after the answer (the cached window's write-back); await it in edge runtimes. */
+  pending: Promise<unknown>;
+  /** Set when something unusual answered (`timeout`: failed open; `cacheBlock`: the local cache). */
+  reason?: RatelimitResponseType;
+}
+
+/** Options of one `limit` call. */
+export interface LimitOptions {
+  /** Tokens this request takes (default 1); 0 only looks; negative gives tokens back. */
+  rate?: number;
+  /** Accepted for compatibility (Upstash's analytics and deny list); not used. */
+  ip?: string;
+  /** As `ip`. */
+  userAgent?: string;
+  /** As `ip`. */
+  country?: string;
+  /** As `ip`. */
+  geo?: unknown;
+}
+
+/** An algorithm as `Ratelimit.fixedWindow(…)` and the others make it. */
+export interface Algorithm {
+  /** Which one, and its figures (for the face; treat as opaque). */
+  readonly kind: "fixedWindow" | "slidingWindow" | "tokenBucket" | "cachedFixedWindow";
+  /** tokens per window, or the bucket's maximum. */
+  readonly tokens: number;
+  /** The window, or the refill interval, in ms. */
+  readonly windowMs: number;
+  /** Token bucket: tokens added per interval. */
+  readonly refillRate: number;
+}
+
+/** Options of {@link Ratelimit} (@upstash/ratelimit's, with `redis` any Redis sluice speaks to). */
+export interface RatelimitConfig {
+  /**
+   * An ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`), or a sluice store
+   * (`redisStore(…)`, `memoryStore()`). Default: this process's memory.
+   */
+  redis?: RedisClientLike | Store;
+  /** The algorithm: `Ratelimit.fixedWindow(10, "10 s")`, … */
+  limiter: Algorithm;
+  /**
+   * Names the keys (the sluice policy: its characters outside letters, digits, `.`, `_`, `-`,
+   * `:` become `.`). Default `@upstash/ratelimit` (policy `upstash.ratelimit`).
+   */
+  prefix?: string;
+  /** Identifiers known to be over the limit, answered locally until their reset (default a new Map; false: off). */
+  ephemeralCache?: Map<string, number> | false;
+  /** Answer `success: true, reason: "timeout"` after this many ms (default 5000; 0: wait). */
+  timeout?: number;
+  /** Not supported (Upstash's analytics): must be false or absent. */
+  analytics?: boolean;
+  /** Not supported (Upstash's deny lists): must be false or absent. */
+  enableProtection?: boolean;
+  /** Not supported (Upstash's limits changed in Redis at run time): must be false or absent. */
+  dynamicLimits?: boolean;
+}
+
+const UNITS: Readonly<Record<Unit, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/** Upstash's `ms()`: a {@link Duration} in whole ms (at least 1). */
+function durationMs(d: unknown, what: string): number {
+  const m = typeof d === "string" ? /^(\d+(?:\.\d+)?)\s?(ms|s|m|h|d|w)$/.exec(d) : null;
+  const value = m ? Math.round(Number.parseFloat(m[1]!) * UNITS[m[2] as Unit]) : 0;
+  if (value < 1)
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid Ratelimit algorithm", [
+      {
+        path: what,
+        message: `must be a duration of at least 1 ms such as "10 s" or "500ms" (got ${JSON.stringify(d)})`,
+      },
+    ]);
+  return value;
+}
+
+function positive(n: unknown, what: string): number {
+  if (typeof n === "number" && Number.isSafeInteger(n) && n > 0) return n;
+  throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid Ratelimit algorithm", [
+    { path: what, message: `must be a positive integer (got ${String(n)})` },
+  ]);
+}
+
+/** Upstash's ephemeral cache: identifiers blocked until a time, and the cached window counts. */
+class Cache {
+  constructor(private readonly map: Map<string, number>) {}
+
+  isBlocked(identifier: string): { blocked: boolean; reset: number } {
+    const reset = this.map.get(identifier);
+    if (reset === undefined) return { blocked: false, reset: 0 };
+    if (reset < Date.now()) {
+      this.map.delete(identifier);
+      return { blocked: false, reset: 0 };
+    }
+    return { blocked: true, reset };
+  }
+
+  blockUntil(identifier: string, reset: number): void {
+    this.map.set(identifier, reset);
+  }
+
+  get(key: string): number | null {
+    return this.map.get(key) || null;
+  }
+
+  set(key: string, value: number): void {
+    this.map.set(key, value);
+  }
+
+  incr(key: string, by: number): number {
+    const value = (this.map.get(key) ?? 0) + by;
+    this.map.set(key, value);
+    return value;
+  }
+
+  pop(key: string): void {
+    this.map.delete(key);
+  }
+}
+
+/**
+ * @upstash/ratelimit's `Ratelimit` over sluice. See the module's comment.
+ */
+export class Ratelimit {
+  /** The prefix keys are named by (Upstash's). */
+  readonly prefix: string;
+  /** Answer `timeout` after this many ms (0: never). */
+  readonly timeout: number;
+  private readonly algorithm: Algorithm;
+  private readonly limiter: Limiter;
+  private readonly cache: Cache | undefined;
+  private lastError: unknown;
+
+  constructor(config: RatelimitConfig) {
+    const subject = "Invalid Ratelimit options";
+    if (typeof config !== "object" || config === null)
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "", message: "must be an object" },
+      ]);
+    const issues: ValidationIssue[] = [];
+    const a = config.limiter;
+    if (typeof a !== "object" || a === null || typeof a.kind !== "string")
+      issues.push({
+        path: "limiter",
+        message:
+          "must be Ratelimit.fixedWindow(…), slidingWindow(…), tokenBucket(…) or cachedFixedWindow(…)",
+      });
+    for (const f of ["analytics", "enableProtection", "dynamicLimits"] as const)
+      if (config[f] === true)
+        issues.push({
+          path: f,
+          message: "is not supported by sluice's Ratelimit (see docs/migrating.md)",
+        });
+    const r = config.redis;
+    if (r !== undefined && !isStore(r) && typeof (r as RedisClientLike | null)?.call !== "function")
+      issues.push({
+        path: "redis",
+        message:
+          "must be an ioredis client (Redis or Cluster) or a sluice store; @upstash/redis is not needed",
+      });
+    const timeout = config.timeout ?? 5000;
+    if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 0)
+      issues.push({
+        path: "timeout",
+        message: `must be a number of ms ≥ 0 (got ${String(timeout)})`,
+      });
+    if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
+    this.prefix = config.prefix ?? "@upstash/ratelimit";
+    this.timeout = timeout;
+    this.algorithm = a;
+    const store: Store =
+      r === undefined ? new MemoryStore() : isStore(r) ? r : redisStoreOf(r as RedisClientLike);
+    this.limiter = createLimiter({
+      store,
+      policy: policyOf(a, nameOf(this.prefix)),
+      onError: (err) => {
+        this.lastError = err;
+      },
+    });
+    const cache = config.ephemeralCache;
+    if (cache instanceof Map) this.cache = new Cache(cache);
+    else if (cache === undefined) this.cache = new Cache(new Map());
+    if (a.kind === "cachedFixedWindow" && this.cache === undefined)
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "ephemeralCache", message: "cachedFixedWindow needs the ephemeral cache" },
+      ]);
+  }
+
+  /**
+   * Each request inside a fixed window (aligned to the clock) adds to a count; once the count
+   * passes `tokens`, the window's further requests are refused (and still counted).
+   */
+  static fixedWindow(tokens: number, window: Duration): Algorithm {
+    return algorithm("fixedWindow", tokens, window, 0);
+  }
+
+  /** A weighted estimate over the current and the previous window (sluice's `sliding-window`). */
+  static slidingWindow(tokens: number, window: Duration): Algorithm {
+    return algorithm("slidingWindow", tokens, window, 0);
+  }
+
+  /**
+   * A bucket of `maxTokens`, refilled at `refillRate` per `interval` (sluice's `token-bucket`:
+   * continuously, where Upstash adds `refillRate` at once every `interval`).
+   */
+  static tokenBucket(refillRate: number, interval: Duration, maxTokens: number): Algorithm {
+    positive(refillRate, "refillRate");
+    return algorithm("tokenBucket", maxTokens, interval, refillRate);
+  }
+
+  /**
+   * The fixed window's count, cached in this process: after the first request of a window,
+   * requests are decided locally and written back in the background (`pending`). Upstash
+   * calls it experimental.
+   */
+  static cachedFixedWindow(tokens: number, window: Duration): Algorithm {
+    return algorithm("cachedFixedWindow", tokens, window, 0);
+  }
+
+  /** Decides a request of `identifier` (taking `rate` tokens, default 1). */
+  limit = async (identifier: string, req?: LimitOptions): Promise<RatelimitResponse> => {
+    const response = this.decide(identifier, req?.rate ?? 1);
+    if (!(this.timeout > 0)) return response;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<RatelimitResponse>((resolve) => {
+      timer = setTimeout(
+        () =>
+          resolve({
+            success: true,
+            limit: 0,
+            remaining: 0,
+            reset: 0,
+            pending: Promise.resolve(),
+            reason: "timeout",
+          }),
+        this.timeout,
+      );
+    });
+    try {
+      return await Promise.race([response, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  /** Waits until a request of `identifier` may pass, or `timeout` ms have passed. */
+  blockUntilReady = async (identifier: string, timeout: number): Promise<RatelimitResponse> => {
+    if (timeout <= 0) throw new Error("timeout must be positive");
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      const res = await this.limit(identifier);
+      if (res.success) return res;
+      if (res.reset === 0) throw new Error("This should not happen");
+      const wait = Math.min(res.reset, deadline) - Date.now();
+      await new Promise((r) => setTimeout(r, wait > 0 ? wait : 100));
+      if (Date.now() > deadline) return res;
+    }
+  };
+
+  /** Forgets what `identifier` used. */
+  resetUsedTokens = async (identifier: string): Promise<void> => {
+    const key = this.keyOf(identifier);
+    this.cache?.pop(key);
+    if (this.algorithm.kind === "cachedFixedWindow") this.cache?.pop(this.bucketKey(key));
+    await this.limiter.reset(identifier);
+  };
+
+  /** What `identifier` has left, when that resets, and the limit. */
+  getRemaining = async (
+    identifier: string,
+  ): Promise<{ remaining: number; reset: number; limit: number }> => {
+    const a = this.algorithm;
+    if (a.kind === "cachedFixedWindow") {
+      const cached = this.cache!.get(this.bucketKey(this.keyOf(identifier)));
+      if (cached !== null)
+        return {
+          remaining: Math.max(0, a.tokens - cached),
+          reset: this.windowEnd(),
+          limit: a.tokens,
+        };
+    }
+    const sd = await this.limiter.store.peek({
+      policy: this.limiter.policy,
+      key: identifier,
+      cost: 0,
+    });
+    const rule = sd.rules[0]!;
+    if (a.kind === "fixedWindow" || a.kind === "cachedFixedWindow") {
+      const used = COUNTER_LIMIT - rule.remaining;
+      return { remaining: Math.max(0, a.tokens - used), reset: this.windowEnd(), limit: a.tokens };
+    }
+    if (a.kind === "slidingWindow")
+      return { remaining: rule.remaining, reset: this.windowEnd(), limit: a.tokens };
+    return {
+      remaining: rule.remaining,
+      reset: Date.now() + this.untilNextToken(rule.remaining, rule.resetAfterMs),
+      limit: a.tokens,
+    };
+  };
+
+  private async decide(identifier: string, rate: number): Promise<RatelimitResponse> {
+    if (typeof rate !== "number" || !Number.isSafeInteger(rate))
+      throw new ValidationError("SLUICE_ERR_COST", "Invalid rate", [
+        { path: "rate", message: `must be a whole number (got ${String(rate)})` },
+      ]);
+    const a = this.algorithm;
+    const key = this.keyOf(identifier);
+    if (this.cache !== undefined && rate > 0 && a.kind !== "cachedFixedWindow") {
+      const { blocked, reset } = this.cache.isBlocked(key);
+      if (blocked)
+        return {
+          success: false,
+          limit: a.tokens,
+          remaining: 0,
+          reset,
+          pending: Promise.resolve(),
+          reason: "cacheBlock",
+        };
+    }
+    if (a.kind === "cachedFixedWindow") return this.cached(identifier, key, rate);
+    const d = await this.charge(identifier, rate);
+    let res: RatelimitResponse;
+    if (a.kind === "fixedWindow") {
+      const used = countOf(d);
+      res = this.answer(used <= a.tokens, Math.max(0, a.tokens - used), this.windowEnd());
+    } else {
+      // A look or a refund (rate ≤ 0) always succeeds, as Upstash answers it.
+      const success = d.allowed || rate <= 0;
+      res =
+        a.kind === "slidingWindow"
+          ? this.answer(success, d.remaining, this.windowEnd())
+          : this.answer(
+              success,
+              d.remaining,
+              Date.now() +
+                (success ? this.untilNextToken(d.remaining, d.resetAfterMs) : d.retryAfterMs),
+            );
+    }
+    if (this.cache !== undefined) {
+      if (!res.success) this.cache.blockUntil(key, res.reset);
+      else if (rate < 0) this.cache.pop(key);
+    }
+    return res;
+  }
+
+  /** Upstash's cachedFixedWindow: the window's count cached here, written back in the background. */
+  private async cached(identifier: string, key: string, rate: number): Promise<RatelimitResponse> {
+    const cache = this.cache!;
+    const tokens = this.algorithm.tokens;
+    const bucketKey = this.bucketKey(key);
+    const reset = this.windowEnd();
+    if (typeof cache.get(bucketKey) === "number") {
+      const count = cache.incr(bucketKey, rate);
+      const success = count <= tokens;
+      const pending = success ? this.charge(identifier, rate) : Promise.resolve();
+      return { success, limit: tokens, remaining: tokens - count, reset, pending };
+    }
+    const used = countOf(await this.charge(identifier, rate));
+    cache.set(bucketKey, used);
+    const remaining = tokens - used;
+    return { success: remaining >= 0, limit: tokens, remaining, reset, pending: Promise.resolve() };
+  }
+
+  /** Takes `rate` (negative: gives back; 0: looks) and answers the decision or the count after it. */
+  private async charge(identifier: string, rate: number): Promise<Decision> {
+    let d: Decision;
+    if (rate > 0 && rate <= this.capacity())
+      d = await this.limiter.limit(identifier, { cost: rate });
+    else if (rate > 0) {
+      // More than the bucket or window can ever hold: refused, nothing taken.
+      const now = await this.limiter.peek(identifier);
+      d = { ...now, allowed: false, retryAfterMs: this.algorithm.windowMs };
+    } else {
+      // One tick: a Redis store sends the refund and the look in one script call.
+      const [, look] = await Promise.all([
+        rate < 0 ? this.limiter.refund(identifier, -rate) : undefined,
+        this.limiter.peek(identifier),
+      ]);
+      d = look;
+    }
+    if (d.reason === "store-error")
+      throw this.lastError ?? new Error("Ratelimit: the store failed");
+    return d;
+  }
+
+  /** The largest rate one request may take (the policy's capacity). */
+  private capacity(): number {
+    const a = this.algorithm;
+    return a.kind === "slidingWindow" || a.kind === "tokenBucket" ? a.tokens : COUNTER_LIMIT;
+  }
+
+  private answer(success: boolean, remaining: number, reset: number): RatelimitResponse {
+    return { success, limit: this.algorithm.tokens, remaining, reset, pending: Promise.resolve() };
+  }
+
+  /** The key Upstash's cache and keys are named by (`prefix:identifier`). */
+  private keyOf(identifier: string): string {
+    return `${this.prefix}:${identifier}`;
+  }
+
+  /** Upstash's per-window cache key (`prefix:identifier:bucket`). */
+  private bucketKey(key: string): string {
+    return `${key}:${Math.floor(Date.now() / this.algorithm.windowMs)}`;
+  }
+
+  /** The end of the current aligned window, on this machine's clock (as Upstash computes it). */
+  private windowEnd(): number {
+    const w = this.algorithm.windowMs;
+    return (Math.floor(Date.now() / w) + 1) * w;
+  }
+
+  /** Token bucket: ms until the next token, from what is left and the time until full. */
+  private untilNextToken(remaining: number, untilFullMs: number): number {
+    const a = this.algorithm;
+    const perToken = a.windowMs / a.refillRate;
+    const missing = a.tokens - remaining;
+    // Full: Upstash answers a fresh bucket's next refill, an interval from now.
+    if (missing <= 0) return a.windowMs;
+    // The bucket is full after `missing` tokens; the next one arrives that much sooner.
+    return Math.max(0, Math.ceil(untilFullMs - (missing - 1) * perToken));
+  }
+}
+
+function algorithm(
+  kind: Algorithm["kind"],
+  tokens: number,
+  window: Duration,
+  refillRate: number,
+): Algorithm {
+  return Object.freeze({
+    kind,
+    tokens: positive(tokens, kind === "tokenBucket" ? "maxTokens" : "tokens"),
+    windowMs: durationMs(window, kind === "tokenBucket" ? "interval" : "window"),
+    refillRate,
+  });
+}
+
+/** The sluice policy of an algorithm. */
+function policyOf(a: Algorithm, name: string): Policy {
+  let input: PolicyInput;
+  switch (a.kind) {
+    case "fixedWindow":
+    case "cachedFixedWindow":
+      // Counted as Upstash counts (every request, also refused ones): a limit never reached.
+      input = {
+        name,
+        algorithm: "fixed-window",
+        rules: [{ limit: COUNTER_LIMIT, period: a.windowMs }],
+      };
+      break;
+    case "slidingWindow":
+      input = {
+        name,
+        algorithm: "sliding-window",
+        rules: [{ limit: a.tokens, period: a.windowMs }],
+      };
+      break;
+    case "tokenBucket":
+      input = {
+        name,
+        algorithm: "token-bucket",
+        rules: [{ limit: a.refillRate, period: a.windowMs, burst: a.tokens }],
+      };
+      break;
+  }
+  return definePolicy(input);
+}
+
+/** A policy name from Upstash's prefix: other characters become `.`, trimmed; long ones hashed. */
+function nameOf(prefix: string): string {
+  const name = prefix.replace(/[^A-Za-z0-9._:-]+/g, ".").replace(/^\.+|\.+$/g, "");
+  if (name.length >= 1 && name.length <= 128) return name;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < prefix.length; i++) h = Math.imul(h ^ prefix.charCodeAt(i), 0x01000193) >>> 0;
+  return `upstash.${name.slice(0, 100)}.${h.toString(36)}`.replace(/\.+/g, ".");
+}

@@ -1,0 +1,606 @@
+/**
+ * `sluice/compat/rate-limiter-flexible` judged by rate-limiter-flexible itself: the same
+ * scripted (and random) sequences of calls against the real library (from npm) and against the
+ * face, comparing every value each call resolves or rejects with. Memory limiters run on fake
+ * timers (both read Date.now), so times compare exactly; Redis limiters run on one real
+ * redis-server and real time, so `msBeforeNext` compares within a stated tolerance.
+ */
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import * as peer from "rate-limiter-flexible";
+import * as face from "sluice/compat/rate-limiter-flexible";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
+
+/** What a call came to: resolved or rejected, with a value comparable across the two. */
+type Outcome = { resolved: unknown } | { rejected: unknown } | { error: string };
+
+function view(v: unknown): unknown {
+  if (v === null || v === undefined || typeof v !== "object") return v;
+  if (v instanceof Error) return { error: true };
+  if (typeof (v as { toJSON?: unknown }).toJSON === "function")
+    return (v as { toJSON(): unknown }).toJSON();
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, view(x)]));
+}
+
+async function outcome(p: () => Promise<unknown>): Promise<Outcome> {
+  try {
+    return { resolved: view(await p()) };
+  } catch (err) {
+    return { rejected: view(err) };
+  }
+}
+
+/**
+ * `got` with each `msBeforeNext` replaced by `want`'s where the two are within `tolerance` ms
+ * (Redis and real time: the two limiters are asked one after the other), for `toEqual`.
+ */
+function within(got: unknown, want: unknown, tolerance: number): unknown {
+  if (!got || typeof got !== "object" || !want || typeof want !== "object") return got;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(got)) {
+    const w = (want as Record<string, unknown>)[k];
+    out[k] =
+      k === "msBeforeNext" &&
+      typeof v === "number" &&
+      typeof w === "number" &&
+      Math.abs(v - w) <= tolerance
+        ? w
+        : within(v, w, tolerance);
+  }
+  return out;
+}
+
+type AnyLimiter = {
+  consume(k: string, p?: number): Promise<unknown>;
+  penalty(k: string, p?: number): Promise<unknown>;
+  reward(k: string, p?: number): Promise<unknown>;
+  get(k: string): Promise<unknown>;
+  set(k: string, p: number, s: number): Promise<unknown>;
+  block(k: string, s: number): Promise<unknown>;
+  delete(k: string): Promise<unknown>;
+};
+
+type Op =
+  | { op: "consume" | "penalty" | "reward"; key: string; points: number }
+  | { op: "get" | "delete"; key: string }
+  | { op: "set"; key: string; points: number; sec: number }
+  | { op: "block"; key: string; sec: number }
+  | { op: "wait"; ms: number };
+
+function call(l: AnyLimiter, o: Exclude<Op, { op: "wait" }>): Promise<unknown> {
+  switch (o.op) {
+    case "consume":
+    case "penalty":
+    case "reward":
+      return l[o.op](o.key, o.points);
+    case "get":
+    case "delete":
+      return l[o.op](o.key);
+    case "set":
+      return l.set(o.key, o.points, o.sec);
+    case "block":
+      return l.block(o.key, o.sec);
+  }
+}
+
+const run = Date.now().toString(36);
+
+/** rate-limiter-flexible, typed as the face, for code that drives either. */
+const P = peer as unknown as typeof face;
+
+describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)", () => {
+  afterEach(() => vi.useRealTimers());
+
+  const optionSets = [
+    { points: 5, duration: 10 },
+    { points: 3, duration: 5, blockDuration: 20 },
+    { points: 2, duration: 0 },
+    { points: 4, duration: 1, keyPrefix: "other" },
+  ];
+
+  const opArb = (points: number): fc.Arbitrary<Op> => {
+    const key = fc.constantFrom("a", "b", "c");
+    const n = fc.integer({ min: 1, max: points + 2 });
+    return fc.oneof(
+      { weight: 8, arbitrary: fc.record({ op: fc.constant("consume" as const), key, points: n }) },
+      { weight: 2, arbitrary: fc.record({ op: fc.constant("penalty" as const), key, points: n }) },
+      { weight: 2, arbitrary: fc.record({ op: fc.constant("reward" as const), key, points: n }) },
+      {
+        weight: 3,
+        arbitrary: fc.record({ op: fc.constantFrom("get" as const, "delete" as const), key }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          op: fc.constant("set" as const),
+          key,
+          points: fc.integer({ min: 1, max: points + 3 }),
+          // (Not −1: rate-limiter-flexible's memory limiter then keeps the key forever while
+          // answering `duration`; its Redis limiter, and sluice, use `duration`.)
+          sec: fc.constantFrom(0, 1, 3, 30),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          op: fc.constant("block" as const),
+          key,
+          sec: fc.constantFrom(0, 2, 15),
+        }),
+      },
+      {
+        weight: 4,
+        arbitrary: fc.record({
+          op: fc.constant("wait" as const),
+          ms: fc.integer({ min: 1, max: 6000 }),
+        }),
+      },
+    );
+  };
+
+  it.each(optionSets)("random sequences give the same answers: %o", async (options) => {
+    let compared = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(opArb(options.points), { minLength: 5, maxLength: 60 }),
+        async (ops) => {
+          vi.useFakeTimers({ now: 1_700_000_000_000 });
+          try {
+            const a = new peer.RateLimiterMemory(options);
+            const b = new face.RateLimiterMemory(options);
+            for (const [i, o] of ops.entries()) {
+              if (o.op === "wait") {
+                await vi.advanceTimersByTimeAsync(o.ms);
+                continue;
+              }
+              // rate-limiter-flexible lets a reward take a count below zero; sluice stops at zero
+              // (a documented difference), so rewards here give back at most what was consumed.
+              if (o.op === "reward") {
+                const now = (await a.get(o.key)) as peer.RateLimiterRes | null;
+                if (!now || now.consumedPoints < o.points) continue;
+              }
+              const [x, y] = [await outcome(() => call(a, o)), await outcome(() => call(b, o))];
+              expect(
+                y,
+                `op ${i} ${JSON.stringify(o)} of ${JSON.stringify(ops.slice(0, i))}`,
+              ).toEqual(x);
+              compared++;
+            }
+          } finally {
+            vi.useRealTimers();
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+    expect(compared).toBeGreaterThan(300);
+  });
+
+  it("a scripted login lockout: consume past points, block, blocked consumes, expiry", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const opts = { points: 3, duration: 60, blockDuration: 300, keyPrefix: "login" };
+    const a = new peer.RateLimiterMemory(opts);
+    const b = new face.RateLimiterMemory(opts);
+    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
+      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
+      expect(y).toEqual(x);
+      return y;
+    };
+    for (let i = 0; i < 3; i++) await both((l) => l.consume("user@x"));
+    await vi.advanceTimersByTimeAsync(1000);
+    // The 4th passes `points`: rejected, and blocked for 300 s.
+    expect(await both((l) => l.consume("user@x"))).toEqual({
+      rejected: {
+        remainingPoints: 0,
+        msBeforeNext: 300_000,
+        consumedPoints: 4,
+        isFirstInDuration: true,
+      },
+    });
+    await vi.advanceTimersByTimeAsync(100_000);
+    expect(await both((l) => l.consume("user@x", 2))).toEqual({
+      rejected: {
+        remainingPoints: 0,
+        msBeforeNext: 200_000,
+        consumedPoints: 6,
+        isFirstInDuration: false,
+      },
+    });
+    await both((l) => l.get("user@x"));
+    await vi.advanceTimersByTimeAsync(200_000);
+    // The block is over and the key with it.
+    expect(await both((l) => l.get("user@x"))).toEqual({ resolved: null });
+    expect(await both((l) => l.consume("user@x"))).toEqual({
+      resolved: {
+        remainingPoints: 2,
+        msBeforeNext: 60_000,
+        consumedPoints: 1,
+        isFirstInDuration: true,
+      },
+    });
+    await both((l) => l.delete("user@x"));
+    await both((l) => l.delete("user@x"));
+  });
+
+  it("execEvenly delays allowed actions by the same formula (the same resolve times)", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const opts = { points: 4, duration: 2, execEvenly: true };
+    const a = new peer.RateLimiterMemory(opts);
+    const b = new face.RateLimiterMemory(opts);
+    const t0 = Date.now();
+    const times: Array<[string, number, unknown]> = [];
+    const track = (who: string, p: Promise<unknown>) =>
+      p.then(
+        (v) => times.push([who, Date.now() - t0, view(v)]),
+        (e: unknown) => times.push([who, Date.now() - t0, { rejected: view(e) }]),
+      );
+    const pending: Array<Promise<unknown>> = [];
+    for (let i = 0; i < 5; i++) {
+      pending.push(track("peer", a.consume("k")), track("face", b.consume("k")));
+      await vi.advanceTimersByTimeAsync(10);
+    }
+    await vi.advanceTimersByTimeAsync(5000);
+    await Promise.all(pending);
+    const of = (who: string) => times.filter((t) => t[0] === who).map((t) => t.slice(1));
+    expect(of("face")).toEqual(of("peer"));
+    expect(of("peer").some(([ms]) => (ms as number) >= 500)).toBe(true);
+  });
+
+  it("differs on purpose: a reward never takes the count below zero", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const a = new peer.RateLimiterMemory({ points: 2, duration: 10 });
+    const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
+    await a.consume("k");
+    await b.consume("k");
+    expect((await a.reward("k", 3)).consumedPoints).toBe(-2);
+    expect((await b.reward("k", 3)).consumedPoints).toBe(0);
+    // rate-limiter-flexible now lets 4 through this duration; sluice 2, the limit.
+    expect((await a.consume("k", 4)).consumedPoints).toBe(2);
+    await expect(b.consume("k", 4)).rejects.toMatchObject({ consumedPoints: 4 });
+  });
+
+  it("refuses what rate-limiter-flexible's Redis limiter refuses, with a clear error", async () => {
+    const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
+    await expect(b.consume("k", 1.5)).rejects.toThrow(
+      /points: must be a whole number \(got 1\.5\)/,
+    );
+    await expect(b.consume("k", 1, { customDuration: 5 })).rejects.toThrow(/customDuration/);
+    expect(() => new face.RateLimiterMemory({ points: Number.NaN, duration: 1 })).toThrow(
+      /points: must be set and must be a finite number/,
+    );
+    expect(() => new face.RateLimiterMemory({ points: 1, duration: -1 })).toThrow(/duration/);
+    expect(() => new face.RateLimiterMemory({ points: 1, duration: 1, keyPrefix: "a b" })).toThrow(
+      /keyPrefix: must be 1–128 letters/,
+    );
+  });
+});
+
+describe("BurstyRateLimiter and RateLimiterQueue against rate-limiter-flexible's", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("BurstyRateLimiter: the burst limiter takes over; answers combine the same way", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const make = (lib: typeof face) =>
+      new lib.BurstyRateLimiter(
+        new lib.RateLimiterMemory({ points: 2, duration: 1, keyPrefix: "rate" }),
+        new lib.RateLimiterMemory({ points: 3, duration: 10, keyPrefix: "burst" }),
+      );
+    const a = make(P);
+    const b = make(face);
+    for (let i = 0; i < 8; i++) {
+      expect(await outcome(() => b.consume("k"))).toEqual(await outcome(() => a.consume("k")));
+      expect(await outcome(() => b.get("k"))).toEqual(await outcome(() => a.get("k")));
+      await vi.advanceTimersByTimeAsync(300);
+    }
+    expect(b.points).toBe(2);
+  });
+
+  it("RateLimiterQueue: the same resolutions, in the same order, at the same times", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const log: string[] = [];
+    const drive = async (lib: typeof face, who: string) => {
+      const q = new lib.RateLimiterQueue(new lib.RateLimiterMemory({ points: 2, duration: 1 }), {
+        maxQueueSize: 3,
+      });
+      const t0 = Date.now();
+      const all = [1, 1, 2, 1, 1, 1, 3].map((n, i) =>
+        q.removeTokens(n, "user").then(
+          (left) => log.push(`${who} ${i} ok ${left} at ${Date.now() - t0}`),
+          (err: unknown) =>
+            log.push(
+              `${who} ${i} ${err instanceof Error ? `${err.name}: ${err.message}` : "?"} at ${Date.now() - t0}`,
+            ),
+        ),
+      );
+      await vi.advanceTimersByTimeAsync(10_000);
+      await Promise.all(all);
+      log.push(`${who} left ${await q.getTokensRemaining("user")}`);
+    };
+    await drive(P, "x");
+    vi.setSystemTime(1_700_000_000_000);
+    await drive(face, "x");
+    const half = log.length / 2;
+    expect(log.slice(half)).toEqual(log.slice(0, half));
+    expect(log.some((l) => l.includes("CustomError: Requested tokens 3 exceeds maximum 2"))).toBe(
+      true,
+    );
+    expect(log.some((l) => l.includes("reached it's maximum 3"))).toBe(true);
+  });
+});
+
+describe("RateLimiterUnion: atomic, unlike rate-limiter-flexible's", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("answers as rate-limiter-flexible's while every limiter has room", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const make = (lib: typeof face) =>
+      new lib.RateLimiterUnion(
+        new lib.RateLimiterMemory({ points: 2, duration: 1, keyPrefix: "sec" }),
+        new lib.RateLimiterMemory({ points: 5, duration: 60, keyPrefix: "min" }),
+      );
+    const a = make(P);
+    const b = make(face);
+    for (let i = 0; i < 2; i++) {
+      expect(await outcome(() => b.consume("k"))).toEqual(await outcome(() => a.consume("k")));
+      await vi.advanceTimersByTimeAsync(100);
+    }
+    // The third is rejected by "sec" alone, with the same figures, in both.
+    const [x, y] = [await outcome(() => a.consume("k")), await outcome(() => b.consume("k"))];
+    expect(Object.keys((y as { rejected: object }).rejected)).toEqual(["sec"]);
+    expect((y as { rejected: { sec: { msBeforeNext: number } } }).rejected.sec.msBeforeNext).toBe(
+      800,
+    );
+    expect((x as { rejected: { sec: { msBeforeNext: number } } }).rejected.sec.msBeforeNext).toBe(
+      800,
+    );
+  });
+
+  it("differs on purpose (rate-limiter-flexible #280): a rejection consumes from no limiter", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const make = (lib: typeof face) =>
+      new lib.RateLimiterUnion(
+        new lib.RateLimiterMemory({ points: 2, duration: 10, keyPrefix: "short" }),
+        new lib.RateLimiterMemory({ points: 3, duration: 100, keyPrefix: "long" }),
+      );
+    const a = make(P);
+    const b = make(face);
+    for (const u of [a, b]) {
+      await u.consume("k");
+      await u.consume("k");
+      await expect(u.consume("k")).rejects.toHaveProperty("short");
+    }
+    await vi.advanceTimersByTimeAsync(10_000);
+    // "short" has room again. rate-limiter-flexible counted the rejected attempt in "long"
+    // (3 of 3): rejected. sluice charged nothing for it (2 of 3): allowed, all-or-nothing.
+    await expect(a.consume("k")).rejects.toHaveProperty("long.consumedPoints", 4);
+    expect(await b.consume("k")).toEqual({
+      short: expect.objectContaining({ consumedPoints: 1 }),
+      long: expect.objectContaining({ consumedPoints: 3, remainingPoints: 0 }),
+    });
+    await expect(b.consume("k")).rejects.toHaveProperty("long.consumedPoints", 3);
+  });
+
+  it("a request larger than a limiter's points is rejected by that limiter, as in rate-limiter-flexible", async () => {
+    const make = (lib: typeof face) =>
+      new lib.RateLimiterUnion(
+        new lib.RateLimiterMemory({ points: 1, duration: 1, keyPrefix: "one" }),
+        new lib.RateLimiterMemory({ points: 2, duration: 5, keyPrefix: "two" }),
+      );
+    const a = make(P);
+    const b = make(face);
+    for (const [points, rejectedBy] of [
+      [2, ["one"]],
+      [3, ["one", "two"]],
+    ] as const) {
+      const [x, y] = [
+        await outcome(() => a.consume(`k${points}`, points)),
+        await outcome(() => b.consume(`k${points}`, points)),
+      ];
+      expect(Object.keys((x as { rejected: object }).rejected)).toEqual(rejectedBy);
+      expect(Object.keys((y as { rejected: object }).rejected)).toEqual(rejectedBy);
+    }
+    // Nothing was taken: the next request of 1 passes every limiter.
+    expect(Object.keys(await b.consume("k2"))).toEqual(["one", "two"]);
+  });
+
+  it("refuses limiters it cannot decide at once, naming them", () => {
+    expect(() => new face.RateLimiterUnion()).toThrow(/at least one limiter/);
+    expect(
+      () =>
+        new face.RateLimiterUnion(
+          new face.RateLimiterMemory({ points: 2, duration: 1, blockDuration: 5 }),
+        ),
+    ).toThrow(/limiters\.0: blockDuration and execEvenly are not supported/);
+  });
+});
+
+describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server", () => {
+  let server: RedisServer;
+  let client: Redis;
+  /** msBeforeNext may differ by this much: the two are asked one after the other, in real time. */
+  const TOLERANCE = 50;
+
+  beforeAll(async () => {
+    server = await startRedis();
+    client = new Redis(server.url);
+    await client.ping();
+  });
+  afterAll(async () => {
+    client?.disconnect();
+    await server?.stop();
+  });
+
+  it("a scripted sequence: consume, penalty, reward, get, set, block, delete, blockDuration", async () => {
+    const opts = { points: 4, duration: 30, blockDuration: 60, keyPrefix: `seq${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const ops: Op[] = [
+      { op: "get", key: "u" },
+      { op: "consume", key: "u", points: 1 },
+      { op: "consume", key: "u", points: 2 },
+      { op: "get", key: "u" },
+      { op: "penalty", key: "u", points: 1 },
+      { op: "consume", key: "u", points: 1 },
+      { op: "consume", key: "u", points: 1 },
+      { op: "get", key: "u" },
+      { op: "reward", key: "u", points: 2 },
+      { op: "delete", key: "u" },
+      { op: "delete", key: "u" },
+      { op: "consume", key: "v", points: 3 },
+      { op: "reward", key: "v", points: 1 },
+      { op: "set", key: "v", points: 7, sec: 20 },
+      { op: "consume", key: "v", points: 1 },
+      { op: "get", key: "v" },
+      { op: "block", key: "w", sec: 45 },
+      { op: "consume", key: "w", points: 1 },
+      { op: "block", key: "x", sec: 0 },
+      { op: "get", key: "x" },
+      { op: "set", key: "y", points: 2, sec: 0 },
+      { op: "get", key: "y" },
+      { op: "set", key: "z", points: 1, sec: -1 },
+      { op: "get", key: "z" },
+      { op: "consume", key: "z", points: 1 },
+      // (Not down to 0: rate-limiter-flexible's Redis limiter's get then answers
+      // isFirstInDuration true; its docs say get always answers false, as sluice does.)
+      { op: "reward", key: "z", points: 1 },
+      { op: "get", key: "z" },
+    ];
+    for (const [i, o] of ops.entries()) {
+      if (o.op === "wait") continue;
+      const x = await outcome(() => call(a, o));
+      const y = await outcome(() => call(b, o));
+      expect(within(y, x, TOLERANCE), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
+    }
+  });
+
+  it("differs on purpose: a key blocked or set forever stays so (as documented)", async () => {
+    const opts = { points: 2, duration: 30, keyPrefix: `fvr${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    await a.block("k", 0);
+    await b.block("k", 0);
+    // rate-limiter-flexible's Redis limiter gives the key `duration` on its next consume (its
+    // script EXPIREs a key without TTL); its docs, its memory limiter and sluice keep it forever.
+    await expect(a.consume("k")).rejects.toMatchObject({ consumedPoints: 4, msBeforeNext: 30_000 });
+    await expect(b.consume("k")).rejects.toMatchObject({ consumedPoints: 4, msBeforeNext: -1 });
+  });
+
+  it("duration 0 keeps counts forever (msBeforeNext −1) on both", async () => {
+    const opts = { points: 2, duration: 0, keyPrefix: `inf${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    for (let i = 0; i < 4; i++)
+      expect(await outcome(() => b.consume("k"))).toEqual(await outcome(() => a.consume("k")));
+    expect(await outcome(() => b.get("k"))).toEqual(await outcome(() => a.get("k")));
+  });
+
+  it("inMemoryBlockOnConsumed answers from this process once a key is over", async () => {
+    const opts = { points: 2, duration: 30, inMemoryBlockOnConsumed: 3, keyPrefix: `imb${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    for (let i = 0; i < 5; i++) {
+      const [x, y] = [await outcome(() => a.consume("k")), await outcome(() => b.consume("k"))];
+      expect(within(y, x, TOLERANCE), `consume ${i}`).toEqual(x);
+    }
+    // Blocked in memory: the store was not asked (its count stayed at 3).
+    expect((await b.get("k"))?.consumedPoints).toBe(3);
+    b.deleteInMemoryBlockedAll();
+    await expect(b.consume("k")).rejects.toMatchObject({ consumedPoints: 4 });
+  });
+
+  it("a window ends duration after the key's first consume (real time, 1 s)", async () => {
+    const opts = { points: 1, duration: 1, keyPrefix: `win${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    await Promise.all([a.consume("k"), b.consume("k")]);
+    await expect(a.consume("k")).rejects.toBeInstanceOf(peer.RateLimiterRes);
+    await expect(b.consume("k")).rejects.toBeInstanceOf(face.RateLimiterRes);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(view(await b.consume("k"))).toEqual(view(await a.consume("k")));
+  });
+
+  it("many concurrent consumes at a small limit admit exactly `points` on both", async () => {
+    const opts = { points: 7, duration: 60, keyPrefix: `conc${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const admitted = async (l: AnyLimiter) => {
+      const rs = await Promise.allSettled(Array.from({ length: 300 }, () => l.consume("hot")));
+      return rs.filter((r) => r.status === "fulfilled").length;
+    };
+    const [x, y] = await Promise.all([admitted(a), admitted(b)]);
+    expect(x).toBe(7);
+    expect(y).toBe(7);
+    expect((await b.get("hot"))?.consumedPoints).toBe(300);
+  });
+
+  it("a store failure rejects with an Error, or asks the insurance limiter", async () => {
+    const dead = deadRedisClient();
+    try {
+      const bare = new face.RateLimiterRedis({
+        storeClient: dead,
+        points: 2,
+        duration: 1,
+        keyPrefix: `dead${run}`,
+      });
+      const err = await bare.consume("k").catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect(err).not.toBeInstanceOf(face.RateLimiterRes);
+      const insurance = new face.RateLimiterMemory({ points: 1, duration: 1 });
+      const insured = new face.RateLimiterRedis({
+        storeClient: dead,
+        points: 2,
+        duration: 1,
+        keyPrefix: `dead2${run}`,
+        insuranceLimiter: insurance,
+      });
+      expect((await insured.consume("k")).consumedPoints).toBe(1);
+      await expect(insured.consume("k")).rejects.toMatchObject({ consumedPoints: 2 });
+      expect(await insured.get("k")).toMatchObject({ consumedPoints: 2 });
+      expect(await insured.delete("k")).toBe(true);
+    } finally {
+      dead.disconnect();
+    }
+  });
+
+  it("RateLimiterUnion over Redis: one decision, nothing consumed when one rejects", async () => {
+    const short = new face.RateLimiterRedis({
+      storeClient: client,
+      points: 1,
+      duration: 60,
+      keyPrefix: `us${run}`,
+    });
+    const long = new face.RateLimiterRedis({
+      storeClient: client,
+      points: 5,
+      duration: 600,
+      keyPrefix: `ul${run}`,
+    });
+    const union = new face.RateLimiterUnion(short, long);
+    const rs = await Promise.allSettled(Array.from({ length: 20 }, () => union.consume("k")));
+    expect(rs.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    const rejected = rs.find((r) => r.status === "rejected") as PromiseRejectedResult;
+    expect(Object.keys(rejected.reason as object)).toEqual([`us${run}`]);
+    // The union's counts are in Redis under its own policy (one key per limiter's rule).
+    const keys = await client.keys(`sl:union:us${run}:ul${run}:*`);
+    expect(keys.sort()).toEqual([
+      `sl:union:us${run}:ul${run}:{k}:f0`,
+      `sl:union:us${run}:ul${run}:{k}:f1`,
+    ]);
+    expect(await client.get(keys.sort()[1]!)).toBe("1");
+  });
+
+  it("keys are sluice's: sl:<keyPrefix>:{<key>}:f0, holding the count, expiring with the window", async () => {
+    const b = new face.RateLimiterRedis({
+      storeClient: client,
+      points: 5,
+      duration: 30,
+      keyPrefix: `keys${run}`,
+    });
+    await b.consume("user:42", 3);
+    expect(await client.get(`sl:keys${run}:{user:42}:f0`)).toBe("3");
+    const ttl = await client.pttl(`sl:keys${run}:{user:42}:f0`);
+    expect(ttl).toBeGreaterThan(29_000);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+  });
+});

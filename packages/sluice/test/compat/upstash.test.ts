@@ -1,0 +1,323 @@
+/**
+ * `sluice/compat/upstash` judged by @upstash/ratelimit itself. The real library speaks HTTP, so
+ * it runs through the Upstash REST fixture (test/support/upstash-rest.ts) in front of a
+ * redis-server; the face runs on the same redis-server through ioredis (sluice's Redis store,
+ * its time injected from the same faked Date), and in memory. The same calls go to both and
+ * every field of every answer is compared.
+ */
+import { Ratelimit as Peer } from "@upstash/ratelimit";
+import { Redis as UpstashRedis } from "@upstash/redis";
+import fc from "fast-check";
+import { Redis } from "ioredis";
+import { redisStore, type RedisStore } from "sluice";
+import { type Duration, Ratelimit } from "sluice/compat/upstash";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { type UpstashRest, startUpstashRest } from "../../../../test/support/upstash-rest.js";
+
+let server: RedisServer;
+let rest: UpstashRest;
+let client: Redis;
+let upstash: UpstashRedis;
+const stores: RedisStore[] = [];
+const run = Date.now().toString(36);
+let seq = 0;
+
+beforeAll(async () => {
+  server = await startRedis();
+  rest = await startUpstashRest({ redisUrl: server.url });
+  client = new Redis(server.url);
+  upstash = new UpstashRedis({
+    url: rest.url,
+    token: rest.token,
+    retry: false,
+    enableTelemetry: false,
+  });
+  await client.ping();
+});
+
+afterEach(() => vi.useRealTimers());
+
+afterAll(async () => {
+  await Promise.all(stores.map((s) => s.close()));
+  client?.disconnect();
+  await rest?.stop();
+  await server?.stop();
+});
+
+/** sluice's Redis store on the faked Date (keys' expiries stay on Redis's real clock, later). */
+function sluiceRedis(): RedisStore {
+  const s = redisStore({ client, now: () => Date.now(), heartbeatMs: 0 });
+  stores.push(s);
+  return s;
+}
+
+type Made = "fixedWindow" | "slidingWindow" | "tokenBucket" | "cachedFixedWindow";
+
+/** The same limiter from both libraries, with a prefix of its own. */
+function both(kind: Made, a: number, window: Duration, b = 0, cache = true) {
+  const prefix = `up${run}-${++seq}`;
+  const peerLimiter =
+    kind === "tokenBucket" ? Peer.tokenBucket(a, window, b) : Peer[kind](a, window);
+  const faceLimiter =
+    kind === "tokenBucket" ? Ratelimit.tokenBucket(a, window, b) : Ratelimit[kind](a, window);
+  const ephemeralCache = cache ? undefined : (false as const);
+  return {
+    peer: new Peer({ redis: upstash, limiter: peerLimiter, prefix, ephemeralCache }),
+    face: new Ratelimit({ redis: sluiceRedis(), limiter: faceLimiter, prefix, ephemeralCache }),
+    memory: new Ratelimit({ limiter: faceLimiter, prefix, ephemeralCache }),
+  };
+}
+
+/** A response without `pending` (a promise). */
+function view<T extends { pending: Promise<unknown> }>(r: T): Omit<T, "pending"> {
+  const { pending, ...rest } = r;
+  void pending;
+  return rest;
+}
+
+describe("fixedWindow and cachedFixedWindow against @upstash/ratelimit (faked Date: exact)", () => {
+  it.each(["fixedWindow", "cachedFixedWindow"] as const)(
+    "%s: random sequences of limits, refunds, looks, resets and time give the same answers",
+    async (kind) => {
+      let compared = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.oneof(
+              {
+                weight: 6,
+                arbitrary: fc.record({
+                  op: fc.constant("limit" as const),
+                  id: fc.constantFrom("a", "b"),
+                  rate: fc.constantFrom(1, 1, 1, 2, 0, -1),
+                }),
+              },
+              {
+                weight: 1,
+                arbitrary: fc.record({
+                  op: fc.constant("remaining" as const),
+                  id: fc.constantFrom("a", "b"),
+                }),
+              },
+              {
+                weight: 1,
+                arbitrary: fc.record({
+                  op: fc.constant("reset" as const),
+                  id: fc.constantFrom("a", "b"),
+                }),
+              },
+              {
+                weight: 2,
+                arbitrary: fc.record({
+                  op: fc.constant("wait" as const),
+                  ms: fc.integer({ min: 1, max: 4000 }),
+                }),
+              },
+            ),
+            { minLength: 3, maxLength: 30 },
+          ),
+          async (ops) => {
+            vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+            try {
+              const { peer, face, memory } = both(kind, 3, "5 s");
+              // The count per identifier and window, to keep refunds from taking it below 0
+              // (Upstash's INCRBY goes negative; sluice stops at 0: docs/migrating.md).
+              const used = new Map<string, number>();
+              const at = (id: string) => `${id}:${Math.floor(Date.now() / 5000)}`;
+              for (const [i, o] of ops.entries()) {
+                const where = `op ${i} of ${JSON.stringify(ops.slice(0, i + 1))}`;
+                if (o.op === "wait") vi.advanceTimersByTime(o.ms);
+                else if (o.op === "reset") {
+                  await peer.resetUsedTokens(o.id);
+                  await face.resetUsedTokens(o.id);
+                  await memory.resetUsedTokens(o.id);
+                  for (const k of [...used.keys()]) if (k.startsWith(`${o.id}:`)) used.delete(k);
+                } else if (o.op === "remaining") {
+                  const x = await peer.getRemaining(o.id);
+                  expect(await face.getRemaining(o.id), where).toEqual(x);
+                  expect(await memory.getRemaining(o.id), where).toEqual(x);
+                } else {
+                  const n = used.get(at(o.id)) ?? 0;
+                  if (o.rate < 0 && n + o.rate < 0) continue;
+                  const x = view(await peer.limit(o.id, { rate: o.rate }));
+                  const y = view(await face.limit(o.id, { rate: o.rate }));
+                  const z = view(await memory.limit(o.id, { rate: o.rate }));
+                  expect(y, where).toEqual(x);
+                  expect(z, where).toEqual(x);
+                  if (x.reason === undefined) used.set(at(o.id), n + o.rate);
+                  compared++;
+                }
+              }
+            } finally {
+              vi.useRealTimers();
+            }
+          },
+        ),
+        { numRuns: 40 },
+      );
+      expect(compared).toBeGreaterThan(150);
+    },
+  );
+
+  it("many concurrent requests at a small limit: exactly the limit succeeds on both", async () => {
+    const { peer, face } = both("fixedWindow", 5, "60 s");
+    const ok = async (r: { limit: (id: string) => Promise<{ success: boolean }> }) =>
+      (await Promise.all(Array.from({ length: 100 }, () => r.limit("hot")))).filter(
+        (x) => x.success,
+      ).length;
+    expect(await ok(peer)).toBe(5);
+    expect(await ok(face)).toBe(5);
+  });
+});
+
+describe("slidingWindow against @upstash/ratelimit", () => {
+  it("within a window (nothing in the previous one): the same answers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 10_000) * 10_000 + 10 });
+    const { peer, face, memory } = both("slidingWindow", 4, "10 s");
+    for (const [wait, rate] of [
+      [0, 1],
+      [100, 2],
+      [100, 1],
+      [100, 1],
+      [1000, 1],
+      [0, 0],
+      [100, -2],
+      [100, 2],
+    ] as const) {
+      vi.advanceTimersByTime(wait);
+      const x = view(await peer.limit("k", { rate }));
+      expect(view(await face.limit("k", { rate })), `${wait} ${rate}`).toEqual(x);
+      expect(view(await memory.limit("k", { rate })), `${wait} ${rate}`).toEqual(x);
+    }
+    expect(await face.getRemaining("k")).toEqual(await peer.getRemaining("k"));
+  });
+
+  it("differs on purpose in the next window: the previous window's share is not rounded down", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 10_000) * 10_000 });
+    const { peer, memory } = both("slidingWindow", 10, "10 s");
+    for (let i = 0; i < 10; i++) {
+      await peer.limit("k");
+      await memory.limit("k");
+    }
+    // 35% into the next window the previous 10 weigh 6.5: Upstash counts floor(6.5) = 6 and
+    // admits 4 more; sluice counts 6.5 and admits 3 (the estimate never passes the limit).
+    vi.advanceTimersByTime(13_500);
+    const admitted = async (r: Ratelimit | Peer) => {
+      let n = 0;
+      for (let i = 0; i < 6; i++) if ((await r.limit("k")).success) n++;
+      return n;
+    };
+    expect(await admitted(peer)).toBe(4);
+    expect(await admitted(memory)).toBe(3);
+  });
+});
+
+describe("tokenBucket against @upstash/ratelimit", () => {
+  it("the first burst is the same; then sluice refills continuously, Upstash per interval", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    // (Without the ephemeral cache, which holds a refused identifier until the reset.)
+    const { peer, memory } = both("tokenBucket", 2, "1 s", 4, false);
+    for (let i = 0; i < 5; i++) {
+      const x = await peer.limit("k");
+      const y = await memory.limit("k");
+      expect([y.success, y.remaining, y.limit]).toEqual([x.success, x.remaining, x.limit]);
+    }
+    // Over the next 5 s, a request every 100 ms: both admit 2 per second in the long run.
+    let p = 0;
+    let m = 0;
+    for (let t = 0; t < 50; t++) {
+      vi.advanceTimersByTime(100);
+      if ((await peer.limit("k")).success) p++;
+      if ((await memory.limit("k")).success) m++;
+    }
+    // About 2 per second over 5 s on both (the refill's phase moves the last one in or out).
+    expect(p).toBeGreaterThanOrEqual(9);
+    expect(p).toBeLessThanOrEqual(10);
+    expect(Math.abs(m - p)).toBeLessThanOrEqual(1);
+  });
+
+  it("a rate larger than the bucket is refused without taking anything, on both", async () => {
+    const { peer, face } = both("tokenBucket", 1, "10 s", 3, false);
+    for (const r of [peer, face]) {
+      expect((await r.limit("k", { rate: 5 })).success).toBe(false);
+      expect((await r.limit("k", { rate: 3 })).success).toBe(true);
+    }
+  });
+});
+
+describe("Ratelimit's own behaviour (documented by Upstash)", () => {
+  it("the ephemeral cache answers a blocked identifier locally (reason cacheBlock)", async () => {
+    const { peer, face } = both("fixedWindow", 1, "30 s");
+    for (const r of [peer, face]) {
+      expect((await r.limit("k")).success).toBe(true);
+      expect((await r.limit("k")).reason).toBeUndefined();
+      expect((await r.limit("k")).reason).toBe("cacheBlock");
+    }
+  });
+
+  it("timeout: a slow store is answered success with reason timeout", async () => {
+    const paused = await startRedis();
+    const c = new Redis(paused.url);
+    try {
+      await c.ping();
+      const r = new Ratelimit({
+        redis: redisStore({ client: c, heartbeatMs: 0, timeoutMs: 5_000 }),
+        limiter: Ratelimit.fixedWindow(1, "10 s"),
+        timeout: 200,
+      });
+      paused.pause();
+      const t0 = Date.now();
+      expect(view(await r.limit("k"))).toEqual({
+        success: true,
+        limit: 0,
+        remaining: 0,
+        reset: 0,
+        reason: "timeout",
+      });
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(190);
+    } finally {
+      paused.resume();
+      c.disconnect();
+      await paused.stop();
+    }
+  });
+
+  it("blockUntilReady waits for the window's end, or gives up at the timeout", async () => {
+    vi.useFakeTimers({ toFake: ["Date", "setTimeout"], now: Math.ceil(Date.now() / 1000) * 1000 });
+    const r = new Ratelimit({ limiter: Ratelimit.fixedWindow(1, "1 s"), ephemeralCache: false });
+    await r.limit("k");
+    const waited = r.blockUntilReady("k", 5_000);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await waited).toMatchObject({ success: true, remaining: 0 });
+    const gaveUp = r.blockUntilReady("k", 300);
+    await vi.advanceTimersByTimeAsync(400);
+    expect(await gaveUp).toMatchObject({ success: false });
+    await expect(r.blockUntilReady("k", 0)).rejects.toThrow("timeout must be positive");
+  });
+
+  it("keys are sluice's: sl:<policy from the prefix>:{<identifier>}:f0", async () => {
+    const r = new Ratelimit({ redis: client, limiter: Ratelimit.fixedWindow(5, "1 m") });
+    await r.limit(`user-${run}`, { rate: 2 });
+    expect(await client.get(`sl:upstash.ratelimit:{user-${run}}:f0`)).toBe("2");
+  });
+
+  it("refuses what it does not do, naming the option", () => {
+    const limiter = Ratelimit.fixedWindow(1, "1 s");
+    expect(() => new Ratelimit({ limiter, analytics: true })).toThrow(
+      /analytics: is not supported/,
+    );
+    expect(() => new Ratelimit({ limiter, enableProtection: true })).toThrow(/enableProtection/);
+    expect(() => new Ratelimit({ limiter, redis: {} as never })).toThrow(
+      /redis: must be an ioredis client/,
+    );
+    expect(() => Ratelimit.fixedWindow(1, "soon" as Duration)).toThrow(
+      /window: must be a duration/,
+    );
+    expect(() => Ratelimit.slidingWindow(0, "1 s")).toThrow(/tokens: must be a positive integer/);
+    expect(
+      () =>
+        new Ratelimit({ limiter: Ratelimit.cachedFixedWindow(1, "1 s"), ephemeralCache: false }),
+    ).toThrow(/cachedFixedWindow needs the ephemeral cache/);
+  });
+});
