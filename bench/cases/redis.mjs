@@ -57,6 +57,7 @@ async function contestant(client, o) {
         name: POLICY_NAME,
         algorithm,
         rules: rules.map((r) => ({ limit: r.limit, period: r.periodMs })),
+        ...(o.lease ? { lease: o.lease } : {}),
       },
     });
     // concurrency: leases are held (never released), so each identifier keeps its state.
@@ -149,6 +150,9 @@ async function contestant(client, o) {
 export async function throughput(o) {
   const client = connect(o.port);
   await client.flushall();
+  // A lease run: as a Redis that has served leases before (a fresh one grants none for the
+  // first lease lifetime: lua/sluice.lua, leases).
+  if (o.lease) await client.set("sl:lease-epoch", "0");
   const keys = makeKeys(o.keyCount);
   const n = keys.length;
   // Spread the in-flight calls over the key space (a stride prime to n), not on neighbours.
@@ -159,6 +163,7 @@ export async function throughput(o) {
   } else {
     const c = await contestant(client, o);
     let cpu0 = 0;
+    let scripts0 = 0;
     r = await drive((i) => c.op(pick(i)), {
       inflight: o.inflight,
       durationMs: o.durationMs,
@@ -167,13 +172,24 @@ export async function throughput(o) {
       isDenied: c.isDenied,
       onStart: async () => {
         cpu0 = await redisCpu(client);
+        scripts0 = await scriptCalls(client);
       },
-      onEnd: async (count) => ({ redisCpuUs: ((await redisCpu(client)) - cpu0) / count }),
+      onEnd: async (count) => ({
+        redisCpuUs: ((await redisCpu(client)) - cpu0) / count,
+        // Script calls Redis ran per 1,000 decisions (the bench's own INFO calls aside).
+        scriptsPerK: (((await scriptCalls(client)) - scripts0) / count) * 1000,
+      }),
     });
     await c.close();
   }
   client.disconnect();
   return r;
+}
+
+/** Script calls (EVALSHA, EVAL, FCALL) Redis has run, from INFO commandstats. */
+async function scriptCalls(client) {
+  const calls = await commandCalls(client);
+  return (calls.evalsha ?? 0) + (calls.eval ?? 0) + (calls.fcall ?? 0);
 }
 
 /** CPU time redis-server has used (µs, user + system), from INFO cpu. */

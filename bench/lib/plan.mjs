@@ -21,6 +21,7 @@ export const SECTIONS = [
   "hot-key",
   "service",
   "compat",
+  "leases",
 ];
 
 /** Every algorithm, in the order the tables list them. */
@@ -109,6 +110,7 @@ const FULL = {
   hotKey: { requests: 100_000, inflight: 16 },
   service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
   compat: { durationMs: 3000, warmupMs: 700, keyCount: 100_000, inflight: 64 },
+  leases: { durationMs: 3000, warmupMs: 1000, inflight: 256, hotKeys: 100, coldKeys: 100_000 },
 };
 
 const QUICK = {
@@ -132,6 +134,23 @@ const QUICK = {
   hotKey: { requests: 2000, inflight: 16 },
   service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
   compat: { durationMs: 200, warmupMs: 50, keyCount: 10_000, inflight: 64 },
+  leases: { durationMs: 200, warmupMs: 100, inflight: 256, hotKeys: 100, coldKeys: 10_000 },
+};
+
+/**
+ * The lease figures: hot keys (100 identifiers, 256 in flight) and cold ones (100,000 round
+ * robin), gcra of 1,000,000,000 per hour (never reached), each contestant by id.
+ */
+export const LEASE_CONTESTANTS = {
+  hot: {
+    lease: { name: "sluice", lease: true, limit: 1e9, periodMs: 3_600_000 },
+    "no-lease": { name: "sluice", limit: 1e9, periodMs: 3_600_000 },
+    rlf: { name: "rlf", limit: 1e9, periodMs: 3_600_000 },
+  },
+  cold: {
+    lease: { name: "sluice", lease: true, limit: 1e9, periodMs: 3_600_000 },
+    "no-lease": { name: "sluice", limit: 1e9, periodMs: 3_600_000 },
+  },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
@@ -163,6 +182,7 @@ export function planFor({ quick, only, port, log }) {
     hotKey: {},
     service: undefined,
     compat: {},
+    leases: {},
     failures: [],
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
@@ -304,6 +324,30 @@ export function planFor({ quick, only, port, log }) {
               return r;
             },
             lat,
+          );
+        }
+      }
+    }
+    if (want("leases")) {
+      const c = config.leases;
+      for (const [kind, contestants] of Object.entries(LEASE_CONTESTANTS)) {
+        for (const [id, params] of Object.entries(contestants)) {
+          add(
+            "leases",
+            `leases, ${kind} keys: ${id}${tag}`,
+            async () => {
+              const r = await runCaseRetry("redis", "throughput", {
+                ...params,
+                port,
+                inflight: c.inflight,
+                durationMs: c.durationMs,
+                warmupMs: c.warmupMs,
+                keyCount: kind === "hot" ? c.hotKeys : c.coldKeys,
+              });
+              keep(`leases:${kind}:${id}`, r);
+              return r;
+            },
+            (r) => `${lat(r)}  ${r.scriptsPerK.toFixed(1)} script calls per 1,000`,
           );
         }
       }
@@ -472,7 +516,7 @@ export function planFor({ quick, only, port, log }) {
       const xs = samples.get(id);
       if (!xs) return undefined;
       const m = { ops: median(xs.map((x) => x.ops)), rounds: xs.length };
-      for (const k of ["p50", "p99", "nodeCpuUs", "redisCpuUs"]) {
+      for (const k of ["p50", "p99", "nodeCpuUs", "redisCpuUs", "scriptsPerK"]) {
         if (xs[0][k] !== undefined) m[k] = median(xs.map((x) => x[k]));
       }
       return m;
@@ -503,6 +547,12 @@ export function planFor({ quick, only, port, log }) {
       for (const which of ["peer", "face"]) {
         const m = med(`compat:${pair}:${which}`);
         if (m) (results.compat[pair] ??= {})[which] = m;
+      }
+    }
+    for (const [kind, contestants] of Object.entries(LEASE_CONTESTANTS)) {
+      for (const id of Object.keys(contestants)) {
+        const m = med(`leases:${kind}:${id}`);
+        if (m) (results.leases[kind] ??= {})[id] = m;
       }
     }
     for (const [policy, { contestants }] of Object.entries(REDIS_POLICIES)) {

@@ -110,10 +110,17 @@ export interface LeaseCounters {
   remote: number;
 }
 
+/** Heat counts are kept per second: a count is `second · HEAT_SPAN + decisions` (a small integer). */
+const HEAT_SPAN = 1 << 20;
+
 /** The leases of one Redis store. */
 export class LeaseBook {
-  private readonly held = new Map<string, Held>();
-  private readonly heat = new Map<string, { n: number; since: number }>();
+  /** What is held, by policy name and key. */
+  private readonly held = new Map<string, Map<string, Held>>();
+  /** Keys on their way to a lease, by policy name: decisions this second (see HEAT_SPAN). */
+  private readonly heat = new Map<string, Map<string, number>>();
+  private heatSize = 0;
+  private readonly heatOrigin: number;
   private seq = 0;
   /** Counts for metrics. */
   readonly counters: LeaseCounters = { taken: 0, returned: 0, expired: 0, local: 0, remote: 0 };
@@ -122,7 +129,15 @@ export class LeaseBook {
     private readonly calls: LeaseCalls,
     /** This node's id: the prefix of its local lease ids and its concurrency member. */
     private readonly nodeId: string,
-  ) {}
+  ) {
+    this.heatOrigin = calls.now();
+  }
+
+  private heldOf(policy: Policy): Map<string, Held> {
+    let m = this.held.get(policy.name);
+    if (m === undefined) this.held.set(policy.name, (m = new Map()));
+    return m;
+  }
 
   /**
    * Decides from a lease when the key has one (or is hot enough to get one): a decision, a
@@ -133,17 +148,17 @@ export class LeaseBook {
     key: string,
     cost: number,
   ): StoreDecision | Promise<StoreDecision> | undefined {
-    const id = idOf(policy, key);
-    let h = this.held.get(id);
+    const byKey = this.held.get(policy.name);
+    let h = byKey?.get(key);
     if (h !== undefined && h.policy !== policy) {
       // The policy changed (a new version): what was held for the old one goes back.
       void this.release(h);
-      this.held.delete(id);
+      byKey!.delete(key);
       h = undefined;
     }
     const now = this.calls.now();
     if (h === undefined) {
-      if (!this.isHot(id, policy.lease!.hotAfter, now)) return undefined;
+      if (!this.isHot(policy.name, key, policy.lease!.hotAfter, now)) return undefined;
       h = {
         policy,
         key,
@@ -161,7 +176,7 @@ export class LeaseBook {
         since: now - 1000,
         lastUse: now,
       };
-      this.held.set(id, h);
+      (byKey ?? this.heldOf(policy)).set(key, h);
     }
     h.recent++;
     h.lastUse = now;
@@ -179,7 +194,7 @@ export class LeaseBook {
    * asked of Redis: the caller then decides as usual).
    */
   trySpend(policy: Policy, key: string, cost: number): StoreDecision | undefined {
-    const h = this.held.get(idOf(policy, key));
+    const h = this.held.get(policy.name)?.get(key);
     if (h === undefined || h.policy !== policy || h.busy) return undefined;
     const now = this.calls.now();
     const d = this.spend(h, cost, now);
@@ -340,26 +355,45 @@ export class LeaseBook {
     }
   }
 
-  /** True once a key has been decided `hotAfter` times within a second. */
-  private isHot(id: string, hotAfter: number, now: number): boolean {
-    let e = this.heat.get(id);
-    if (e === undefined || now - e.since > 1000) {
-      if (e === undefined && this.heat.size >= HEAT_KEYS) {
-        const oldest = this.heat.keys().next();
-        if (!oldest.done) this.heat.delete(oldest.value);
-      }
-      e = { n: 0, since: now };
-      this.heat.set(id, e);
+  /**
+   * True once a key has been decided `hotAfter` times within a second (the same second of this
+   * book's clock). One map lookup and one write of a small integer: a cold key costs no more.
+   */
+  private isHot(policy: string, key: string, hotAfter: number, now: number): boolean {
+    let m = this.heat.get(policy);
+    if (m === undefined) this.heat.set(policy, (m = new Map()));
+    const second = Math.floor((now - this.heatOrigin) / 1000);
+    const e = m.get(key);
+    let n = 1;
+    if (e === undefined) {
+      if (this.heatSize >= HEAT_KEYS) this.dropHeat();
+      this.heatSize++;
+    } else if (Math.floor(e / HEAT_SPAN) === second) n = (e % HEAT_SPAN) + 1;
+    if (n < hotAfter) {
+      m.set(key, second * HEAT_SPAN + n);
+      return false;
     }
-    if (++e.n < hotAfter) return false;
-    this.heat.delete(id);
+    m.delete(key);
+    this.heatSize--;
     return true;
+  }
+
+  /** Forgets the oldest key on its way to a lease (the heat map is bounded). */
+  private dropHeat(): void {
+    for (const m of this.heat.values()) {
+      const oldest = m.keys().next();
+      if (!oldest.done) {
+        m.delete(oldest.value);
+        this.heatSize--;
+        return;
+      }
+    }
   }
 
   /** Concurrency: frees a slot taken from a lease (`true`), or says the id is not one of ours. */
   releaseLocal(policy: Policy, key: string, leaseId: string): boolean | undefined {
     if (!leaseId.startsWith(`${this.nodeId}~`)) return undefined;
-    const h = this.held.get(idOf(policy, key));
+    const h = this.held.get(policy.name)?.get(key);
     const l = h?.inUse.get(leaseId);
     if (h === undefined || l === undefined) return false;
     h.inUse.delete(leaseId);
@@ -370,14 +404,14 @@ export class LeaseBook {
 
   /** Units this node holds unspent for the key (added to a peek's remaining). */
   unspent(policy: Policy, key: string): number {
-    const h = this.held.get(idOf(policy, key));
+    const h = this.held.get(policy.name)?.get(key);
     if (h === undefined || h.policy !== policy || this.calls.now() >= h.expires) return 0;
     return policy.algorithm === "concurrency" ? h.units - h.used : h.units;
   }
 
   /** Forgets the key (after a reset: Redis no longer counts what was leased). */
   forget(policy: Policy, key: string): void {
-    this.held.delete(idOf(policy, key));
+    this.held.get(policy.name)?.delete(key);
   }
 
   /**
@@ -386,7 +420,14 @@ export class LeaseBook {
    */
   sweep(): void {
     const now = this.calls.now();
-    for (const [id, h] of this.held) {
+    for (const [name, byKey] of this.held) {
+      this.sweepKeys(byKey, now);
+      if (byKey.size === 0) this.held.delete(name);
+    }
+  }
+
+  private sweepKeys(byKey: Map<string, Held>, now: number): void {
+    for (const [id, h] of byKey) {
       if (h.busy) continue;
       const ttl = h.policy.lease!.ttlMs;
       const idle = now - h.lastUse >= ttl / 2;
@@ -412,14 +453,14 @@ export class LeaseBook {
             },
           );
         }
-        if (h.units === 0 && h.used === 0 && idle) this.held.delete(id);
+        if (h.units === 0 && h.used === 0 && idle) byKey.delete(id);
         continue;
       }
       if (h.units > 0 && (idle || now >= h.expires)) {
         if (now >= h.expires) this.counters.expired++;
         void this.release(h);
       }
-      if (h.units === 0 && idle) this.held.delete(id);
+      if (h.units === 0 && idle) byKey.delete(id);
     }
   }
 
@@ -436,9 +477,11 @@ export class LeaseBook {
   /** Gives back everything (the store is closing). */
   async close(): Promise<void> {
     const all: Array<Promise<unknown>> = [];
-    for (const h of this.held.values()) {
-      for (const w of h.waiters.splice(0)) w.reject(new Error("closing"));
-      if (!h.busy) all.push(this.release(h));
+    for (const byKey of this.held.values()) {
+      for (const h of byKey.values()) {
+        for (const w of h.waiters.splice(0)) w.reject(new Error("closing"));
+        if (!h.busy) all.push(this.release(h));
+      }
     }
     this.held.clear();
     await Promise.all(all);
@@ -448,8 +491,4 @@ export class LeaseBook {
   get empty(): boolean {
     return this.held.size === 0;
   }
-}
-
-function idOf(policy: Policy, key: string): string {
-  return `${policy.name}\u0000${key}`;
 }
