@@ -5,6 +5,7 @@ import { BENCH_DIR, fmtMs, fmtRate, median, run } from "./util.mjs";
 import { runCaseRetry } from "./children.mjs";
 import { join } from "node:path";
 import { measureService } from "./service.mjs";
+import { measureGrpc } from "./grpc.mjs";
 
 /** The sections `--only` accepts. */
 export const SECTIONS = [
@@ -19,6 +20,7 @@ export const SECTIONS = [
   "redis-memory",
   "hot-key",
   "service",
+  "grpc",
 ];
 
 /** Every algorithm, in the order the tables list them. */
@@ -106,6 +108,8 @@ const FULL = {
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
   service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
+  // As issue 21 measured it: 4 connections × 32 calls in flight, three interleaved rounds.
+  grpc: { durationS: 10, warmupS: 3, rounds: 3, clients: 4, streams: 32, workers: 1 },
 };
 
 const QUICK = {
@@ -128,6 +132,7 @@ const QUICK = {
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
   service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
+  grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 1 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
@@ -136,7 +141,7 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
  * { memory, memoryHot, memorySync, memoryFlood, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
- * service, failures }, each figure the median over the rounds. memorySync's peer is
+ * service, grpc, failures }, each figure the median over the rounds. memorySync's peer is
  * memory.rlf (RateLimiterMemory has no synchronous path).
  */
 export function planFor({ quick, only, port, log }) {
@@ -158,6 +163,7 @@ export function planFor({ quick, only, port, log }) {
     redisMemory: {},
     hotKey: {},
     service: undefined,
+    grpc: undefined,
     failures: [],
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
@@ -418,7 +424,27 @@ export function planFor({ quick, only, port, log }) {
       (r) =>
         r.skipped
           ? r.skipped
-          : `sluice ${fmtRate(r.sluice?.rps)}/s, gRPC ${fmtRate(r.grpc?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+          : `sluice ${fmtRate(r.sluice?.rps)}/s, POST /json ${fmtRate(r.json?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+    );
+  }
+
+  if (want("grpc")) {
+    add(
+      "grpc",
+      "gRPC: h2load against bare node:http2, bare grpc-js and sluice serve",
+      async () => {
+        results.grpc = await measureGrpc({ ...config.grpc, redisPort: port, log });
+        const failed = Object.entries(results.grpc.errors ?? {});
+        if (failed.length > 0)
+          results.failures.push(...failed.map(([id, e]) => `gRPC ${id}: ${e}`));
+        return results.grpc;
+      },
+      (r) =>
+        r.skipped
+          ? r.skipped
+          : Object.entries(r.rows)
+              .map(([id, v]) => `${id} ${fmtRate(v.rps)}/s`)
+              .join(", "),
     );
   }
 
