@@ -35,10 +35,11 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
     "proxies whose X-Forwarded-For is believed: a hop count (1: one load balancer), IPs/CIDRs/loopback,linklocal,uniquelocal, or true (every hop) (default false)",
   loginLimitPerUser: "failed sign-ins per username from one client IP per minute (default 5)",
   loginLimitPerIp: "failed sign-ins per client IP per minute (default 20)",
-  bodyLimit: "largest request body in bytes (default 1048576)",
+  bodyLimit: "largest request body in bytes, and largest gRPC request message (default 1048576)",
   maxBatch: "most requests in one batch (default 1000)",
   headersTimeoutMs: "longest wait for a request's headers, ms (default 10000)",
-  requestTimeoutMs: "longest wait for a whole request, body included, ms (default 30000)",
+  requestTimeoutMs:
+    "longest wait for a whole request, body included (HTTP and gRPC), ms (default 30000)",
   keepAliveTimeoutMs: "how long an idle kept-alive connection stays open, ms (default 72000)",
   maxConnections: "most open connections; more are closed on arrival (default 10000)",
   databaseTimeoutMs:

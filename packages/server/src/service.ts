@@ -223,7 +223,12 @@ export async function createService(
       now,
     };
     const app = buildApp(context);
-    const grpc = envoy ? createRlsGrpcServer(envoy, logger) : undefined;
+    const grpc = envoy
+      ? createRlsGrpcServer(envoy, logger, {
+          maxMessageBytes: config.bodyLimit,
+          requestTimeoutMs: config.requestTimeoutMs,
+        })
+      : undefined;
     logger.info(
       {
         database: `${database.dialect} ${database.location}`,
