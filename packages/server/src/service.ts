@@ -26,7 +26,7 @@ import {
   databaseOutageReason,
   isDatabaseOutage,
 } from "./errors.js";
-import { type Metrics, createMetrics } from "./metrics.js";
+import { type Metrics, counterChild, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
 import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
@@ -198,9 +198,9 @@ export async function createService(
             now,
             metrics: {
               descriptor: (domain, descriptor, outcome) =>
-                metrics.envoyDescriptors.inc({ domain, descriptor, outcome }),
-              request: (domain, code) => metrics.envoyRequests.inc({ domain, code }),
-              draft: (domain, code) => metrics.envoyDraftRequests.inc({ domain, code }),
+                counterChild(metrics.envoyDescriptors, { domain, descriptor, outcome }),
+              request: (domain, code) => counterChild(metrics.envoyRequests, { domain, code }),
+              draft: (domain, code) => counterChild(metrics.envoyDraftRequests, { domain, code }),
             },
             onStoreError: throttledStoreErrorLog(logger),
             onDraftError: (err, domain) =>

@@ -92,11 +92,25 @@ export interface RlsGrpcServer {
   close(graceMs: number): Promise<void>;
 }
 
-/** A call whose request has not arrived whole yet (watched for the request timeout). */
-interface Pending {
+/** A call being received: what its request needs to be read, kept on its stream. */
+interface Call {
   readonly stream: http2.ServerHttp2Stream;
+  readonly handler: Handler;
+  readonly encoding: string;
+  /** When it began, on the server's coarse clock (for the request timeout). */
   readonly since: number;
+  /** The body's first chunk, and every chunk once there are several. */
+  first: Buffer | undefined;
+  more: Buffer[] | undefined;
+  size: number;
 }
+
+/** A method: the call's stream and its message (`body[start, end)`). */
+type Handler = (stream: http2.ServerHttp2Stream, body: Buffer, start: number, end: number) => void;
+
+const CALL = Symbol("sluice.grpcCall");
+/** A stream with its call while the request arrives. */
+type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
 
 /** Answers a call with a status and no message (gRPC's Trailers-Only response). */
 function fail(
@@ -124,10 +138,12 @@ function sendTrailers(this: http2.ServerHttp2Stream): void {
   this.sendTrailers(OK_TRAILERS);
 }
 
+const OK_OPTIONS = Object.freeze({ waitForTrailers: true });
+
 /** Answers a call with one message and `grpc-status: 0`. */
 function reply(stream: http2.ServerHttp2Stream, frame: Buffer): void {
   if (stream.destroyed || stream.headersSent) return;
-  stream.respond(OK_HEADERS, { waitForTrailers: true });
+  stream.respond(OK_HEADERS, OK_OPTIONS);
   stream.once("wantTrailers", sendTrailers);
   stream.end(frame);
 }
@@ -143,10 +159,16 @@ export function createRlsGrpcServer(
   const max = options.maxMessageBytes;
   const server = http2.createServer();
   const sessions = new Set<http2.ServerHttp2Session>();
-  const pending = new Set<Pending>();
+  /** Calls whose request has not arrived whole yet (watched for the request timeout). */
+  const pending = new Set<Call>();
   let serving = true;
+  // A clock read once per sweep: a call's start needs no finer time than the sweep's. A call
+  // starts at most one sweep after `coarseNow`, so it is taken to start then: no call is cut
+  // before its time, and none later than two sweeps after it.
+  const sweepMs = Math.min(1000, Math.max(10, options.requestTimeoutMs / 10));
+  let coarseNow = Date.now();
 
-  const onRls = (stream: http2.ServerHttp2Stream, body: Buffer, start: number, end: number) => {
+  const onRls: Handler = (stream, body, start, end) => {
     let request: RlsRequest;
     try {
       request = decodeRateLimitRequest(body, start, end);
@@ -155,20 +177,32 @@ export function createRlsGrpcServer(
       fail(stream, GRPC_STATUS.INTERNAL, `malformed RateLimitRequest: ${err.message}`);
       return;
     }
-    service.shouldRateLimit(request).then(
-      (r: RlsResponse) => reply(stream, encodeRateLimitResponse(r)),
-      (err: unknown) => {
-        if (err instanceof RlsInputError) {
-          fail(stream, GRPC_STATUS.INVALID_ARGUMENT, err.message);
-          return;
-        }
-        logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
-        fail(stream, GRPC_STATUS.INTERNAL, "internal error");
-      },
-    );
+    let answer: RlsResponse | Promise<RlsResponse>;
+    try {
+      answer = service.answer(request);
+    } catch (err) {
+      failed(stream, err, request);
+      return;
+    }
+    if (answer instanceof Promise)
+      answer.then(
+        (r) => reply(stream, encodeRateLimitResponse(r)),
+        (err: unknown) => failed(stream, err, request),
+      );
+    else reply(stream, encodeRateLimitResponse(answer));
   };
 
-  const onHealth = (stream: http2.ServerHttp2Stream, body: Buffer, start: number, end: number) => {
+  /** A call the service could not answer: its input (INVALID_ARGUMENT), or a failure. */
+  const failed = (stream: http2.ServerHttp2Stream, err: unknown, request: RlsRequest) => {
+    if (err instanceof RlsInputError) {
+      fail(stream, GRPC_STATUS.INVALID_ARGUMENT, err.message);
+      return;
+    }
+    logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
+    fail(stream, GRPC_STATUS.INTERNAL, "internal error");
+  };
+
+  const onHealth: Handler = (stream, body, start, end) => {
     let name: string;
     try {
       name = decodeHealthCheckRequest(body, start, end);
@@ -190,7 +224,7 @@ export function createRlsGrpcServer(
   /** The whole request body has arrived: one gRPC message, checked, to its method. */
   const onBody = (
     stream: http2.ServerHttp2Stream,
-    handler: typeof onRls,
+    handler: Handler,
     encoding: string,
     body: Buffer,
   ) => {
@@ -289,44 +323,61 @@ export function createRlsGrpcServer(
       );
       return;
     }
-    const call: Pending = { stream, since: Date.now() };
-    pending.add(call);
-    let first: Buffer | undefined;
-    let more: Buffer[] | undefined;
-    let size = 0;
-    const tooLarge = (bytes: number) => {
-      pending.delete(call);
-      stream.removeAllListeners("data");
-      stream.removeAllListeners("end");
-      fail(
-        stream,
-        GRPC_STATUS.RESOURCE_EXHAUSTED,
-        `request message larger than the limit (${bytes} vs. ${max} bytes)`,
-      );
+    const call: Call = {
+      stream,
+      handler,
+      encoding,
+      since: coarseNow + sweepMs,
+      first: undefined,
+      more: undefined,
+      size: 0,
     };
-    stream.on("data", (chunk: Buffer) => {
-      size += chunk.length;
-      if (first === undefined) first = chunk;
-      else (more ??= [first]).push(chunk);
-      if (size > max + 5) tooLarge(size - 5);
-      else if (size >= 5 && size - chunk.length < 5) {
-        // The prefix is complete: a message announced too large is refused before it arrives.
-        const head = more ? Buffer.concat(more) : first;
-        const announced = head.readUInt32BE(1);
-        if (announced > max) tooLarge(announced);
-      }
-    });
-    stream.on("end", () => {
-      pending.delete(call);
-      const body = more ? Buffer.concat(more) : (first ?? Buffer.alloc(0));
-      try {
-        onBody(stream, handler, encoding, body);
-      } catch (err) {
-        logger.error({ err, path }, "gRPC call failed");
-        fail(stream, GRPC_STATUS.INTERNAL, "internal error");
-      }
-    });
+    (stream as CallStream)[CALL] = call;
+    pending.add(call);
+    stream.on("data", onData);
+    stream.on("end", onEnd);
   });
+
+  /** Stops reading a call's request (it was answered before it ended). */
+  const abandon = (call: Call) => {
+    pending.delete(call);
+    call.stream.removeListener("data", onData);
+    call.stream.removeListener("end", onEnd);
+  };
+
+  // The listeners of every call (`this` is the call's stream): made once, not per call.
+  function onData(this: CallStream, chunk: Buffer): void {
+    const call = this[CALL]!;
+    const size = (call.size += chunk.length);
+    if (call.first === undefined) call.first = chunk;
+    else (call.more ??= [call.first]).push(chunk);
+    let announced = 0;
+    if (size >= 5 && size - chunk.length < 5) {
+      // The prefix is complete: a message announced too large is refused before it arrives.
+      announced = (call.more ? Buffer.concat(call.more) : call.first).readUInt32BE(1);
+    }
+    if (size > max + 5 || announced > max) {
+      abandon(call);
+      fail(
+        this,
+        GRPC_STATUS.RESOURCE_EXHAUSTED,
+        `request message larger than the limit (${Math.max(size - 5, announced)} vs. ${max} bytes)`,
+      );
+    }
+  }
+
+  function onEnd(this: CallStream): void {
+    const call = this[CALL]!;
+    pending.delete(call);
+    this[CALL] = undefined;
+    const body = call.more ? Buffer.concat(call.more) : (call.first ?? Buffer.alloc(0));
+    try {
+      onBody(this, call.handler, call.encoding, body);
+    } catch (err) {
+      logger.error({ err, path: RLS_PATH }, "gRPC call failed");
+      fail(this, GRPC_STATUS.INTERNAL, "internal error");
+    }
+  }
 
   server.on("session", (session) => {
     sessions.add(session);
@@ -335,24 +386,21 @@ export function createRlsGrpcServer(
   });
 
   // Calls whose request does not arrive whole within the timeout get DEADLINE_EXCEEDED.
-  const sweep = setInterval(
-    () => {
-      const before = Date.now() - options.requestTimeoutMs;
-      for (const call of pending) {
-        if (call.stream.destroyed) pending.delete(call);
-        if (call.since > before || call.stream.destroyed) continue;
-        pending.delete(call);
-        call.stream.removeAllListeners("data");
-        call.stream.removeAllListeners("end");
+  const sweep = setInterval(() => {
+    coarseNow = Date.now();
+    const before = coarseNow - options.requestTimeoutMs;
+    for (const call of pending) {
+      if (call.stream.destroyed) pending.delete(call);
+      else if (call.since <= before) {
+        abandon(call);
         fail(
           call.stream,
           GRPC_STATUS.DEADLINE_EXCEEDED,
           `the request did not arrive whole within ${options.requestTimeoutMs} ms`,
         );
       }
-    },
-    Math.min(1000, Math.max(10, options.requestTimeoutMs / 4)),
-  );
+    }
+  }, sweepMs);
   sweep.unref();
 
   let closing: Promise<void> | undefined;
