@@ -45,7 +45,7 @@ export async function h2load({ path, url, data, headers = [], clients, streams, 
     succeeded: Number(requests[4]),
     failed: Number(requests[5]) + Number(requests[6]) + Number(requests[7]),
     non2xx: Number(status[2]) + Number(status[3]) + Number(status[4]),
-    command: `h2load ${args.join(" ")}`,
+    command: `h2load ${args.map((a) => (/\s/.test(a) ? `'${a}'` : a)).join(" ")}`,
   };
 }
 

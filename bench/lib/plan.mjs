@@ -107,9 +107,9 @@ const FULL = {
   ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
-  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
+  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000, workers: 2 },
   // As issue 21 measured it: 4 connections × 32 calls in flight, three interleaved rounds.
-  grpc: { durationS: 10, warmupS: 3, rounds: 3, clients: 4, streams: 32, workers: 1 },
+  grpc: { durationS: 10, warmupS: 3, rounds: 3, clients: 4, streams: 32, workers: 2 },
 };
 
 const QUICK = {
@@ -131,8 +131,8 @@ const QUICK = {
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
-  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
-  grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 1 },
+  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500, workers: 2 },
+  grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 2 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */

@@ -216,16 +216,17 @@ export async function startBare() {
 }
 
 /**
- * Requests/s of `sluice serve` (Redis counters, then memory counters) and of the bare Fastify
- * route, one after another, same autocannon settings: POST /v1/limit, and on the same servers
- * the Envoy service's POST /json. Resolves `{ skipped }` when the service cannot be built or
- * started yet.
+ * Requests/s of `sluice serve` (Redis counters, then memory counters, then Redis counters with
+ * `workers` processes) and of the bare Fastify route, one after another, same autocannon
+ * settings: POST /v1/limit, and on the first two servers the Envoy service's POST /json.
+ * Resolves `{ skipped }` when the service cannot be built or started yet.
  */
 export async function measureService({
   durationS,
   warmupS,
   connections,
   distinct,
+  workers = 1,
   redisPort,
   log,
 }) {
@@ -256,12 +257,15 @@ export async function measureService({
   } finally {
     await bare.stop();
   }
-  for (const counters of ["redis", "memory"]) {
-    const id = counters === "redis" ? "sluice" : "sluiceMemory";
-    const json = counters === "redis" ? "json" : "jsonMemory";
+  const runs = [
+    { counters: "redis", id: "sluice", json: "json" },
+    { counters: "memory", id: "sluiceMemory", json: "jsonMemory" },
+    ...(workers > 1 ? [{ counters: "redis", id: "sluiceWorkers", workers }] : []),
+  ];
+  for (const { counters, id, json, workers: n = 1 } of runs) {
     let svc;
     try {
-      svc = await startSluice({ counters, redisPort });
+      svc = await startSluice({ counters, redisPort, workers: n });
     } catch (err) {
       log(`\nbench: sluice serve (${counters}) not measured: ${err.message}`);
       out[id] = { error: String(err.message) };
@@ -269,11 +273,13 @@ export async function measureService({
     }
     try {
       out[id] = await loadOf(svc);
-      try {
-        out[json] = await loadOf(svc, DOMAIN);
-      } catch (err) {
-        log(`\nbench: POST /json (${counters}) not measured: ${err.message}`);
-        out[json] = { error: String(err.message) };
+      if (json) {
+        try {
+          out[json] = await loadOf(svc, DOMAIN);
+        } catch (err) {
+          log(`\nbench: POST /json (${counters}) not measured: ${err.message}`);
+          out[json] = { error: String(err.message) };
+        }
       }
     } finally {
       await svc.stop();

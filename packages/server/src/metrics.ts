@@ -126,14 +126,18 @@ export function createMetrics(): Metrics {
       labelNames: ["store", "operation"],
       registers: [registry],
     }),
+    // With `--workers`, /metrics sums every worker's metrics (workers.ts); a gauge every
+    // worker holds alike is shown once.
     policies: new Gauge({
       name: "sluice_policies",
       help: "Policies loaded on this node",
+      aggregator: "max",
       registers: [registry],
     }),
     revision: new Gauge({
       name: "sluice_policy_revision",
       help: "Policy revision this node runs",
+      aggregator: "min",
       registers: [registry],
     }),
     inFlight: new Gauge({
@@ -162,6 +166,7 @@ export function createMetrics(): Metrics {
     envoyDomains: new Gauge({
       name: "sluice_envoy_domains",
       help: "Envoy domains loaded on this node",
+      aggregator: "max",
       registers: [registry],
     }),
   };
