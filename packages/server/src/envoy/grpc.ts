@@ -150,6 +150,24 @@ function reply(stream: http2.ServerHttp2Stream, frame: Buffer): void {
 
 function ignore(): void {}
 
+/** A call's message, decoded; undefined when it cannot be read (answered INTERNAL, saying why). */
+function read<T>(
+  stream: http2.ServerHttp2Stream,
+  message: string,
+  decode: (body: Buffer, start: number, end: number) => T,
+  body: Buffer,
+  start: number,
+  end: number,
+): T | undefined {
+  try {
+    return decode(body, start, end);
+  } catch (err) {
+    if (!(err instanceof WireError)) throw err;
+    fail(stream, GRPC_STATUS.INTERNAL, `malformed ${message}: ${err.message}`);
+    return undefined;
+  }
+}
+
 /** Builds the gRPC server around a {@link RateLimitService}. */
 export function createRlsGrpcServer(
   service: RateLimitService,
@@ -169,14 +187,8 @@ export function createRlsGrpcServer(
   let coarseNow = Date.now();
 
   const onRls: Handler = (stream, body, start, end) => {
-    let request: RlsRequest;
-    try {
-      request = decodeRateLimitRequest(body, start, end);
-    } catch (err) {
-      if (!(err instanceof WireError)) throw err;
-      fail(stream, GRPC_STATUS.INTERNAL, `malformed RateLimitRequest: ${err.message}`);
-      return;
-    }
+    const request = read(stream, "RateLimitRequest", decodeRateLimitRequest, body, start, end);
+    if (request === undefined) return;
     let answer: RlsResponse | Promise<RlsResponse>;
     try {
       answer = service.answer(request);
@@ -203,14 +215,8 @@ export function createRlsGrpcServer(
   };
 
   const onHealth: Handler = (stream, body, start, end) => {
-    let name: string;
-    try {
-      name = decodeHealthCheckRequest(body, start, end);
-    } catch (err) {
-      if (!(err instanceof WireError)) throw err;
-      fail(stream, GRPC_STATUS.INTERNAL, `malformed HealthCheckRequest: ${err.message}`);
-      return;
-    }
+    const name = read(stream, "HealthCheckRequest", decodeHealthCheckRequest, body, start, end);
+    if (name === undefined) return;
     if (name !== "" && name !== RLS_SERVICE) {
       fail(stream, GRPC_STATUS.NOT_FOUND, `unknown service "${name}"`);
       return;
