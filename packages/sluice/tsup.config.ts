@@ -14,6 +14,8 @@ export default defineConfig({
     fastify: "src/http/adapters/fastify.ts",
     koa: "src/http/adapters/koa.ts",
     hono: "src/http/adapters/hono.ts",
+    // Stores for runtimes without TCP: Redis over HTTP (Upstash's REST protocol).
+    upstash: "src/stores/upstash.ts",
     // Drop-in faces of peer libraries (`sluice/compat/rate-limiter-flexible`, …).
     "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
     "compat/express-rate-limit": "src/compat/express-rate-limit.ts",

@@ -2,7 +2,7 @@
  * Who a request counts against. A key function maps a request to an identifier; the limiter's
  * policy name keeps identifiers of different policies apart, so keys need no policy prefix.
  */
-import { createHash } from "node:crypto";
+import { sha256Base64url } from "../hash.js";
 import type { HttpRequest } from "./types.js";
 
 /**
@@ -20,7 +20,7 @@ export type KeyFn<Raw = unknown> = (
 
 /** A short, stable digest: secrets (API keys, tokens) never reach the store or logs in clear. */
 export function digest(value: string): string {
-  return createHash("sha256").update(value).digest("base64url").slice(0, 27);
+  return sha256Base64url(value).slice(0, 27);
 }
 
 /** Key helpers for the common identities. Compose them: `keys.route(keys.user(...))`. */

@@ -9,7 +9,6 @@
  * earlier. Draft and decision counts are reported back (`POST /v1/policies/report`), which is
  * also the client's heartbeat in the admin's list of clients.
  */
-import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import {
   type Clock,
@@ -33,6 +32,7 @@ import {
 import { type Policy, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
 import { VERSION } from "../version.js";
+import { importBuiltin, randomHex } from "../platform.js";
 import { type PolicyCache, fileCache } from "./file-cache.js";
 import {
   type DecideLiveHooks,
@@ -371,7 +371,7 @@ export async function connectPolicies(options: ConnectPoliciesOptions): Promise<
 
 async function defaultHost(): Promise<string> {
   try {
-    const os = (await import("node:os")) as { hostname(): string };
+    const os = await importBuiltin<{ hostname(): string }>("os");
     return os.hostname() || "unknown";
   } catch {
     return "unknown";
@@ -398,7 +398,7 @@ class Client implements PolicyClient {
   private failures = 0;
   private lastError: SluiceError | undefined;
   private closed = false;
-  private readonly instance = randomBytes(8).toString("hex");
+  private readonly instance = randomHex(8);
   private readonly requests = new Set<AbortController>();
   private readonly sleepers = new Set<() => void>();
   private loop: Promise<void> | undefined;

@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
 import type { RuleDecision } from "../decision.js";
 import { type Clock, systemClock } from "../clock.js";
+import { randomId, unrefTimer } from "../platform.js";
 import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "../errors.js";
 import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
@@ -241,7 +241,7 @@ export class RedisStore implements Store {
     this.o = resolveOptions(options);
     const client = this.o.client;
     this.cluster = client.isCluster === true;
-    this.instanceId = randomBytes(9).toString("base64url");
+    this.instanceId = randomId(9);
     this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
     this.offsets = new ClockOffsets(this.cluster);
     this.connected = client.status === "ready";
@@ -257,7 +257,7 @@ export class RedisStore implements Store {
     if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
       this.heartbeat();
       this.heartbeatTimer = setInterval(() => this.heartbeat(), this.o.heartbeatMs);
-      this.heartbeatTimer.unref();
+      unrefTimer(this.heartbeatTimer);
     }
   }
 
@@ -986,9 +986,11 @@ export class RedisStore implements Store {
     // A failover that never ends (the sentinels gave up without saying so) stops holding
     // calls after this long; each held call is answered by its own deadline meanwhile.
     const f = this.failover;
-    setTimeout(() => {
-      if (this.failover === f) this.failoverEnded();
-    }, MAX_FAILOVER_HOLD_MS).unref();
+    unrefTimer(
+      setTimeout(() => {
+        if (this.failover === f) this.failoverEnded();
+      }, MAX_FAILOVER_HOLD_MS),
+    );
   }
 
   private masterSwitched(host: string, port: number): void {
