@@ -196,8 +196,14 @@ const MAX_FAILOVER_HOLD_MS = 10_000;
  */
 export class RedisStore implements Store {
   readonly kind = "redis";
-  /** This store's random id (used for instance counting). */
-  readonly instanceId: string;
+  /**
+   * This store's random id (instance counting, lease ids). Made on first use: Workers refuse
+   * random values outside a request, and a store is often made at a module's top level.
+   */
+  get instanceId(): string {
+    return (this.randomId ??= randomId(9));
+  }
+  private randomId: string | undefined;
   private readonly o: ResolvedOptions;
   private readonly cluster: boolean;
   private readonly policies = new WeakMap<Policy, PolicyInfo>();
@@ -241,7 +247,6 @@ export class RedisStore implements Store {
     this.o = resolveOptions(options);
     const client = this.o.client;
     this.cluster = client.isCluster === true;
-    this.instanceId = randomId(9);
     this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
     this.offsets = new ClockOffsets(this.cluster);
     this.connected = client.status === "ready";
