@@ -15,7 +15,10 @@ export default defineConfig({
         find: /^sluice\/compat\/(.*)$/,
         replacement: src("./packages/sluice/src/compat/$1.ts"),
       },
-      { find: /^sluice\/upstash$/, replacement: src("./packages/sluice/src/stores/upstash.ts") },
+      {
+        find: /^sluice\/(upstash|durable-object)$/,
+        replacement: src("./packages/sluice/src/stores/$1.ts"),
+      },
       { find: /^sluice\/(.*)$/, replacement: src("./packages/sluice/src/http/adapters/$1.ts") },
     ],
   },

@@ -21,12 +21,13 @@ export const PORTABLE_ENTRIES = [
   "sluice/http",
   "sluice/hono",
   "sluice/upstash",
+  "sluice/durable-object",
 ] as const;
 
 const NODE_BUILTINS = new Set(builtinModules.flatMap((m) => [m, `node:${m}`]));
 
 beforeAll(() => {
-  if (!existsSync(join(root, "packages/sluice/dist/upstash.js")))
+  if (!existsSync(join(root, "packages/sluice/dist/durable-object.js")))
     execFileSync("npm", ["run", "build", "-w", "sluice"], { cwd: root, stdio: "ignore" });
 });
 

@@ -47,7 +47,7 @@ const builtPackage: Plugin = {
  * loads itself (Deno, Bun); without it everything is bundled (Workers, Edge).
  */
 export async function bundle(entry: string, out: string, options: BuildOptions): Promise<string> {
-  if (!existsSync(join(root, "packages/sluice/dist/upstash.js")))
+  if (!existsSync(join(root, "packages/sluice/dist/durable-object.js")))
     execFileSync("npm", ["run", "build", "-w", "sluice"], { cwd: root, stdio: "ignore" });
   const dir = join(root, ".tmp/runtimes");
   mkdirSync(dir, { recursive: true });

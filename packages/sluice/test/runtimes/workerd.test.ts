@@ -2,25 +2,35 @@
  * Cloudflare Workers, through workerd from npm (`workerd`, the open-source runtime of Workers
  * that wrangler and miniflare run; driven here directly, since miniflare 4 and wrangler 4 need
  * Node ≥ 22). The suite is a Worker module bundled for the `workerd` condition, configured with
- * no Node compatibility; its outbound fetch may reach the local fixture.
+ * no Node compatibility, with Durable Objects kept on disk; its outbound fetch may reach the
+ * local fixture. Beside the suite, from outside: concurrent requests through the Durable Object
+ * store, its state across a restart of workerd, and its sweep of expired keys.
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
 import { bundle, declareRuntimeSuite, runtimeBin } from "./harness.js";
 import type { SuiteResult } from "./suite.js";
 
 let child: ChildProcess | undefined;
 let log = "";
+let base = "";
+const storage = mkdtempSync(join(tmpdir(), "sluice-workerd-"));
 
-/** workerd's configuration (Cap'n Proto text): the Worker, and a network that allows loopback. */
+/**
+ * workerd's configuration (Cap'n Proto text): the Worker and its two Durable Object classes,
+ * stored on disk, and a network that allows loopback.
+ */
 function capnp(module: string, port: number): string {
   return `using Workerd = import "/workerd/workerd.capnp";
 const config :Workerd.Config = (
   services = [
     (name = "main", worker = .suite),
     (name = "net", network = (allow = ["public", "private", "local"])),
+    (name = "objects", disk = (path = "${storage}", writable = true)),
   ],
   sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
 );
@@ -28,9 +38,46 @@ const suite :Workerd.Worker = (
   modules = [(name = "worker.js", esModule = embed "${module}")],
   compatibilityDate = "2025-09-01",
   globalOutbound = "net",
+  durableObjectNamespaces = [
+    (className = "SluiceDurableObject", uniqueKey = "sluice-test-limiter"),
+    (className = "InspectedDurableObject", uniqueKey = "sluice-test-inspected"),
+  ],
+  durableObjectStorage = (localDisk = "objects"),
+  bindings = [
+    (name = "SLUICE", durableObjectNamespace = "SluiceDurableObject"),
+    (name = "INSPECT", durableObjectNamespace = "InspectedDurableObject"),
+    (name = "SLUICE_SWEEP_MS", text = "300"),
+  ],
 );
 `;
 }
+
+let config = "";
+
+async function startWorkerd(): Promise<void> {
+  log = "";
+  const proc = spawn(runtimeBin("workerd"), ["serve", config], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child = proc;
+  proc.stdout.on("data", (d: Buffer) => (log += d.toString()));
+  proc.stderr.on("data", (d: Buffer) => (log += d.toString()));
+  await waitFor(async () => (await fetch(`${base}/`)).status > 0, 20_000).catch((err: unknown) => {
+    throw new Error(`workerd did not start: ${String(err)}\n${log}`);
+  });
+}
+
+async function stopWorkerd(): Promise<void> {
+  const proc = child;
+  child = undefined;
+  if (proc && proc.exitCode === null && proc.signalCode === null) {
+    const exited = new Promise((r) => proc.once("exit", r));
+    proc.kill();
+    await exited;
+  }
+}
+
+afterAll(() => rmSync(storage, { recursive: true, force: true }));
 
 declareRuntimeSuite(
   "workerd",
@@ -41,32 +88,51 @@ declareRuntimeSuite(
       conditions: ["workerd", "worker", "browser"],
     });
     const port = await freePort();
-    const config = join(dirname(file), "workerd.capnp");
+    base = `http://127.0.0.1:${port}`;
+    config = join(dirname(file), "workerd.capnp");
     writeFileSync(config, capnp(basename(file), port));
-    child = spawn(runtimeBin("workerd"), ["serve", config], { stdio: ["ignore", "pipe", "pipe"] });
-    child.stdout!.on("data", (d: Buffer) => (log += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (log += d.toString()));
-    const url = `http://127.0.0.1:${port}/`;
-    await waitFor(async () => (await fetch(url, { method: "OPTIONS" })).status > 0, 20_000).catch(
-      (err: unknown) => {
-        throw new Error(`workerd did not start: ${String(err)}\n${log}`);
-      },
-    );
-    const res = await fetch(url, {
+    await startWorkerd();
+    const res = await fetch(`${base}/suite`, {
       method: "POST",
       body: JSON.stringify(backend.config("workerd")),
     });
     if (!res.ok) throw new Error(`workerd answered ${res.status}: ${await res.text()}\n${log}`);
     return (await res.json()) as SuiteResult[];
   },
-  {
-    extra: ["workers/top-level"],
-    stop: async () => {
-      if (child && child.exitCode === null) {
-        const exited = new Promise((r) => child!.once("exit", r));
-        child.kill();
-        await exited;
-      }
-    },
-  },
+  { stores: ["durable-object"], extra: ["workers/top-level"], stop: stopWorkerd },
 );
+
+/** One request to the Hono app limited through Durable Objects (37 per hour per client). */
+async function hit(name: string, client = "203.0.113.7"): Promise<Response> {
+  return fetch(`${base}/app/${name}`, { headers: { "x-test-peer": client } });
+}
+
+describe("the Durable Object store, from outside workerd", () => {
+  it("is exact across concurrent requests: 200 at once, exactly 37 served", async () => {
+    const codes = await Promise.all(
+      Array.from({ length: 200 }, () => hit("exact").then((r) => r.status)),
+    );
+    expect(codes.filter((c) => c === 200)).toHaveLength(37);
+    expect(codes.filter((c) => c === 429)).toHaveLength(163);
+    // Another client is counted apart.
+    expect((await hit("exact", "2001:db8::7")).status).toBe(200);
+  });
+
+  it("keeps its counts when workerd restarts (state in the object's storage)", async () => {
+    for (let i = 0; i < 5; i++) expect((await hit("restart")).status).toBe(200);
+    await stopWorkerd();
+    await startWorkerd();
+    const res = await hit("restart");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-ratelimit-remaining")).toBe("31");
+  });
+
+  it("deletes expired keys (the object's alarm), so storage does not grow", async () => {
+    expect(await (await fetch(`${base}/sweep/write`, { method: "POST" })).text()).toBe("written");
+    const keys = async (): Promise<string[]> =>
+      (await (await fetch(`${base}/sweep/keys`)).json()) as string[];
+    expect((await keys()).filter((k) => k.startsWith("sweep:"))).toHaveLength(3);
+    // The window is 1 s; sweeps come at most every 300 ms (SLUICE_SWEEP_MS).
+    await waitFor(async () => (await keys()).every((k) => !k.startsWith("sweep:")), 15_000, 200);
+  });
+});
