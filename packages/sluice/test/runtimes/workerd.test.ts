@@ -6,100 +6,52 @@
  * local fixture. Beside the suite, from outside: concurrent requests through the Durable Object
  * store, its state across a restart of workerd, and its sweep of expired keys.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort, waitFor } from "../../../../test/support/ports.js";
-import { bundle, declareRuntimeSuite, runtimeBin } from "./harness.js";
+import { waitFor } from "../../../../test/support/ports.js";
+import { bundle, declareRuntimeSuite } from "./harness.js";
 import type { SuiteResult } from "./suite.js";
+import { type Workerd, startWorkerd } from "./workerd.js";
 
-let child: ChildProcess | undefined;
-let log = "";
+let workerd: Workerd | undefined;
 let base = "";
 const storage = mkdtempSync(join(tmpdir(), "sluice-workerd-"));
-
-/**
- * workerd's configuration (Cap'n Proto text): the Worker and its two Durable Object classes,
- * stored on disk, and a network that allows loopback.
- */
-function capnp(module: string, port: number): string {
-  return `using Workerd = import "/workerd/workerd.capnp";
-const config :Workerd.Config = (
-  services = [
-    (name = "main", worker = .suite),
-    (name = "net", network = (allow = ["public", "private", "local"])),
-    (name = "objects", disk = (path = "${storage}", writable = true)),
-  ],
-  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
-);
-const suite :Workerd.Worker = (
-  modules = [(name = "worker.js", esModule = embed "${module}")],
-  compatibilityDate = "2025-09-01",
-  globalOutbound = "net",
-  durableObjectNamespaces = [
-    (className = "SluiceDurableObject", uniqueKey = "sluice-test-limiter"),
-    (className = "InspectedDurableObject", uniqueKey = "sluice-test-inspected"),
-  ],
-  durableObjectStorage = (localDisk = "objects"),
-  bindings = [
-    (name = "SLUICE", durableObjectNamespace = "SluiceDurableObject"),
-    (name = "INSPECT", durableObjectNamespace = "InspectedDurableObject"),
-    (name = "SLUICE_SWEEP_MS", text = "300"),
-  ],
-);
-`;
-}
-
-let config = "";
-
-async function startWorkerd(): Promise<void> {
-  log = "";
-  const proc = spawn(runtimeBin("workerd"), ["serve", config], {
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  child = proc;
-  proc.stdout.on("data", (d: Buffer) => (log += d.toString()));
-  proc.stderr.on("data", (d: Buffer) => (log += d.toString()));
-  await waitFor(async () => (await fetch(`${base}/`)).status > 0, 20_000).catch((err: unknown) => {
-    throw new Error(`workerd did not start: ${String(err)}\n${log}`);
-  });
-}
-
-async function stopWorkerd(): Promise<void> {
-  const proc = child;
-  child = undefined;
-  if (proc && proc.exitCode === null && proc.signalCode === null) {
-    const exited = new Promise((r) => proc.once("exit", r));
-    proc.kill();
-    await exited;
-  }
-}
 
 afterAll(() => rmSync(storage, { recursive: true, force: true }));
 
 declareRuntimeSuite(
   "workerd",
   async (backend) => {
-    const file = await bundle("entry-workerd.ts", "workerd.js", {
+    const module = await bundle("entry-workerd.ts", "workerd.js", {
       platform: "neutral",
       mainFields: ["module", "main"],
       conditions: ["workerd", "worker", "browser"],
     });
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    config = join(dirname(file), "workerd.capnp");
-    writeFileSync(config, capnp(basename(file), port));
-    await startWorkerd();
+    workerd = await startWorkerd({
+      module,
+      durableObjects: [
+        { className: "SluiceDurableObject", binding: "SLUICE" },
+        { className: "InspectedDurableObject", binding: "INSPECT" },
+      ],
+      storageDir: storage,
+      vars: { SLUICE_SWEEP_MS: "300" },
+    });
+    base = workerd.url;
     const res = await fetch(`${base}/suite`, {
       method: "POST",
       body: JSON.stringify(backend.config("workerd")),
     });
-    if (!res.ok) throw new Error(`workerd answered ${res.status}: ${await res.text()}\n${log}`);
+    if (!res.ok)
+      throw new Error(`workerd answered ${res.status}: ${await res.text()}\n${workerd.log()}`);
     return (await res.json()) as SuiteResult[];
   },
-  { stores: ["durable-object"], extra: ["workers/top-level"], stop: stopWorkerd },
+  {
+    stores: ["durable-object"],
+    extra: ["workers/top-level"],
+    stop: () => workerd?.stop() ?? Promise.resolve(),
+  },
 );
 
 /** One request to the Hono app limited through Durable Objects (37 per hour per client). */
@@ -120,8 +72,7 @@ describe("the Durable Object store, from outside workerd", () => {
 
   it("keeps its counts when workerd restarts (state in the object's storage)", async () => {
     for (let i = 0; i < 5; i++) expect((await hit("restart")).status).toBe(200);
-    await stopWorkerd();
-    await startWorkerd();
+    await workerd!.restart();
     const res = await hit("restart");
     expect(res.status).toBe(200);
     expect(res.headers.get("x-ratelimit-remaining")).toBe("31");

@@ -16,6 +16,7 @@ import {
   createLimiter,
   redisStore,
 } from "../../src/index.js";
+import { Ratelimit } from "../../src/compat/upstash.js";
 import { UpstashCommandError, upstashClient, upstashStore } from "../../src/stores/upstash.js";
 import { SLUICE_LUA } from "../../src/stores/lua-scripts.js";
 import { waitFor } from "../../../../test/support/ports.js";
@@ -207,5 +208,19 @@ describe("upstashClient", () => {
       /GET is not supported/,
     );
     expect(() => upstashClient({} as never)).toThrow(/redis: must be an @upstash\/redis client/);
+  });
+});
+
+describe("sluice/compat/upstash over HTTP", () => {
+  it("takes the @upstash/redis client an @upstash/ratelimit app already has", async () => {
+    const ratelimit = new Ratelimit({
+      redis: upstash(),
+      limiter: Ratelimit.slidingWindow(3, "10 s"),
+      prefix: `rl${run}`,
+    });
+    const rs = [];
+    for (let i = 0; i < 4; i++) rs.push(await ratelimit.limit("user-1"));
+    expect(rs.map((r) => r.success)).toEqual([true, true, true, false]);
+    expect(await direct.keys(`sl:rl${run}:{user-1}:*`)).toEqual([`sl:rl${run}:{user-1}:s0`]);
   });
 });
