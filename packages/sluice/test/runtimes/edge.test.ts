@@ -6,15 +6,10 @@
 import { readFileSync } from "node:fs";
 import { EdgeRuntime } from "edge-runtime";
 import type { SuiteResult } from "./suite.js";
-import { bundle, declareRuntimeSuite } from "./harness.js";
+import { EDGE_BUILD, bundle, declareRuntimeSuite } from "./harness.js";
 
 declareRuntimeSuite("edge", async (backend) => {
-  const file = await bundle("entry-edge.ts", "edge.js", {
-    format: "iife",
-    platform: "neutral",
-    mainFields: ["module", "main"],
-    conditions: ["edge-light", "worker", "browser"],
-  });
+  const file = await bundle("entry-edge.ts", "edge.js", EDGE_BUILD);
   const runtime = new EdgeRuntime({ initialCode: readFileSync(file, "utf8") });
   // Nothing of Node is there (the suite would find node:crypto through process otherwise).
   if (runtime.evaluate<string>("typeof process") !== "undefined")

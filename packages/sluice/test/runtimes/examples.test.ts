@@ -13,8 +13,9 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 import { type UpstashRest, startUpstashRest } from "../../../../test/support/upstash-rest.js";
-import { bundle, root, runtimeBin } from "./harness.js";
-import { type Workerd, startWorkerd } from "./workerd.js";
+import { EDGE_BUILD, bundle, root, runtimeBin } from "./harness.js";
+import { stopProcess } from "./process.js";
+import { WORKERS_BUILD, type Workerd, startWorkerd } from "./workerd.js";
 
 const examples = join(root, "examples");
 let child: ChildProcess | undefined;
@@ -25,11 +26,7 @@ let rest: UpstashRest | undefined;
 afterEach(async () => {
   const proc = child;
   child = undefined;
-  if (proc && proc.exitCode === null && proc.signalCode === null) {
-    const exited = new Promise((r) => proc.once("exit", r));
-    proc.kill();
-    await exited;
-  }
+  await stopProcess(proc);
   await workerd?.stop();
   workerd = undefined;
 });
@@ -95,11 +92,11 @@ describe("examples/", () => {
     expect(binding?.slice(1)).toEqual(["LIMITER", "SluiceDurableObject"]);
     expect(toml).toMatch(/^main = "worker\.mjs"$/m);
     const date = /^compatibility_date = "([\d-]+)"$/m.exec(toml)![1]!;
-    const module = await bundle("../../../../examples/workers/worker.mjs", "example-worker.js", {
-      platform: "neutral",
-      mainFields: ["module", "main"],
-      conditions: ["workerd", "worker", "browser"],
-    });
+    const module = await bundle(
+      "../../../../examples/workers/worker.mjs",
+      "example-worker.js",
+      WORKERS_BUILD,
+    );
     workerd = await startWorkerd({
       module,
       compatibilityDate: date,
@@ -124,12 +121,9 @@ describe("examples/", () => {
 addEventListener("fetch", (event) => event.respondWith(middleware(event.request)));`,
         resolveDir: join(examples, "vercel-edge"),
       },
+      ...EDGE_BUILD,
       bundle: true,
       write: false,
-      format: "iife",
-      platform: "neutral",
-      mainFields: ["module", "main"],
-      conditions: ["edge-light", "worker", "browser"],
       logLevel: "silent",
     });
     const env = { UPSTASH_REDIS_REST_URL: rest.url, UPSTASH_REDIS_REST_TOKEN: rest.token };

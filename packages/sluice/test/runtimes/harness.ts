@@ -65,6 +65,14 @@ export async function bundle(entry: string, out: string, options: BuildOptions):
   return outfile;
 }
 
+/** How an Edge function is bundled (as Vercel does): one script, no Node, `edge-light`. */
+export const EDGE_BUILD: BuildOptions = {
+  format: "iife",
+  platform: "neutral",
+  mainFields: ["module", "main"],
+  conditions: ["edge-light", "worker", "browser"],
+};
+
 /** Packages Deno and Bun resolve from node_modules themselves. */
 export const PACKAGES = ["sluice", "sluice/*", "hono", "hono/*", "@upstash/redis"];
 

@@ -1,5 +1,5 @@
 /** Runs a runtime's process to its end and reads the suite's results from its last line. */
-import { execFile } from "node:child_process";
+import { type ChildProcess, execFile } from "node:child_process";
 import type { SuiteResult } from "./suite.js";
 import { root } from "./harness.js";
 
@@ -23,4 +23,12 @@ export function runProcess(bin: string, args: string[]): Promise<SuiteResult[]> 
       },
     );
   });
+}
+
+/** Ends a process this test started (SIGTERM) and waits for it; nothing when it has ended. */
+export async function stopProcess(proc: ChildProcess | undefined): Promise<void> {
+  if (proc === undefined || proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill();
+  await exited;
 }

@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { waitFor } from "../../../../test/support/ports.js";
 import { bundle, declareRuntimeSuite } from "./harness.js";
 import type { SuiteResult } from "./suite.js";
-import { type Workerd, startWorkerd } from "./workerd.js";
+import { WORKERS_BUILD, type Workerd, startWorkerd } from "./workerd.js";
 
 let workerd: Workerd | undefined;
 let base = "";
@@ -24,11 +24,7 @@ afterAll(() => rmSync(storage, { recursive: true, force: true }));
 declareRuntimeSuite(
   "workerd",
   async (backend) => {
-    const module = await bundle("entry-workerd.ts", "workerd.js", {
-      platform: "neutral",
-      mainFields: ["module", "main"],
-      conditions: ["workerd", "worker", "browser"],
-    });
+    const module = await bundle("entry-workerd.ts", "workerd.js", WORKERS_BUILD);
     workerd = await startWorkerd({
       module,
       durableObjects: [

@@ -7,7 +7,16 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
+import type { BuildOptions } from "esbuild";
 import { runtimeBin } from "./harness.js";
+import { stopProcess } from "./process.js";
+
+/** How a Worker is bundled (as wrangler does): no Node, the `workerd` export condition. */
+export const WORKERS_BUILD: BuildOptions = {
+  platform: "neutral",
+  mainFields: ["module", "main"],
+  conditions: ["workerd", "worker", "browser"],
+};
 
 /** What a Worker is given. */
 export interface WorkerdConfig {
@@ -81,11 +90,7 @@ export async function startWorkerd(c: WorkerdConfig): Promise<Workerd> {
   const stop = async (): Promise<void> => {
     const proc = child;
     child = undefined;
-    if (proc && proc.exitCode === null && proc.signalCode === null) {
-      const exited = new Promise((r) => proc.once("exit", r));
-      proc.kill();
-      await exited;
-    }
+    await stopProcess(proc);
   };
   await start();
   return {
