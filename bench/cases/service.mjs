@@ -1,21 +1,30 @@
-// The HTTP load generator: autocannon against POST /v1/limit, one identifier per request.
+// The HTTP load generator: autocannon against POST /v1/limit (one identifier per request) or
+// against POST /json (the Envoy rate limit service's JSON door, one descriptor per request).
 import autocannon from "autocannon";
 import { makeKeys } from "../lib/util.mjs";
 
 /**
- * Requests/s and latency of `url` (POST /v1/limit with { policy, key }) under autocannon.
+ * Requests/s and latency of `url` under autocannon: POST /v1/limit with `{ policy, key }`, or
+ * with `domain`, POST /json with a RateLimitRequest of one descriptor `remote_address=<key>`.
  * Each connection cycles through `distinct` prebuilt requests, one identifier each: a request
  * built per call (setupRequest) costs autocannon more than a bare Fastify route costs the server.
  */
-export async function load({ url, token, policy, distinct, durationS, connections }) {
+export async function load({ url, token, policy, domain, distinct, durationS, connections }) {
   const headers = { "content-type": "application/json" };
   if (token) headers.authorization = `Bearer ${token}`;
-  const requests = makeKeys(distinct).map((key) => ({
-    method: "POST",
-    path: "/v1/limit",
-    headers,
-    body: JSON.stringify({ policy, key }),
-  }));
+  const requests = makeKeys(distinct).map((key) =>
+    domain
+      ? {
+          method: "POST",
+          path: "/json",
+          headers,
+          body: JSON.stringify({
+            domain,
+            descriptors: [{ entries: [{ key: "remote_address", value: key }] }],
+          }),
+        }
+      : { method: "POST", path: "/v1/limit", headers, body: JSON.stringify({ policy, key }) },
+  );
   const result = await autocannon({ url, connections, duration: durationS, requests });
   return {
     rps: result.requests.average,

@@ -6,6 +6,7 @@ import { runCaseRetry } from "./children.mjs";
 import { join } from "node:path";
 import { measureService } from "./service.mjs";
 import { PAIRS as COMPAT_PAIRS } from "../cases/compat.mjs";
+import { measureGrpc } from "./grpc.mjs";
 
 /** The sections `--only` accepts. */
 export const SECTIONS = [
@@ -21,6 +22,7 @@ export const SECTIONS = [
   "hot-key",
   "service",
   "compat",
+  "grpc",
 ];
 
 /** Every algorithm, in the order the tables list them. */
@@ -107,8 +109,10 @@ const FULL = {
   ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
-  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000 },
+  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000, workers: 2 },
   compat: { durationMs: 3000, warmupMs: 700, keyCount: 100_000, inflight: 64 },
+  // As issue 21 measured it: 4 connections × 32 calls in flight, three interleaved rounds.
+  grpc: { durationS: 10, warmupS: 3, rounds: 3, clients: 4, streams: 32, workers: 2 },
 };
 
 const QUICK = {
@@ -130,8 +134,9 @@ const QUICK = {
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
-  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500 },
+  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500, workers: 2 },
   compat: { durationMs: 200, warmupMs: 50, keyCount: 10_000, inflight: 64 },
+  grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 2 },
 };
 
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
@@ -140,7 +145,7 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
  * { memory, memoryHot, memorySync, memoryFlood, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
- * service, failures }, each figure the median over the rounds. memorySync's peer is
+ * service, grpc, failures }, each figure the median over the rounds. memorySync's peer is
  * memory.rlf (RateLimiterMemory has no synchronous path).
  */
 export function planFor({ quick, only, port, log }) {
@@ -163,6 +168,7 @@ export function planFor({ quick, only, port, log }) {
     hotKey: {},
     service: undefined,
     compat: {},
+    grpc: undefined,
     failures: [],
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
@@ -446,7 +452,27 @@ export function planFor({ quick, only, port, log }) {
       (r) =>
         r.skipped
           ? r.skipped
-          : `sluice ${fmtRate(r.sluice?.rps)}/s, gRPC ${fmtRate(r.grpc?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+          : `sluice ${fmtRate(r.sluice?.rps)}/s, POST /json ${fmtRate(r.json?.rps)}/s, Fastify ${fmtRate(r.fastify?.rps)}/s`,
+    );
+  }
+
+  if (want("grpc")) {
+    add(
+      "grpc",
+      "gRPC: h2load against bare node:http2, bare grpc-js and sluice serve",
+      async () => {
+        results.grpc = await measureGrpc({ ...config.grpc, redisPort: port, log });
+        const failed = Object.entries(results.grpc.errors ?? {});
+        if (failed.length > 0)
+          results.failures.push(...failed.map(([id, e]) => `gRPC ${id}: ${e}`));
+        return results.grpc;
+      },
+      (r) =>
+        r.skipped
+          ? r.skipped
+          : Object.entries(r.rows)
+              .map(([id, v]) => `${id} ${fmtRate(v.rps)}/s`)
+              .join(", "),
     );
   }
 

@@ -4,13 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, run, runVisible, sleep } from "./util.mjs";
-
-/** Path of a binary on PATH, or undefined. */
-async function which(bin) {
-  const r = await run("sh", ["-c", `command -v ${bin}`]);
-  return r.code === 0 ? r.stdout.trim() : undefined;
-}
+import { aptInstall, freePort, run, sleep, which } from "./util.mjs";
 
 /**
  * Makes sure redis-server and redis-benchmark exist: installs Debian's redis-server and
@@ -21,19 +15,8 @@ export async function ensureRedisInstalled(log = console.error) {
   if (!(await which("redis-server"))) need.push("redis-server");
   if (!(await which("redis-benchmark")) || !(await which("redis-cli"))) need.push("redis-tools");
   if (need.length === 0) return;
-  log(`bench: installing ${need.join(" ")} (apt-get)…`);
-  const sudo = process.getuid?.() === 0 ? [] : ["sudo"];
-  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  const apt = (args) =>
-    sudo.length
-      ? runVisible("sudo", ["apt-get", ...args], { env })
-      : runVisible("apt-get", args, { env });
-  if (
-    (await apt(["update", "-qq"])) !== 0 ||
-    (await apt(["install", "-y", "-qq", ...need])) !== 0
-  ) {
+  if (!(await aptInstall(need, log)))
     throw new Error(`could not install ${need.join(" ")}; install them and run again`);
-  }
 }
 
 function ping(port) {

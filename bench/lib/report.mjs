@@ -5,6 +5,7 @@ import { cpus, loadavg, release, type } from "node:os";
 import { ALGORITHMS, SYNC_ALGORITHMS } from "./plan.mjs";
 import { ROOT, fmtMs, fmtRate, fmtRatio, memoryPeer, packageVersion } from "./util.mjs";
 import { LIMITS } from "./targets.mjs";
+import { GRPC_CONTESTANTS } from "./grpc.mjs";
 
 const NAMES = {
   sluice: "sluice",
@@ -191,39 +192,74 @@ function evaluateTargets(r, config) {
 
   // Service.
   const svc = r.service;
-  if (svc && !svc.skipped && svc.fastify) {
-    for (const [k, label, isTarget] of [
-      ["sluiceMemory", "memory counters", true],
-      ["sluice", "Redis counters", false],
-    ]) {
-      const s = svc[k];
-      const text = isTarget
-        ? `service (${label}) ≥ 60% of a bare Fastify route's requests/s`
-        : `service (${label}) vs a bare Fastify route's requests/s (information)`;
-      if (!s || s.error) {
-        notMeasured(`service-${k}`, text);
-        continue;
-      }
-      const x = s.rps / svc.fastify.rps;
-      const measured = `${(x * 100).toFixed(0)}% (${fmtRate(s.rps)}/s vs ${fmtRate(svc.fastify.rps)}/s)`;
-      if (isTarget)
-        target(
-          `service-${k}`,
-          text,
-          x,
-          x >= 0.6,
-          measured,
-          `${((0.6 - x) * 100).toFixed(0)} points short of 60%`,
-        );
-      else add({ id: `service-${k}`, text, measured, status: "shown" });
-    }
-  } else {
-    add({
-      id: "service",
-      text: "service (memory counters) ≥ 60% of a bare Fastify route's requests/s",
-      measured: svc?.skipped ?? "–",
-      status: "not measured",
-    });
+  const ratioOf = (a, b) => `${((a / b) * 100).toFixed(0)}% (${fmtRate(a)}/s vs ${fmtRate(b)}/s)`;
+  const share = (id, text, v, base, min) => {
+    if (!v || v.error || !base) return notMeasured(id, text);
+    const x = v.rps / base;
+    if (min === undefined)
+      return add({ id, text, measured: ratioOf(v.rps, base), status: "shown" });
+    target(
+      id,
+      text,
+      x,
+      x >= min,
+      ratioOf(v.rps, base),
+      `${((min - x) * 100).toFixed(0)} points short of ${min * 100}%`,
+    );
+  };
+  const fastify = svc && !svc.skipped ? svc.fastify?.rps : undefined;
+  share(
+    "service-sluiceMemory",
+    "service (memory counters) ≥ 60% of a bare Fastify route's requests/s",
+    svc?.sluiceMemory,
+    fastify,
+    0.6,
+  );
+  share(
+    "service-sluice",
+    "service (Redis counters) ≥ 70% of a bare Fastify route's requests/s",
+    svc?.sluice,
+    fastify,
+    0.7,
+  );
+  share(
+    "service-json",
+    "POST /json (Envoy, Redis counters) vs a bare Fastify route's requests/s (information)",
+    svc?.json,
+    fastify,
+  );
+  if (svc?.sluiceWorkers)
+    share(
+      "service-workers",
+      "service, `--workers 2` (Redis counters), vs a bare Fastify route's requests/s (information)",
+      svc.sluiceWorkers,
+      fastify,
+    );
+
+  // Envoy over gRPC (issue 21), against the bare node:http2 server of the same run.
+  const g = r.grpc && !r.grpc.skipped ? r.grpc.rows : {};
+  const http2 = g.http2?.rps;
+  const cpu = (v) => (v?.cpuUs === undefined ? "" : `; ${us(v.cpuUs)} CPU per call`);
+  for (const [id, text, min] of [
+    [
+      "grpc-memory",
+      "Envoy gRPC (memory counters) ≥ 75% of a bare node:http2 server's calls/s",
+      0.75,
+    ],
+    ["grpc-redis", "Envoy gRPC (Redis counters) ≥ 60% of a bare node:http2 server's calls/s", 0.6],
+    [
+      "grpc-redis2",
+      "Envoy gRPC, `--workers 2` (Redis counters), vs a bare node:http2 server's calls/s (information)",
+      undefined,
+    ],
+  ]) {
+    const v = g[id.slice(5)];
+    if (id === "grpc-redis2" && !v) continue;
+    share(id, text, v, http2, min);
+    const row = out.at(-1);
+    if (v && row.status !== "not measured")
+      row.measured += `${cpu(v)} (bare: ${us(g.http2.cpuUs)})`;
+    row.limits = "grpc";
   }
   return out;
 }
@@ -495,13 +531,43 @@ function sections(r, config) {
       add("bare Fastify route", svc.fastify);
       add("`sluice serve`, Redis counters", svc.sluice);
       add("`sluice serve`, memory counters", svc.sluiceMemory);
-      add("`sluice serve` gRPC (Envoy RLS), Redis counters", svc.grpc);
-      add("`sluice serve` gRPC (Envoy RLS), memory counters", svc.grpcMemory);
+      add("`sluice serve --workers 2`, Redis counters", svc.sluiceWorkers);
+      add("`sluice serve` POST /json (Envoy), Redis counters", svc.json);
+      add("`sluice serve` POST /json (Envoy), memory counters", svc.jsonMemory);
       parts.push(
         `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each after ${svc.warmupS ?? 0} s of warm-up, POST /v1/limit with \`{ policy, key }\` over ` +
           `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis. autocannon itself needs about a core: near its ceiling the ratio understates how much faster the bare route is. ` +
-          `The gRPC rows are the Envoy rate limit service of the same servers: ShouldRateLimit with one descriptor \`remote_address=<identifier>\` (the same GCRA of 1000 per minute, in the reference format with \`algorithm: gcra\`), ${svc.connections} calls in flight on one channel (as Envoy multiplexes its calls), from one @grpc/grpc-js client process, which needs more CPU per call than the server (a gRPC client, like autocannon, is near its own ceiling here: the figure understates the server); "of bare Fastify" compares decisions/s with the bare HTTP route's requests/s.\n\n` +
+          `The POST /json rows are the Envoy rate limit service's JSON door on the same servers: a RateLimitRequest with one descriptor \`remote_address=<identifier>\` over the same identifiers (the same GCRA, in the reference format with \`algorithm: gcra\`); "of bare Fastify" compares them with the bare route too.\n\n` +
           table(["server", "requests/s", "p50", "p99", "of bare Fastify"], rows),
+      );
+    }
+  }
+  const g = r.grpc;
+  if (g) {
+    if (g.skipped) parts.push(`### Envoy rate limit service over gRPC\n\n${g.skipped}.`);
+    else {
+      const base = g.rows.http2?.rps;
+      const rows = Object.entries(GRPC_CONTESTANTS)
+        .filter(([id]) => g.rows[id] || g.errors?.[id])
+        .map(([id, label]) => {
+          const v = g.rows[id];
+          if (!v) return [label, `not measured: ${g.errors[id]}`, "", ""];
+          return [
+            label,
+            `${fmtRate(v.rps)}/s`,
+            base ? `${((v.rps / base) * 100).toFixed(0)}%` : "–",
+            us(v.cpuUs),
+          ];
+        });
+      parts.push(
+        `### Envoy rate limit service over gRPC\n\nh2load (nghttp2, a C client: the load generator is not the bottleneck), ${g.clients} connections × ${g.streams} calls in flight, ` +
+          `\`ShouldRateLimit\` with one descriptor (\`remote_address=10.0.0.1\` in a domain whose limit no run comes near, so every call is decided and none is limited), ` +
+          `${g.durationS} s per round after ${g.warmupS} s of warm-up, median of ${g.rounds} interleaved round(s), every server started once. ` +
+          `Baselines: a bare \`node:http2\` server and a bare \`@grpc/grpc-js\` server, each answering every call with the same constant response (shaped as sluice's: one status, two headers). ` +
+          `CPU per call: user + system time of the server's processes (/proc/<pid>/stat, workers included) over the round, divided by the calls. Every sluice call is checked OK by the server's own count (sluice_envoy_requests_total).` +
+          (g.command ? ` Command: \`${g.command}\`.` : "") +
+          `\n\n` +
+          table(["server", "calls/s", "of bare node:http2", "server CPU per call"], rows),
       );
     }
   }
@@ -675,7 +741,7 @@ export function renderReport({ results, meta }) {
   const markdown =
     `# sluice benchmarks\n\nGenerated by \`bench/run.mjs\`; see [docs/benchmarks.md](../docs/benchmarks.md) for the method. ` +
     `Every figure below was measured in the same run on the same machine; ratios compare figures of this run only.\n\n` +
-    `${env.join("\n")}\n\n## Targets (issue 10)\n\n` +
+    `${env.join("\n")}\n\n## Targets (issues 10 and 21)\n\n` +
     table(["target", "measured", "result", "what limits it"], targetRows) +
     `\n\n## Figures\n\n${body.join("\n\n")}${failures}\n`;
   const consoleText =

@@ -1,4 +1,5 @@
-// The service figure: `sluice serve` (POST /v1/limit) vs a bare Fastify route, under autocannon.
+// The service figure: `sluice serve` (POST /v1/limit, and the Envoy service's POST /json) vs a
+// bare Fastify route, under autocannon; and the servers the gRPC figure (lib/grpc.mjs) starts.
 /* global fetch */
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
@@ -9,19 +10,33 @@ import { BENCH_DIR, ROOT, freePort, run, runVisible, sleep } from "./util.mjs";
 
 const CLI = join(ROOT, "packages/server/dist/cli.js");
 const POLICY = "bench";
-/** The Envoy domain of the gRPC figure: the same GCRA of 1000 per minute as the policy. */
+/** The Envoy domain of the POST /json figure: the same GCRA of 1000 per minute as the policy. */
 const DOMAIN = "bench";
-const DOMAIN_YAML = `domain: ${DOMAIN}
+/**
+ * The Envoy domains `sluice serve` gets: `bench` (POST /json, many identifiers) and the gRPC
+ * figure's `bench-h2` (h2load sends one request again and again: one identifier, with a limit
+ * no run comes near, in the reference service's default fixed window).
+ */
+const DOMAINS = {
+  [DOMAIN]: `domain: ${DOMAIN}
 descriptors:
   - key: remote_address
     rate_limit:
       algorithm: gcra
       requests_per_unit: 1000
       unit: minute
-`;
+`,
+  "bench-h2": `domain: bench-h2
+descriptors:
+  - key: remote_address
+    rate_limit:
+      requests_per_unit: 1000000000
+      unit: second
+`,
+};
 
 /** Spawns a server process; resolves { child, stop } once `ready()` resolves true. */
-async function startServer(args, ready, env = {}) {
+export async function startServer(args, ready, env = {}) {
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "pipe"],
@@ -66,7 +81,7 @@ async function postJson(url, body, token) {
 }
 
 /** Builds packages/server when its dist is missing; false when that fails (not ready yet). */
-async function ensureServerBuilt(log) {
+export async function ensureServerBuilt(log) {
   if (existsSync(CLI)) return true;
   if (!existsSync(join(ROOT, "packages/server/src/cli.ts"))) return false;
   log("bench: building packages/server…");
@@ -78,11 +93,11 @@ async function ensureServerBuilt(log) {
 }
 
 /**
- * Starts `sluice serve` (SQLite in a temp dir; counters in the bench's Redis, or in memory),
- * creates an admin, an app and a generous GCRA policy through the admin API, and returns its
- * URL and the app's API key.
+ * Starts `sluice serve` (SQLite in a temp dir; counters in the bench's Redis, or in memory;
+ * `workers` processes), creates an admin, an app, a generous GCRA policy and the Envoy domains
+ * through the admin API, and returns its URL, gRPC address, process id and the app's API key.
  */
-export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
+export async function startSluice({ counters, redisPort, nodeArgs = [], workers = 1 }) {
   const dir = mkdtempSync(join(tmpdir(), "sluice-bench-serve-"));
   const common = ["--data-dir", dir];
   const created = await run(
@@ -114,6 +129,7 @@ export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
     ...common,
   ];
   if (counters === "redis") args.push("--redis-url", `redis://127.0.0.1:${redisPort}`);
+  if (workers !== 1) args.push("--workers", String(workers));
   const server = await startServer(
     args,
     async () => (await fetch(`${url}/v1/admin/me`)).status > 0,
@@ -146,18 +162,22 @@ export async function startSluice({ counters, redisPort, nodeArgs = [] }) {
       if (Date.now() > deadline) throw new Error(`POST /v1/limit: ${d.status} ${d.text}`);
       await sleep(100);
     }
-    // The Envoy domain of the gRPC figure (the reference format, through the admin API).
-    const put = await fetch(`${url}/v1/admin/envoy/domains/${DOMAIN}`, {
-      method: "PUT",
-      headers: { "content-type": "application/yaml", authorization: `Bearer ${admin}` },
-      body: DOMAIN_YAML,
-    });
-    if (put.status !== 201)
-      throw new Error(`create Envoy domain: ${put.status} ${await put.text()}`);
+    // The Envoy domains (the reference format, through the admin API).
+    for (const [name, yaml] of Object.entries(DOMAINS)) {
+      const put = await fetch(`${url}/v1/admin/envoy/domains/${name}`, {
+        method: "PUT",
+        headers: { "content-type": "application/yaml", authorization: `Bearer ${admin}` },
+        body: yaml,
+      });
+      if (put.status !== 201)
+        throw new Error(`create Envoy domain ${name}: ${put.status} ${await put.text()}`);
+    }
     return {
       url,
       apiKey,
-      grpcAddress: `127.0.0.1:${grpcPort}`,
+      pid: server.child.pid,
+      grpcPort,
+      metrics: async () => (await fetch(`${url}/metrics`)).text(),
       stop: async () => {
         await server.stop();
         rmSync(dir, { recursive: true, force: true });
@@ -196,57 +216,39 @@ export async function startBare() {
 }
 
 /**
- * Requests/s of `sluice serve` (Redis counters, then memory counters) and of the bare Fastify
- * route, one after another, same autocannon settings; and, on the same servers, gRPC decisions/s
- * of the Envoy rate limit service (ShouldRateLimit, as many calls in flight as autocannon has
- * connections). Resolves `{ skipped }` when the service cannot be built or started yet.
+ * Requests/s of `sluice serve` (Redis counters, then memory counters, then Redis counters with
+ * `workers` processes) and of the bare Fastify route, one after another, same autocannon
+ * settings: POST /v1/limit, and on the first two servers the Envoy service's POST /json.
+ * Resolves `{ skipped }` when the service cannot be built or started yet.
  */
 export async function measureService({
   durationS,
   warmupS,
   connections,
   distinct,
+  workers = 1,
   redisPort,
   log,
 }) {
   if (!(await ensureServerBuilt(log))) return { skipped: "not measured: service not ready" };
-  const load = (target, seconds) =>
+  const load = (target, seconds, domain) =>
     runCaseRetry("service", "load", {
       url: target.url,
-      token: target.apiKey,
+      token: domain ? undefined : target.apiKey,
       policy: POLICY,
+      domain,
       distinct,
       durationS: seconds,
       connections,
     });
-  const loadOf = async (target) => {
+  const loadOf = async (target, domain) => {
     // Warm up first: the JIT of a fresh server is not what is measured.
-    if (warmupS > 0) await load(target, warmupS);
-    const r = await load(target, durationS);
+    if (warmupS > 0) await load(target, warmupS, domain);
+    const r = await load(target, durationS, domain);
     if (r.errors > 0 || r.non2xx > 0) {
       throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers out of ${r.total}`);
     }
     return r;
-  };
-  const grpcLoad = (target, seconds) =>
-    runCaseRetry("grpc", "load", {
-      address: target.grpcAddress,
-      domain: DOMAIN,
-      distinct,
-      durationS: seconds,
-      connections,
-    });
-  const grpcOf = async (target) => {
-    try {
-      if (warmupS > 0) await grpcLoad(target, warmupS);
-      const r = await grpcLoad(target, durationS);
-      if (r.errors > 0 || r.non2xx > 0)
-        throw new Error(`${r.errors} errors, ${r.non2xx} over-limit answers out of ${r.total}`);
-      return r;
-    } catch (err) {
-      log(`\nbench: gRPC not measured: ${err.message}`);
-      return { error: String(err.message) };
-    }
   };
   const out = { connections, durationS, warmupS };
   const bare = await startBare();
@@ -255,18 +257,30 @@ export async function measureService({
   } finally {
     await bare.stop();
   }
-  for (const counters of ["redis", "memory"]) {
+  const runs = [
+    { counters: "redis", id: "sluice", json: "json" },
+    { counters: "memory", id: "sluiceMemory", json: "jsonMemory" },
+    ...(workers > 1 ? [{ counters: "redis", id: "sluiceWorkers", workers }] : []),
+  ];
+  for (const { counters, id, json, workers: n = 1 } of runs) {
     let svc;
     try {
-      svc = await startSluice({ counters, redisPort });
+      svc = await startSluice({ counters, redisPort, workers: n });
     } catch (err) {
       log(`\nbench: sluice serve (${counters}) not measured: ${err.message}`);
-      out[counters === "redis" ? "sluice" : "sluiceMemory"] = { error: String(err.message) };
+      out[id] = { error: String(err.message) };
       continue;
     }
     try {
-      out[counters === "redis" ? "sluice" : "sluiceMemory"] = await loadOf(svc);
-      out[counters === "redis" ? "grpc" : "grpcMemory"] = await grpcOf(svc);
+      out[id] = await loadOf(svc);
+      if (json) {
+        try {
+          out[json] = await loadOf(svc, DOMAIN);
+        } catch (err) {
+          log(`\nbench: POST /json (${counters}) not measured: ${err.message}`);
+          out[json] = { error: String(err.message) };
+        }
+      }
     } finally {
       await svc.stop();
     }

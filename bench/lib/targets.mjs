@@ -133,4 +133,19 @@ export const LIMITS = {
     );
   },
   service: () => "",
+  grpc: (r, t) => {
+    const g = r.grpc?.rows ?? {};
+    const s = g[t.id.slice(5)] ?? {};
+    const bare = g.http2 ?? {};
+    const lib = g.grpcjs ?? {};
+    const extra =
+      s.cpuUs !== undefined && bare.cpuUs !== undefined ? s.cpuUs - bare.cpuUs : undefined;
+    return (
+      `Server CPU per call in this run: sluice ${us(s.cpuUs)}, the bare node:http2 server ` +
+      `${us(bare.cpuUs)} (bare grpc-js ${us(lib.cpuUs)}): sluice spends ${us(extra)} more per ` +
+      `call on decoding, matching, deciding, metrics and encoding (and, with Redis, on the ` +
+      `round trip's client side). When the server is near a full core the CPU per call is the ` +
+      `limit: profile \`sluice serve\` under h2load with \`node --cpu-prof\`. ${PROFILE}`
+    );
+  },
 };

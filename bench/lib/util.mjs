@@ -44,6 +44,30 @@ export function runVisible(cmd, args, options = {}) {
   });
 }
 
+/** Path of a binary on PATH, or undefined. */
+export async function which(bin) {
+  const r = await run("sh", ["-c", `command -v ${bin}`]);
+  return r.code === 0 ? r.stdout.trim() : undefined;
+}
+
+/**
+ * Installs Debian packages with apt-get (as root, or through sudo), `apt-get update` first;
+ * resolves whether it worked.
+ */
+export async function aptInstall(packages, log = console.error) {
+  log(`bench: installing ${packages.join(" ")} (apt-get)…`);
+  const sudo = process.getuid?.() === 0 ? [] : ["sudo"];
+  if (sudo.length > 0 && !(await which("sudo"))) return false;
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  const apt = (args) =>
+    sudo.length
+      ? runVisible("sudo", ["apt-get", ...args], { env })
+      : runVisible("apt-get", args, { env });
+  return (
+    (await apt(["update", "-qq"])) === 0 && (await apt(["install", "-y", "-qq", ...packages])) === 0
+  );
+}
+
 /** The installed version of a package (from its package.json), or "?" when it is missing. */
 export function packageVersion(name, from = ROOT) {
   for (let dir = from; ; dir = dirname(dir)) {

@@ -35,10 +35,11 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
     "proxies whose X-Forwarded-For is believed: a hop count (1: one load balancer), IPs/CIDRs/loopback,linklocal,uniquelocal, or true (every hop) (default false)",
   loginLimitPerUser: "failed sign-ins per username from one client IP per minute (default 5)",
   loginLimitPerIp: "failed sign-ins per client IP per minute (default 20)",
-  bodyLimit: "largest request body in bytes (default 1048576)",
+  bodyLimit: "largest request body in bytes, and largest gRPC request message (default 1048576)",
   maxBatch: "most requests in one batch (default 1000)",
   headersTimeoutMs: "longest wait for a request's headers, ms (default 10000)",
-  requestTimeoutMs: "longest wait for a whole request, body included, ms (default 30000)",
+  requestTimeoutMs:
+    "longest wait for a whole request, body included (HTTP and gRPC), ms (default 30000)",
   keepAliveTimeoutMs: "how long an idle kept-alive connection stays open, ms (default 72000)",
   maxConnections: "most open connections; more are closed on arrival (default 10000)",
   databaseTimeoutMs:
@@ -48,6 +49,8 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
     "serve Envoy's rate limit service (gRPC RLS v3) on this port, and POST /json (default: off)",
   envoyHeaders:
     "rate-limit headers the Envoy service returns: ietf|github|both|none (default ietf)",
+  workers:
+    "processes serving the same ports, or auto (one per core); more than 1 needs --redis-url (default 1)",
 };
 
 type Key = keyof typeof CONFIG_KEYS;
@@ -122,25 +125,60 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
   // line would throw from the stream and end the process.
   for (const out of [process.stdout, process.stderr]) out.on("error", () => undefined);
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
-  const [{ pino }, { createService }, { fdDestination }] = await Promise.all([
+  const [{ pino }, { fdDestination }, workers] = await Promise.all([
     import("pino"),
-    import("./service.js"),
     import("./log-destination.js"),
+    import("./workers.js"),
   ]);
   // Never blocks the process, whatever the reader of stdout does (see log-destination.ts).
   const logs = fdDestination(1);
-  const logger = pino({ level: config.logLevel, base: { service: "sluice" } }, logs.stream);
-  const service = await createService(config, { logger });
+  const inWorker = workers.isWorker();
+  if (config.workers > 1 && !inWorker) {
+    // The primary of `--workers`: it serves nothing, it runs the workers (workers.ts).
+    const logger = pino(
+      { level: config.logLevel, base: { service: "sluice", role: "primary" } },
+      logs.stream,
+    );
+    workers.runPrimary({
+      workers: config.workers,
+      logger,
+      shutdownTimeoutMs: config.shutdownTimeoutMs,
+      banner: (text) => process.stderr.write(text),
+      exit: (code) => void logs.drain().then(() => process.exit(code)),
+    });
+    return;
+  }
+  const { createService } = await import("./service.js");
+  const worker = inWorker ? workers.workerChannel() : undefined;
+  const logger = pino(
+    {
+      level: config.logLevel,
+      base: { service: "sluice", ...(worker ? { worker: worker.id } : {}) },
+    },
+    logs.stream,
+  );
+  const service = await createService(config, {
+    logger,
+    ...(worker ? { metricsText: () => worker.metrics(), worker: worker.id } : {}),
+  });
+  worker?.shareMetrics(service.context.metrics.registry);
   const needsAdmin = (await service.context.repo.countAdmins()) === 0;
   const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
-  // The one-time setup token goes to the terminal only (stderr), never to the JSON log.
-  const setup = needsAdmin ? service.context.setup.issue() : undefined;
-  if (needsAdmin)
+  // The one-time setup token goes to the terminal only (stderr), never to the JSON log. With
+  // workers, the first issues it and the others are given it.
+  const setup =
+    needsAdmin && (!worker || worker.issuesSetup) ? service.context.setup.issue() : undefined;
+  worker?.onSetupToken((token, expiresAt) => service.context.setup.adopt(token, expiresAt));
+  if (needsAdmin && (!worker || worker.issuesSetup))
     logger.warn(
       `No admin user exists yet. Open the setup link printed on this node's terminal (stderr), or run: ${createAdmin}`,
     );
   let stopping = false;
   const stop = (signal: string) => {
+    // A worker may be told twice (by the primary, and by a service manager that signals every
+    // process of the group, as systemd does): it goes on with the same shutdown. The primary
+    // kills it if that takes too long.
+    if (stopping && worker) return;
     if (stopping) {
       logger.warn({ signal }, "second signal: exiting now");
       process.exit(1);
@@ -168,7 +206,12 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
+  if (worker) {
+    // A worker stops when the primary says (SIGTERM), or when the primary is gone. Ctrl-C in a
+    // terminal reaches every process of the group: the primary handles it for all.
+    process.on("SIGINT", () => undefined);
+    worker.onPrimaryGone(() => stop("primary gone"));
+  } else process.on("SIGINT", () => stop("SIGINT"));
   const url = await service.listen();
   const grpcPort = service.grpcPort();
   const grpc =
@@ -185,17 +228,24 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     `sluice listening on ${url}`,
   );
   // For the person who just started it: the same in words, on stderr (stdout is the JSON log).
-  process.stderr.write(
-    startBanner({
+  // With workers, the primary prints the first worker's, once they all listen.
+  const banner = startBanner({
+    url,
+    host: config.host,
+    database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
+    counters: service.context.counters.kind,
+    createAdmin: needsAdmin ? createAdmin : undefined,
+    grpc,
+    setupToken: setup?.token,
+    workers: config.workers,
+  });
+  if (worker)
+    worker.listening({
+      banner,
       url,
-      host: config.host,
-      database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
-      counters: service.context.counters.kind,
-      createAdmin: needsAdmin ? createAdmin : undefined,
-      grpc,
-      setupToken: setup?.token,
-    }),
-  );
+      setup: setup ? { token: setup.token, expiresAt: setup.expiresAt.getTime() } : undefined,
+    });
+  else process.stderr.write(banner);
 }
 
 /** What `sluice serve` prints once it listens: where, the admin page, and what to do first. */
@@ -208,6 +258,8 @@ function startBanner(o: {
   /** host:port of the Envoy rate limit service, when on. */
   grpc: string | undefined;
   setupToken: string | undefined;
+  /** Processes serving the ports (`--workers`). */
+  workers: number;
 }): string {
   // On a wildcard address, the page is reached through loopback on this machine.
   const wildcard = o.host === "0.0.0.0" || o.host === "::";
@@ -222,6 +274,7 @@ function startBanner(o: {
       : []),
     `  policies in:   ${o.database}`,
     `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
+    ...(o.workers > 1 ? [`  workers:       ${o.workers} processes on the same ports`] : []),
     "",
     ...(o.createAdmin
       ? [

@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, loadConfig, redactUrl } from "./config.js";
@@ -30,6 +30,7 @@ describe("loadConfig", () => {
       sessionTtlMs: 12 * 3_600_000,
       grpcPort: undefined,
       envoyHeaders: "ietf",
+      workers: 1,
     });
     expect(c.dataDir).toBe(join(process.cwd(), ".sluice-data"));
     expect(Object.isFrozen(c)).toBe(true);
@@ -47,6 +48,21 @@ describe("loadConfig", () => {
         "envoyHeaders: must be one of ietf, github, both, none (from --envoy-headers)",
       ],
     );
+  });
+
+  it("runs several workers with Redis counters (auto: one per core), and refuses them with memory counters", () => {
+    const redisUrl = "redis://127.0.0.1:6379";
+    expect(loadConfig({ env: { SLUICE_WORKERS: "4", REDIS_URL: redisUrl } }).workers).toBe(4);
+    expect(loadConfig({ flags: { workers: "auto", redisUrl } }).workers).toBe(
+      availableParallelism(),
+    );
+    expect(loadConfig({ flags: { workers: "1" } }).workers).toBe(1);
+    expect(issuesOf(() => loadConfig({ flags: { workers: "0" } }))).toEqual([
+      'workers: must be auto (one per core) or an integer from 1 to 256 (got "0") (from --workers)',
+    ]);
+    expect(issuesOf(() => loadConfig({ env: { SLUICE_WORKERS: "3" } }))).toEqual([
+      "workers: 3 workers need counters in Redis (redisUrl, --redis-url): with memory counters each worker would count on its own and let every limit through 3 times; use 1 worker, or set redisUrl (from env SLUICE_WORKERS)",
+    ]);
   });
 
   it("takes flags over env over the config file over defaults", () => {
@@ -100,7 +116,7 @@ describe("loadConfig", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, "port: 99999\nlogLevel: chatty\nfoo: 1\n");
     expect(issuesOf(() => loadConfig({ file }))).toEqual([
-      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs, grpcPort, envoyHeaders`,
+      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs, grpcPort, envoyHeaders, workers`,
       `port: must be an integer from 0 to 65535 (got 99999) (from ${file})`,
       `logLevel: must be one of fatal, error, warn, info, debug, trace, silent (from ${file})`,
     ]);

@@ -4,6 +4,7 @@
  * every error names the field and where its value came from.
  */
 import { readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { resolve } from "node:path";
 import { type Duration, ValidationError, formatDuration, parseDuration } from "sluice";
 import { compileTrust } from "sluice/http";
@@ -71,6 +72,11 @@ export interface ServerConfig {
    * or `none`.
    */
   readonly envoyHeaders: "ietf" | "github" | "both" | "none";
+  /**
+   * Processes of `sluice serve` behind its ports (node:cluster), each a node of its own; `auto`
+   * resolves to the machine's cores. More than one needs counters in Redis. Default 1.
+   */
+  readonly workers: number;
 }
 
 /** A configuration error: every bad field with where its value came from. */
@@ -206,6 +212,21 @@ export const configSchema = z.object({
   envoyHeaders: z
     .enum(["ietf", "github", "both", "none"], { error: "must be one of ietf, github, both, none" })
     .default("ietf"),
+  workers: z
+    .unknown()
+    .transform((v, ctx) => {
+      if (v === "auto") return availableParallelism();
+      const n = typeof v === "string" && /^\s*\d+\s*$/.test(v) ? Number(v) : v;
+      if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > 256) {
+        ctx.addIssue({
+          code: "custom",
+          message: `must be auto (one per core) or an integer from 1 to 256 (got ${show(v)})`,
+        });
+        return z.NEVER;
+      }
+      return n;
+    })
+    .default(1),
 });
 
 /** Every configuration key with its flag and environment variable (for `--help` and the docs). */
@@ -235,6 +256,7 @@ export const CONFIG_KEYS: Record<
   readinessTimeoutMs: { flag: "--readiness-timeout-ms", env: ["SLUICE_READINESS_TIMEOUT_MS"] },
   grpcPort: { flag: "--grpc-port", env: ["SLUICE_GRPC_PORT"] },
   envoyHeaders: { flag: "--envoy-headers", env: ["SLUICE_ENVOY_HEADERS"] },
+  workers: { flag: "--workers", env: ["SLUICE_WORKERS"] },
 };
 
 /** Where configuration comes from; each part optional. */
@@ -304,6 +326,14 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
       message: `must not exceed requestTimeoutMs (${r.data.requestTimeoutMs}) (got ${r.data.headersTimeoutMs})${origin.headersTimeoutMs ? ` (from ${origin.headersTimeoutMs})` : ""}`,
     });
   }
+  if (r.success && r.data.workers > 1 && r.data.redisUrl === undefined) {
+    // Each worker is a node of its own: with memory counters every limit would be enforced by
+    // each of them apart, N times over.
+    issues.push({
+      path: "workers",
+      message: `${r.data.workers} workers need counters in Redis (redisUrl, --redis-url): with memory counters each worker would count on its own and let every limit through ${r.data.workers} times; use 1 worker, or set redisUrl${origin.workers ? ` (from ${origin.workers})` : ""}`,
+    });
+  }
   if (issues.length > 0 || !r.success) throw new ConfigError(issues);
   const c = r.data;
   return Object.freeze({
@@ -329,6 +359,7 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     readinessTimeoutMs: c.readinessTimeoutMs,
     grpcPort: c.grpcPort,
     envoyHeaders: c.envoyHeaders,
+    workers: c.workers,
   });
 }
 

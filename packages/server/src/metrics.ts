@@ -1,7 +1,69 @@
 /**
  * Prometheus metrics, on a registry of their own (so several servers can live in one process).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import {
+  Counter,
+  type CounterConfiguration,
+  Gauge,
+  Histogram,
+  type LabelValues,
+  Registry,
+  collectDefaultMetrics,
+} from "prom-client";
+
+/** A counter to add one to (a labelled child of a counter). */
+export interface CounterChild {
+  inc(): void;
+}
+
+/** A child counted in a plain number until its counter is read. */
+class LocalCount implements CounterChild {
+  n = 0;
+  constructor(readonly labels: LabelValues<string>) {}
+  inc(): void {
+    this.n++;
+  }
+}
+
+/** The children of each counter made by {@link countingCounter}. */
+const children = new WeakMap<Counter<string>, LocalCount[]>();
+
+/**
+ * A counter whose children ({@link counterChild}) count in plain numbers, added to the counter
+ * whenever it is read (a scrape, or any `get()`): an increment on a request's path is one
+ * addition. prom-client's own labelled child hashes and checks its labels on every `inc()`.
+ */
+function countingCounter<T extends string>(config: CounterConfiguration<T>): Counter<T> {
+  const local: LocalCount[] = [];
+  const counter = new Counter<T>({
+    ...config,
+    collect() {
+      for (const c of local) {
+        if (c.n === 0) continue;
+        const n = c.n;
+        c.n = 0;
+        this.inc(c.labels as LabelValues<T>, n);
+      }
+    },
+  });
+  children.set(counter as unknown as Counter<string>, local);
+  return counter;
+}
+
+/**
+ * A child of one of the service's counters for these labels, to keep and increment per request
+ * (made once per label set: each call makes a new child).
+ */
+export function counterChild<T extends string>(
+  counter: Counter<T>,
+  labels: LabelValues<T>,
+): CounterChild {
+  const local = children.get(counter as unknown as Counter<string>);
+  if (local === undefined) return counter.labels(labels);
+  const c = new LocalCount(labels);
+  local.push(c);
+  return c;
+}
 
 /** The service's metrics. */
 export interface Metrics {
@@ -39,13 +101,13 @@ export function createMetrics(): Metrics {
   collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
   return {
     registry,
-    decisions: new Counter({
+    decisions: countingCounter({
       name: "sluice_decisions_total",
       help: "Rate-limit decisions by policy and outcome",
       labelNames: ["policy", "outcome", "reason"],
       registers: [registry],
     }),
-    draftDecisions: new Counter({
+    draftDecisions: countingCounter({
       name: "sluice_draft_decisions_total",
       help: "What policy drafts (evaluated in shadow) would have decided",
       labelNames: ["policy", "outcome"],
@@ -64,14 +126,18 @@ export function createMetrics(): Metrics {
       labelNames: ["store", "operation"],
       registers: [registry],
     }),
+    // With `--workers`, /metrics sums every worker's metrics (workers.ts); a gauge every
+    // worker holds alike is shown once.
     policies: new Gauge({
       name: "sluice_policies",
       help: "Policies loaded on this node",
+      aggregator: "max",
       registers: [registry],
     }),
     revision: new Gauge({
       name: "sluice_policy_revision",
       help: "Policy revision this node runs",
+      aggregator: "min",
       registers: [registry],
     }),
     inFlight: new Gauge({
@@ -79,19 +145,19 @@ export function createMetrics(): Metrics {
       help: "HTTP requests being handled",
       registers: [registry],
     }),
-    envoyDescriptors: new Counter({
+    envoyDescriptors: countingCounter({
       name: "sluice_envoy_descriptor_decisions_total",
       help: "Envoy descriptor decisions by domain, descriptor path and outcome",
       labelNames: ["domain", "descriptor", "outcome"],
       registers: [registry],
     }),
-    envoyRequests: new Counter({
+    envoyRequests: countingCounter({
       name: "sluice_envoy_requests_total",
       help: "Envoy rate limit requests (gRPC and POST /json) by domain and code",
       labelNames: ["domain", "code"],
       registers: [registry],
     }),
-    envoyDraftRequests: new Counter({
+    envoyDraftRequests: countingCounter({
       name: "sluice_envoy_draft_requests_total",
       help: "What Envoy domain drafts (evaluated in shadow) would have answered",
       labelNames: ["domain", "code"],
@@ -100,6 +166,7 @@ export function createMetrics(): Metrics {
     envoyDomains: new Gauge({
       name: "sluice_envoy_domains",
       help: "Envoy domains loaded on this node",
+      aggregator: "max",
       registers: [registry],
     }),
   };

@@ -12,6 +12,7 @@ import Fastify, {
 } from "fastify";
 import { randomBytes } from "node:crypto";
 import { type Logger, pino } from "pino";
+import type { Registry as MetricsRegistry } from "prom-client";
 import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
 import { type ClientIp, clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
@@ -26,7 +27,7 @@ import {
   databaseOutageReason,
   isDatabaseOutage,
 } from "./errors.js";
-import { type Metrics, createMetrics } from "./metrics.js";
+import { type Metrics, counterChild, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
 import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
@@ -69,6 +70,10 @@ export interface ServiceContext {
   readonly setup: SetupToken;
   /** Now, in epoch ms: the clock of the service (injected in tests). */
   readonly now: () => number;
+  /** The text of `/metrics`, when not this process's registry's (see {@link ServiceOptions}). */
+  readonly metricsText?: ((registry: MetricsRegistry) => Promise<string>) | undefined;
+  /** This process's number among the workers of `sluice serve --workers`. */
+  readonly worker?: number | undefined;
 }
 
 /** A running (or ready to run) service. */
@@ -100,6 +105,13 @@ export interface ServiceOptions {
   now?: () => number;
   /** This node's id in the traffic tables (default: random per start). */
   nodeId?: string;
+  /**
+   * The text of `/metrics` (default: this process's registry). A worker of `sluice serve
+   * --workers` gives every worker's, summed by the primary.
+   */
+  metricsText?: (registry: MetricsRegistry) => Promise<string>;
+  /** This process's number among the workers of `sluice serve --workers` (shown by `/readyz`). */
+  worker?: number;
 }
 
 /**
@@ -198,9 +210,9 @@ export async function createService(
             now,
             metrics: {
               descriptor: (domain, descriptor, outcome) =>
-                metrics.envoyDescriptors.inc({ domain, descriptor, outcome }),
-              request: (domain, code) => metrics.envoyRequests.inc({ domain, code }),
-              draft: (domain, code) => metrics.envoyDraftRequests.inc({ domain, code }),
+                counterChild(metrics.envoyDescriptors, { domain, descriptor, outcome }),
+              request: (domain, code) => counterChild(metrics.envoyRequests, { domain, code }),
+              draft: (domain, code) => counterChild(metrics.envoyDraftRequests, { domain, code }),
             },
             onStoreError: throttledStoreErrorLog(logger),
             onDraftError: (err, domain) =>
@@ -221,9 +233,16 @@ export async function createService(
       trafficQueries: new TrafficQueries(repo.traffic, now),
       setup: new SetupToken(now),
       now,
+      metricsText: options.metricsText,
+      worker: options.worker,
     };
     const app = buildApp(context);
-    const grpc = envoy ? createRlsGrpcServer(envoy, logger) : undefined;
+    const grpc = envoy
+      ? createRlsGrpcServer(envoy, logger, {
+          maxMessageBytes: config.bodyLimit,
+          requestTimeoutMs: config.requestTimeoutMs,
+        })
+      : undefined;
     logger.info(
       {
         database: `${database.dialect} ${database.location}`,
@@ -421,11 +440,13 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
       status: ok ? "ready" : "unavailable",
       checks,
       revision: ctx.registry.currentRevision,
+      ...(ctx.worker !== undefined ? { worker: ctx.worker } : {}),
     });
   });
   app.get("/metrics", async (_req, reply) => {
-    const text = await ctx.metrics.registry.metrics();
-    return reply.type(ctx.metrics.registry.contentType).send(text);
+    const registry = ctx.metrics.registry;
+    const text = await (ctx.metricsText?.(registry) ?? registry.metrics());
+    return reply.type(registry.contentType).send(text);
   });
   const openapi = buildOpenApi();
   app.get("/openapi.json", () => openapi);

@@ -32,6 +32,15 @@ export class SetupToken {
     return { token, expiresAt: new Date(this.expiresAt) };
   }
 
+  /**
+   * Takes a token issued by another process of this node (a worker of `sluice serve
+   * --workers`), so that it works whichever process a request reaches.
+   */
+  adopt(token: string, expiresAt: number): void {
+    this.hash = sha256(token);
+    this.expiresAt = expiresAt;
+  }
+
   /** Whether a token was issued on this node and is still usable. */
   get active(): boolean {
     return this.hash !== undefined && this.now() < this.expiresAt;

@@ -3,9 +3,12 @@
  * `.proto` files as Envoy does, for the tests and the benchmark's gRPC case.
  */
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
-import { PROTO_DIR } from "../src/proto-dir.js";
+
+/** The directory of the server's `.proto` files. */
+export const PROTO_DIR = fileURLToPath(new URL("../proto/", import.meta.url));
 
 /** A descriptor as the tests write it (protojson-like, enums by name). */
 export interface TestDescriptor {
@@ -60,29 +63,46 @@ export interface RlsClient {
   close(): void;
 }
 
-const definition = protoLoader.loadSync(
-  [
-    join(PROTO_DIR, "envoy/service/ratelimit/v3/rls.proto"),
-    join(PROTO_DIR, "grpc/health/v1/health.proto"),
-  ],
-  {
-    keepCase: false,
-    longs: String,
-    enums: String,
-    defaults: true,
-    oneofs: true,
-    includeDirs: [PROTO_DIR],
-  },
-);
+/** The protocol files as proto-loader reads them (camelCase fields, 64-bit integers as strings). */
+export function loadRlsDefinition(enums: typeof String | typeof Number = Number) {
+  return protoLoader.loadSync(
+    [
+      join(PROTO_DIR, "envoy/service/ratelimit/v3/rls.proto"),
+      join(PROTO_DIR, "grpc/health/v1/health.proto"),
+    ],
+    {
+      keepCase: false,
+      longs: String,
+      enums,
+      defaults: true,
+      oneofs: true,
+      includeDirs: [PROTO_DIR],
+    },
+  );
+}
+
+const definition = loadRlsDefinition(String);
 const pkg = grpc.loadPackageDefinition(definition) as unknown as {
   envoy: {
     service: {
       ratelimit: {
-        v3: { RateLimitService: new (a: string, c: grpc.ChannelCredentials) => RlsStub };
+        v3: {
+          RateLimitService: new (
+            a: string,
+            c: grpc.ChannelCredentials,
+            o?: grpc.ChannelOptions,
+          ) => RlsStub;
+        };
       };
     };
   };
-  grpc: { health: { v1: { Health: new (a: string, c: grpc.ChannelCredentials) => HealthStub } } };
+  grpc: {
+    health: {
+      v1: {
+        Health: new (a: string, c: grpc.ChannelCredentials, o?: grpc.ChannelOptions) => HealthStub;
+      };
+    };
+  };
 };
 
 function normalize(r: TestResponse): TestResponse {
@@ -100,13 +120,14 @@ function normalize(r: TestResponse): TestResponse {
   };
 }
 
-/** Connects to `host:port`. */
-export function rlsClient(address: string): RlsClient {
+/** Connects to `host:port` (with grpc-js channel options, e.g. compression). */
+export function rlsClient(address: string, options: grpc.ChannelOptions = {}): RlsClient {
   const stub = new pkg.envoy.service.ratelimit.v3.RateLimitService(
     address,
     grpc.credentials.createInsecure(),
+    options,
   );
-  const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure());
+  const health = new pkg.grpc.health.v1.Health(address, grpc.credentials.createInsecure(), options);
   return {
     shouldRateLimit(req, options = {}) {
       return new Promise((resolve, reject) => {

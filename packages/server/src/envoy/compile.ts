@@ -259,15 +259,18 @@ export function wildcardMatch(parts: readonly string[], value: string): boolean 
 export interface Match {
   /** The limit at the descriptor's last entry, if one is there. */
   readonly limit: CompiledLimit | undefined;
-  /** Per entry index: the shared wildcard value counted instead of the request's (`share_threshold`). */
-  readonly shared: ReadonlyMap<number, string>;
+  /**
+   * Per entry index: the shared wildcard value counted instead of the request's
+   * (`share_threshold`); undefined when there is none.
+   */
+  readonly shared: ReadonlyMap<number, string> | undefined;
 }
 
 /** Finds the limit of a request descriptor in a domain's tree (see the module's comment). */
 export function matchDescriptor(domain: CompiledDomain, entries: readonly Entry[]): Match {
   let level: MatchNode = domain.root;
   let limit: CompiledLimit | undefined;
-  const shared = new Map<number, string>();
+  let shared: Map<number, string> | undefined;
   for (let i = 0; i < entries.length; i++) {
     const e = entries[i]!;
     const composite = `${e.key}_${e.value}`;
@@ -284,7 +287,8 @@ export function matchDescriptor(domain: CompiledDomain, entries: readonly Entry[
     }
     if (next === undefined) next = level.children.get(e.key);
     if (next === undefined) break;
-    if (viaWildcard && next.sharedValue !== undefined) shared.set(i, next.sharedValue);
+    if (viaWildcard && next.sharedValue !== undefined)
+      (shared ??= new Map()).set(i, next.sharedValue);
     if (next.limit !== undefined && i === entries.length - 1) limit = next.limit;
     if (next.children.size === 0) break;
     level = next;
@@ -299,11 +303,15 @@ export function matchDescriptor(domain: CompiledDomain, entries: readonly Entry[
  */
 export function descriptorIdentifier(
   entries: readonly Entry[],
-  shared: ReadonlyMap<number, string> = new Map(),
+  shared?: ReadonlyMap<number, string>,
 ): string {
   // A descriptor without entries (Envoy never sends one) still needs a non-empty identifier.
   if (entries.length === 0) return "=";
-  return entries
-    .map((e, i) => `${encodeURIComponent(e.key)}=${encodeURIComponent(shared.get(i) ?? e.value)}`)
-    .join("&");
+  let id = "";
+  for (let i = 0; i < entries.length; i++) {
+    const e = entries[i]!;
+    if (i > 0) id += "&";
+    id += `${encodeURIComponent(e.key)}=${encodeURIComponent(shared?.get(i) ?? e.value)}`;
+  }
+  return id;
 }

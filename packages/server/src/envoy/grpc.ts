@@ -1,93 +1,84 @@
 /**
- * The gRPC door of the Envoy rate limit service: `envoy.service.ratelimit.v3.RateLimitService/
- * ShouldRateLimit` over `@grpc/grpc-js`, with the `.proto` files of packages/server/proto loaded
- * by `@grpc/proto-loader`, and gRPC's standard health check (`grpc.health.v1.Health/Check`).
+ * The gRPC door of the Envoy rate limit service, on `node:http2` directly: the two unary
+ * methods Envoy calls — `envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit` and
+ * gRPC's standard health check `grpc.health.v1.Health/Check` — with the messages read and
+ * written by wire.ts. Nothing else of gRPC is needed here (no streaming, no metadata, no
+ * interceptors), so a general gRPC server's per-call machinery is not paid for.
  *
- * A request that cannot be answered (no domain, no descriptors, an override without a unit) is
- * `INVALID_ARGUMENT` naming the field; Envoy lets such a request through (or fails it, with
- * `failure_mode_deny`), as it does for any error. A counter store failure is never an error
- * here: each limit's `onStoreError` answers.
+ * Every call gets a gRPC status, never a crash or a stream left open (gRPC's PROTOCOL-HTTP2
+ * document, and what grpc-go and grpc-js answer):
+ *
+ * - not POST: HTTP 405 with `grpc-status` INTERNAL; a content type other than
+ *   `application/grpc` (or `application/grpc+proto`): HTTP 415 with INTERNAL, so that a plain
+ *   HTTP client sees the refusal and a gRPC client a status;
+ * - another method: UNIMPLEMENTED; a `grpc-encoding` other than identity, gzip or deflate:
+ *   UNIMPLEMENTED with `grpc-accept-encoding`;
+ * - a message larger than the limit (announced or after decompression): RESOURCE_EXHAUSTED;
+ * - no message, a message cut off, a second message, a compressed flag without an encoding,
+ *   bytes that are not a protocol buffer, a compressed message that does not inflate: INTERNAL;
+ * - a request not whole within the request timeout: DEADLINE_EXCEEDED;
+ * - a request that cannot be answered (no domain, no descriptors, an override without a unit):
+ *   INVALID_ARGUMENT naming the field; an unexpected failure: INTERNAL (logged). A counter
+ *   store failure is never an error here: each limit's `onStoreError` answers.
+ *
+ * Envoy lets a call that failed through (or fails it, with `failure_mode_deny`), as it does for
+ * any error. A call the client cancels (RST_STREAM) is dropped when its answer is ready.
  */
-import { join } from "node:path";
-import * as grpc from "@grpc/grpc-js";
-import * as protoLoader from "@grpc/proto-loader";
+import http2 from "node:http2";
+import { gunzipSync, inflateSync } from "node:zlib";
 import type { Logger } from "pino";
-import { PROTO_DIR } from "../proto-dir.js";
+import { type RateLimitService, type RlsRequest, type RlsResponse, RlsInputError } from "./rls.js";
 import {
-  type RateLimitService,
-  type RlsDescriptor,
-  type RlsRequest,
-  type RlsResponse,
-  RlsInputError,
-} from "./rls.js";
-
-/** The files loaded, relative to {@link PROTO_DIR}. */
-export const PROTO_FILES = [
-  "envoy/service/ratelimit/v3/rls.proto",
-  "grpc/health/v1/health.proto",
-] as const;
+  SERVING_STATUS,
+  WireError,
+  decodeHealthCheckRequest,
+  decodeRateLimitRequest,
+  encodeHealthCheckResponse,
+  encodeRateLimitResponse,
+} from "./wire.js";
 
 /** The service's full name. */
 export const RLS_SERVICE = "envoy.service.ratelimit.v3.RateLimitService";
-const HEALTH_SERVICE = "grpc.health.v1.Health";
+const RLS_PATH = `/${RLS_SERVICE}/ShouldRateLimit`;
+const HEALTH_PATH = "/grpc.health.v1.Health/Check";
 
-/** Loads the protocol files (camelCase fields, 64-bit integers as strings, enums as numbers). */
-export function loadRlsDefinition(): protoLoader.PackageDefinition {
-  return protoLoader.loadSync(
-    PROTO_FILES.map((f) => join(PROTO_DIR, f)),
-    {
-      keepCase: false,
-      longs: String,
-      enums: Number,
-      defaults: true,
-      oneofs: true,
-      includeDirs: [PROTO_DIR],
-    },
-  );
+/** gRPC status codes used here. */
+export const GRPC_STATUS = Object.freeze({
+  OK: 0,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+});
+
+/** Message encodings a request may use (`grpc-encoding`). */
+const ENCODINGS = "identity,deflate,gzip";
+
+const OK_HEADERS = Object.freeze({ ":status": 200, "content-type": "application/grpc" });
+const OK_TRAILERS = Object.freeze({ "grpc-status": "0" });
+const { NGHTTP2_NO_ERROR } = http2.constants;
+
+/** `grpc-message`: the UTF-8 bytes outside printable ASCII (and `%` itself) percent-encoded. */
+export function grpcMessage(text: string): string {
+  if (/^[\x20-\x24\x26-\x7e]*$/.test(text)) return text;
+  let out = "";
+  for (const byte of Buffer.from(text, "utf8"))
+    out +=
+      byte >= 0x20 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+  return out;
 }
 
-/** A `RateLimitRequest` as proto-loader decodes it (every field present: `defaults: true`). */
-interface WireRequest {
-  domain?: string;
-  hitsAddend?: number;
-  descriptors?: Array<{
-    entries?: Array<{ key?: string; value?: string }>;
-    limit?: { requestsPerUnit?: number; unit?: number } | null;
-    hitsAddend?: { value?: string | number } | null;
-  }>;
-}
-
-/** The transport-free request of a decoded gRPC one. */
-export function requestFromWire(wire: WireRequest): RlsRequest {
-  return {
-    domain: wire.domain ?? "",
-    hitsAddend: wire.hitsAddend ?? 0,
-    descriptors: (wire.descriptors ?? []).map((d): RlsDescriptor => ({
-      entries: (d.entries ?? []).map((e) => ({ key: e.key ?? "", value: e.value ?? "" })),
-      limit: d.limit
-        ? { requestsPerUnit: d.limit.requestsPerUnit ?? 0, unit: d.limit.unit ?? 0 }
-        : undefined,
-      // A UInt64Value: absent means "not set"; its value arrives as a decimal string.
-      hitsAddend: d.hitsAddend ? Number(d.hitsAddend.value ?? 0) : undefined,
-    })),
-  };
-}
-
-/** The gRPC form of a response. */
-export function responseToWire(r: RlsResponse): Record<string, unknown> {
-  return {
-    overallCode: r.overallCode,
-    statuses: r.statuses.map((s) => ({
-      code: s.code,
-      currentLimit: s.currentLimit ?? null,
-      limitRemaining: s.limitRemaining,
-      durationUntilReset:
-        s.durationUntilResetS === undefined ? null : { seconds: s.durationUntilResetS, nanos: 0 },
-    })),
-    responseHeadersToAdd: r.responseHeadersToAdd.map(([key, value]) => ({ key, value })),
-    requestHeadersToAdd: [],
-    rawBody: r.rawBody ? Buffer.from(r.rawBody) : Buffer.alloc(0),
-  };
+/** Options of {@link createRlsGrpcServer}. */
+export interface RlsGrpcServerOptions {
+  /** Largest request message in bytes (announced, received, or once decompressed). */
+  readonly maxMessageBytes: number;
+  /** Longest wait for a call's request to arrive whole (headers to its last byte), ms. */
+  readonly requestTimeoutMs: number;
 }
 
 /** A running gRPC server. */
@@ -101,75 +92,354 @@ export interface RlsGrpcServer {
   close(graceMs: number): Promise<void>;
 }
 
+/** A call being received: what its request needs to be read, kept on its stream. */
+interface Call {
+  readonly stream: http2.ServerHttp2Stream;
+  readonly handler: Handler;
+  readonly encoding: string;
+  /** When it began, on the server's coarse clock (for the request timeout). */
+  readonly since: number;
+  /** The body's first chunk, and every chunk once there are several. */
+  first: Buffer | undefined;
+  more: Buffer[] | undefined;
+  size: number;
+}
+
+/** A method: the call's stream and its message (`body[start, end)`). */
+type Handler = (stream: http2.ServerHttp2Stream, body: Buffer, start: number, end: number) => void;
+
+const CALL = Symbol("sluice.grpcCall");
+/** A stream with its call while the request arrives. */
+type CallStream = http2.ServerHttp2Stream & { [CALL]?: Call };
+
+/** Answers a call with a status and no message (gRPC's Trailers-Only response). */
+function fail(
+  stream: http2.ServerHttp2Stream,
+  code: number,
+  message: string,
+  extra?: Record<string, string | number>,
+): void {
+  if (stream.destroyed || stream.headersSent) return;
+  stream.respond(
+    {
+      ":status": 200,
+      "content-type": "application/grpc",
+      ...extra,
+      "grpc-status": String(code),
+      "grpc-message": grpcMessage(message),
+    },
+    { endStream: true },
+  );
+  // Whatever the client still sends is not read: tell it to stop once the answer is out.
+  if (!stream.readableEnded) stream.close(NGHTTP2_NO_ERROR);
+}
+
+function sendTrailers(this: http2.ServerHttp2Stream): void {
+  this.sendTrailers(OK_TRAILERS);
+}
+
+const OK_OPTIONS = Object.freeze({ waitForTrailers: true });
+
+/** Answers a call with one message and `grpc-status: 0`. */
+function reply(stream: http2.ServerHttp2Stream, frame: Buffer): void {
+  if (stream.destroyed || stream.headersSent) return;
+  stream.respond(OK_HEADERS, OK_OPTIONS);
+  stream.once("wantTrailers", sendTrailers);
+  stream.end(frame);
+}
+
+function ignore(): void {}
+
+/** A call's message, decoded; undefined when it cannot be read (answered INTERNAL, saying why). */
+function read<T>(
+  stream: http2.ServerHttp2Stream,
+  message: string,
+  decode: (body: Buffer, start: number, end: number) => T,
+  body: Buffer,
+  start: number,
+  end: number,
+): T | undefined {
+  try {
+    return decode(body, start, end);
+  } catch (err) {
+    if (!(err instanceof WireError)) throw err;
+    fail(stream, GRPC_STATUS.INTERNAL, `malformed ${message}: ${err.message}`);
+    return undefined;
+  }
+}
+
 /** Builds the gRPC server around a {@link RateLimitService}. */
-export function createRlsGrpcServer(service: RateLimitService, logger: Logger): RlsGrpcServer {
-  const definition = loadRlsDefinition();
-  const server = new grpc.Server({
-    // Envoy keeps one connection open and multiplexes on it; answer its pings.
-    "grpc.keepalive_permit_without_calls": 1,
-  });
+export function createRlsGrpcServer(
+  service: RateLimitService,
+  logger: Logger,
+  options: RlsGrpcServerOptions,
+): RlsGrpcServer {
+  const max = options.maxMessageBytes;
+  const server = http2.createServer();
+  const sessions = new Set<http2.ServerHttp2Session>();
+  /** Calls whose request has not arrived whole yet (watched for the request timeout). */
+  const pending = new Set<Call>();
   let serving = true;
-  server.addService(definition[RLS_SERVICE] as grpc.ServiceDefinition, {
-    ShouldRateLimit(
-      call: grpc.ServerUnaryCall<WireRequest, unknown>,
-      callback: grpc.sendUnaryData<unknown>,
-    ) {
-      let request: RlsRequest;
-      try {
-        request = requestFromWire(call.request);
-      } catch (err) {
-        callback({ code: grpc.status.INVALID_ARGUMENT, details: (err as Error).message });
-        return;
-      }
-      service.shouldRateLimit(request).then(
-        (r) => callback(null, responseToWire(r)),
-        (err: unknown) => {
-          if (err instanceof RlsInputError) {
-            callback({ code: grpc.status.INVALID_ARGUMENT, details: err.message });
-            return;
-          }
-          logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
-          callback({ code: grpc.status.INTERNAL, details: "internal error" });
-        },
+  // A clock read once per sweep: a call's start needs no finer time than the sweep's. A call
+  // starts at most one sweep after `coarseNow`, so it is taken to start then: no call is cut
+  // before its time, and none later than two sweeps after it.
+  const sweepMs = Math.min(1000, Math.max(10, options.requestTimeoutMs / 10));
+  let coarseNow = Date.now();
+
+  const onRls: Handler = (stream, body, start, end) => {
+    const request = read(stream, "RateLimitRequest", decodeRateLimitRequest, body, start, end);
+    if (request === undefined) return;
+    let answer: RlsResponse | Promise<RlsResponse>;
+    try {
+      answer = service.answer(request);
+    } catch (err) {
+      failed(stream, err, request);
+      return;
+    }
+    if (answer instanceof Promise)
+      answer.then(
+        (r) => reply(stream, encodeRateLimitResponse(r)),
+        (err: unknown) => failed(stream, err, request),
       );
-    },
-  });
-  server.addService(definition[HEALTH_SERVICE] as grpc.ServiceDefinition, {
-    Check(
-      call: grpc.ServerUnaryCall<{ service?: string }, unknown>,
-      callback: grpc.sendUnaryData<unknown>,
+    else reply(stream, encodeRateLimitResponse(answer));
+  };
+
+  /** A call the service could not answer: its input (INVALID_ARGUMENT), or a failure. */
+  const failed = (stream: http2.ServerHttp2Stream, err: unknown, request: RlsRequest) => {
+    if (err instanceof RlsInputError) {
+      fail(stream, GRPC_STATUS.INVALID_ARGUMENT, err.message);
+      return;
+    }
+    logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
+    fail(stream, GRPC_STATUS.INTERNAL, "internal error");
+  };
+
+  const onHealth: Handler = (stream, body, start, end) => {
+    const name = read(stream, "HealthCheckRequest", decodeHealthCheckRequest, body, start, end);
+    if (name === undefined) return;
+    if (name !== "" && name !== RLS_SERVICE) {
+      fail(stream, GRPC_STATUS.NOT_FOUND, `unknown service "${name}"`);
+      return;
+    }
+    reply(
+      stream,
+      encodeHealthCheckResponse(serving ? SERVING_STATUS.SERVING : SERVING_STATUS.NOT_SERVING),
+    );
+  };
+
+  /** The whole request body has arrived: one gRPC message, checked, to its method. */
+  const onBody = (
+    stream: http2.ServerHttp2Stream,
+    handler: Handler,
+    encoding: string,
+    body: Buffer,
+  ) => {
+    if (body.length < 5) {
+      fail(
+        stream,
+        GRPC_STATUS.INTERNAL,
+        body.length === 0
+          ? "no request message: the stream ended before one"
+          : `request cut off: ${body.length} bytes of a 5-byte message prefix`,
+      );
+      return;
+    }
+    const flag = body[0]!;
+    const len = body.readUInt32BE(1);
+    if (body.length < 5 + len) {
+      fail(
+        stream,
+        GRPC_STATUS.INTERNAL,
+        `request cut off: the message announces ${len} bytes, ${body.length - 5} arrived`,
+      );
+      return;
+    }
+    if (body.length > 5 + len) {
+      fail(stream, GRPC_STATUS.INTERNAL, "more than one request message for a unary method");
+      return;
+    }
+    if (flag === 0) {
+      handler(stream, body, 5, body.length);
+      return;
+    }
+    if (flag !== 1) {
+      fail(stream, GRPC_STATUS.INTERNAL, `message flag ${flag} is neither 0 nor 1`);
+      return;
+    }
+    if (encoding === "identity") {
+      fail(
+        stream,
+        GRPC_STATUS.INTERNAL,
+        "the message is flagged compressed but grpc-encoding names no compression",
+      );
+      return;
+    }
+    let message: Buffer;
+    try {
+      const inflate = encoding === "gzip" ? gunzipSync : inflateSync;
+      message = inflate(body.subarray(5), { maxOutputLength: max });
+    } catch (err) {
+      if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
+        fail(
+          stream,
+          GRPC_STATUS.RESOURCE_EXHAUSTED,
+          `request message larger than ${max} bytes once decompressed`,
+        );
+      else fail(stream, GRPC_STATUS.INTERNAL, `the ${encoding} message does not decompress`);
+      return;
+    }
+    handler(stream, message, 0, message.length);
+  };
+
+  server.on("stream", (stream, headers) => {
+    stream.on("error", ignore);
+    if (headers[":method"] !== "POST") {
+      fail(stream, GRPC_STATUS.INTERNAL, `method ${headers[":method"]} is not POST`, {
+        ":status": 405,
+      });
+      return;
+    }
+    const type = headers["content-type"];
+    if (
+      type !== "application/grpc" &&
+      !(typeof type === "string" && /^application\/grpc(\+proto)?(;|$)/.test(type))
     ) {
-      const name = call.request.service ?? "";
-      if (name !== "" && name !== RLS_SERVICE) {
-        callback({ code: grpc.status.NOT_FOUND, details: `unknown service "${name}"` });
-        return;
-      }
-      // SERVING 1, NOT_SERVING 2 (while shutting down).
-      callback(null, { status: serving ? 1 : 2 });
-    },
+      fail(
+        stream,
+        GRPC_STATUS.INTERNAL,
+        `content-type ${JSON.stringify(type ?? "")} is not application/grpc (protobuf)`,
+        { ":status": 415 },
+      );
+      return;
+    }
+    const path = headers[":path"];
+    const handler = path === RLS_PATH ? onRls : path === HEALTH_PATH ? onHealth : undefined;
+    if (handler === undefined) {
+      fail(stream, GRPC_STATUS.UNIMPLEMENTED, `unknown method ${path}`);
+      return;
+    }
+    const encodingHeader = headers["grpc-encoding"];
+    const encoding = encodingHeader === undefined ? "identity" : String(encodingHeader);
+    if (encoding !== "identity" && encoding !== "gzip" && encoding !== "deflate") {
+      fail(
+        stream,
+        GRPC_STATUS.UNIMPLEMENTED,
+        `grpc-encoding ${encoding} is not supported (use ${ENCODINGS})`,
+        { "grpc-accept-encoding": ENCODINGS },
+      );
+      return;
+    }
+    const call: Call = {
+      stream,
+      handler,
+      encoding,
+      since: coarseNow + sweepMs,
+      first: undefined,
+      more: undefined,
+      size: 0,
+    };
+    (stream as CallStream)[CALL] = call;
+    pending.add(call);
+    stream.on("data", onData);
+    stream.on("end", onEnd);
   });
+
+  /** Stops reading a call's request (it was answered before it ended). */
+  const abandon = (call: Call) => {
+    pending.delete(call);
+    call.stream.removeListener("data", onData);
+    call.stream.removeListener("end", onEnd);
+  };
+
+  // The listeners of every call (`this` is the call's stream): made once, not per call.
+  function onData(this: CallStream, chunk: Buffer): void {
+    const call = this[CALL]!;
+    const size = (call.size += chunk.length);
+    if (call.first === undefined) call.first = chunk;
+    else (call.more ??= [call.first]).push(chunk);
+    let announced = 0;
+    if (size >= 5 && size - chunk.length < 5) {
+      // The prefix is complete: a message announced too large is refused before it arrives.
+      announced = (call.more ? Buffer.concat(call.more) : call.first).readUInt32BE(1);
+    }
+    if (size > max + 5 || announced > max) {
+      abandon(call);
+      fail(
+        this,
+        GRPC_STATUS.RESOURCE_EXHAUSTED,
+        `request message larger than the limit (${Math.max(size - 5, announced)} vs. ${max} bytes)`,
+      );
+    }
+  }
+
+  function onEnd(this: CallStream): void {
+    const call = this[CALL]!;
+    pending.delete(call);
+    this[CALL] = undefined;
+    const body = call.more ? Buffer.concat(call.more) : (call.first ?? Buffer.alloc(0));
+    try {
+      onBody(this, call.handler, call.encoding, body);
+    } catch (err) {
+      logger.error({ err, path: RLS_PATH }, "gRPC call failed");
+      fail(this, GRPC_STATUS.INTERNAL, "internal error");
+    }
+  }
+
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.on("error", ignore);
+    session.on("close", () => sessions.delete(session));
+  });
+
+  // Calls whose request does not arrive whole within the timeout get DEADLINE_EXCEEDED.
+  const sweep = setInterval(() => {
+    coarseNow = Date.now();
+    const before = coarseNow - options.requestTimeoutMs;
+    for (const call of pending) {
+      if (call.stream.destroyed) pending.delete(call);
+      else if (call.since <= before) {
+        abandon(call);
+        fail(
+          call.stream,
+          GRPC_STATUS.DEADLINE_EXCEEDED,
+          `the request did not arrive whole within ${options.requestTimeoutMs} ms`,
+        );
+      }
+    }
+  }, sweepMs);
+  sweep.unref();
+
   let closing: Promise<void> | undefined;
   return {
     listen(host, port) {
-      const address = host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`;
       return new Promise((resolve, reject) => {
-        server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, bound) =>
-          err ? reject(err) : resolve(bound),
-        );
+        server.once("error", reject);
+        server.listen(port, host, () => {
+          server.off("error", reject);
+          resolve((server.address() as { port: number }).port);
+        });
       });
     },
     close(graceMs) {
       closing ??= new Promise<void>((resolve) => {
         serving = false;
-        const timer = setTimeout(() => {
-          server.forceShutdown();
-          resolve();
-        }, graceMs);
-        timer.unref();
-        server.tryShutdown(() => {
+        clearInterval(sweep);
+        let done = false;
+        const finish = () => {
+          if (done) return;
+          done = true;
           clearTimeout(timer);
           resolve();
-        });
+        };
+        const timer = setTimeout(() => {
+          for (const s of sessions) s.destroy();
+          finish();
+        }, graceMs);
+        timer.unref();
+        // No new connections; each open one is told to go away (GOAWAY) and closes once its
+        // calls in flight are answered.
+        server.close(finish);
+        for (const s of sessions) s.close();
       });
       return closing;
     },

@@ -19,15 +19,19 @@ import {
   type Policy,
   type RuleDecision,
   type Store,
+  type SyncLimiter,
   createLimiter,
+  isSyncStore,
   policyCapacity,
 } from "sluice";
 import {
   type HeaderFormat,
   type HeaderList,
   type ProblemDetails,
+  githubHeaders,
   quotaExceededProblem,
-  rateLimitHeaders,
+  ratelimitPolicyValue,
+  ratelimitValue,
   retryAfterSeconds,
   storeUnavailableProblem,
   violatedPolicies,
@@ -46,6 +50,7 @@ import {
   matchDescriptor,
 } from "./compile.js";
 import { type EnvoyUnit, UNIT_CODES, UNIT_SECONDS } from "./config.js";
+import type { CounterChild } from "../metrics.js";
 
 /** `RateLimitResponse.Code`. */
 export const CODE = Object.freeze({ UNKNOWN: 0, OK: 1, OVER_LIMIT: 2 });
@@ -130,14 +135,18 @@ export interface LiveEnvoyDomain {
   readonly draft: LiveEnvoyDraft | undefined;
 }
 
-/** Metrics the service records (labels stay bounded: configured domains and descriptor paths). */
+/**
+ * Metrics the service records (labels stay bounded: configured domains and descriptor paths).
+ * Each function gives the counter of one set of labels; the service asks once per limit (or
+ * domain) and label and keeps it, so a call labels nothing.
+ */
 export interface RlsMetrics {
   /** Per descriptor limit: `ok`, `over_limit`, `shadow`, `store_error`, `unlimited`. */
-  descriptor(domain: string, path: string, outcome: string): void;
+  descriptor(domain: string, path: string, outcome: string): CounterChild;
   /** Per request: `ok`, `over_limit`, `invalid`. */
-  request(domain: string, code: string): void;
+  request(domain: string, code: string): CounterChild;
   /** Per request evaluated by a domain's draft: `ok`, `over_limit`. */
-  draft(domain: string, code: string): void;
+  draft(domain: string, code: string): CounterChild;
 }
 
 /** Options of {@link RateLimitService}. */
@@ -161,12 +170,44 @@ export interface RateLimitServiceOptions {
 interface Outcome {
   readonly limit: CompiledLimit | undefined;
   readonly status: RlsStatus;
-  /** The decision, with the limit's display name as its policy (for headers and bodies). */
+  /** The limiter's decision (its policy is the limit's policy name, not its display name). */
   readonly decision: Decision | undefined;
   /** OVER_LIMIT (a shadow limit never is). */
   readonly over: boolean;
   /** Over because the store failed and the limit fails closed. */
   readonly failedClosed: boolean;
+}
+
+/** A descriptor limit matched by a request, and the identifier it counts. */
+interface Found {
+  readonly limit: CompiledLimit;
+  readonly identifier: string;
+}
+
+/**
+ * What is constant per compiled limit, made when the limit first decides: nothing of it is
+ * rebuilt per call.
+ */
+interface LimitFacts {
+  /** Its display name ({@link displayName}). */
+  readonly name: string;
+  /** The policy's capacity (0 for a limit of 0). */
+  readonly capacity: number;
+  /** The limiter, when its store decides synchronously (the memory store). */
+  readonly sync: SyncLimiter | undefined;
+  /** `current_limit` of each rule: one object per rule, so the codec encodes it once. */
+  readonly currentLimits: ReadonlyArray<NonNullable<RlsStatus["currentLimit"]>>;
+  /** The descriptor metric's counters, by outcome (made on first use). */
+  readonly counters: Map<string, CounterChild>;
+  /** `RateLimit-Policy` and the rules it was made for (a decision's limit, period and burst). */
+  policyHeader: { readonly value: string; readonly rules: readonly RuleDecision[] } | undefined;
+}
+
+/** The request metric's counters of one domain. */
+interface RequestCounters {
+  readonly ok: CounterChild | undefined;
+  readonly overLimit: CounterChild | undefined;
+  readonly invalid: CounterChild | undefined;
 }
 
 /** Most Envoy overrides kept as ready limiters (least recently made dropped first). */
@@ -175,112 +216,260 @@ const MAX_OVERRIDES = 1000;
 /** The reference service's answer for a descriptor without a limit. */
 const NO_LIMIT: RlsStatus = Object.freeze({ code: CODE.OK, limitRemaining: 0 });
 const UNLIMITED: RlsStatus = Object.freeze({ code: CODE.OK, limitRemaining: MAX_UINT32 });
+const NO_OUTCOME: Outcome = Object.freeze({
+  limit: undefined,
+  status: NO_LIMIT,
+  decision: undefined,
+  over: false,
+  failedClosed: false,
+});
+/** The label of requests to a domain that is not configured. */
+const UNKNOWN_DOMAIN = "(unknown)";
 
 /** The name a limit shows in headers and problem bodies: its `name`, else its descriptor path. */
 export function displayName(limit: CompiledLimit): string {
   return limit.name ?? limit.path;
 }
 
+/** A decision as headers and problem bodies show it: under the limit's display name. */
+function named(limit: CompiledLimit, d: Decision): Decision {
+  return { ...d, policy: displayName(limit) };
+}
+
+/** Whether a limit found for a request is dropped by a `replaces` of any limit found. */
+function isReplaced(limit: CompiledLimit, found: ReadonlyArray<Found | undefined>): boolean {
+  const name = limit.name;
+  if (name === undefined) return false;
+  for (const f of found) if (f !== undefined && f.limit.replaces.includes(name)) return true;
+  return false;
+}
+
+/** Whether two decisions' rules have the same limit, period and burst (what `RateLimit-Policy` shows). */
+function sameRules(a: readonly RuleDecision[], b: readonly RuleDecision[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x.limit !== y.limit || x.periodMs !== y.periodMs || x.burst !== y.burst) return false;
+  }
+  return true;
+}
+
 /** Answers `ShouldRateLimit` requests for a node. */
 export class RateLimitService {
   private readonly overrides = new Map<string, CompiledLimit>();
+  private readonly facts = new WeakMap<CompiledLimit, LimitFacts>();
+  private readonly requestCounters = new WeakMap<CompiledDomain, RequestCounters>();
+  private readonly draftCounters = new WeakMap<CompiledDomain, RequestCounters>();
+  private unknownCounters: RequestCounters | undefined;
 
   constructor(private readonly options: RateLimitServiceOptions) {}
 
   /**
-   * Decides a request. Throws {@link RlsInputError} for a request that cannot be answered
+   * Decides a request. Rejects with {@link RlsInputError} for a request that cannot be answered
    * (no domain, no descriptors, an override without a unit); never for a store failure, which
    * each limit's `onStoreError` decides.
    */
   async shouldRateLimit(req: RlsRequest): Promise<RlsResponse> {
+    return this.answer(req);
+  }
+
+  /**
+   * {@link shouldRateLimit}, answered at once when it can be: when every limit the request
+   * touches decides synchronously (the memory store) and the domain has no draft, the response
+   * itself, else a promise of it. Throws {@link RlsInputError} (or rejects with it).
+   */
+  answer(req: RlsRequest): RlsResponse | Promise<RlsResponse> {
     const live = this.options.domain(req.domain);
-    const label = live ? req.domain : "(unknown)";
-    const issues = checkRequest(req);
-    if (issues.length > 0) {
-      this.options.metrics?.request(label, "invalid");
-      throw new RlsInputError(issues);
+    const counters = this.countersOf(live?.compiled);
+    if (!answerable(req)) {
+      counters.invalid?.inc();
+      throw new RlsInputError(checkRequest(req));
     }
     const draft = live?.draft;
+    if (draft) return this.withDraft(live, draft, req, counters);
+    const r = this.evaluate(live?.compiled, req, ENVOY_POLICY_PREFIX, true);
+    if (r instanceof Promise)
+      return r.then((res) => {
+        (res.overallCode === CODE.OVER_LIMIT ? counters.overLimit : counters.ok)?.inc();
+        return res;
+      });
+    (r.overallCode === CODE.OVER_LIMIT ? counters.overLimit : counters.ok)?.inc();
+    return r;
+  }
+
+  /** The enforced domain and its draft, side by side (the draft's answer is only counted). */
+  private async withDraft(
+    live: LiveEnvoyDomain,
+    draft: LiveEnvoyDraft,
+    req: RlsRequest,
+    counters: RequestCounters,
+  ): Promise<RlsResponse> {
     const [response, draftResponse] = await Promise.all([
-      this.evaluate(live?.compiled, req, ENVOY_POLICY_PREFIX, true),
-      draft
-        ? this.evaluate(draft.compiled, req, `sluice.draft.envoy.${draft.id}.`, false).catch(
-            (err: unknown) => {
-              this.options.onDraftError?.(err, req.domain);
-              return undefined;
-            },
-          )
-        : undefined,
+      this.evaluate(live.compiled, req, ENVOY_POLICY_PREFIX, true),
+      (async () =>
+        this.evaluate(draft.compiled, req, `sluice.draft.envoy.${draft.id}.`, false))().catch(
+        (err: unknown) => {
+          this.options.onDraftError?.(err, req.domain);
+          return undefined;
+        },
+      ),
     ]);
-    this.options.metrics?.request(
-      label,
-      response.overallCode === CODE.OVER_LIMIT ? "over_limit" : "ok",
-    );
-    if (draft && draftResponse) {
+    const liveDenies = response.overallCode === CODE.OVER_LIMIT;
+    (liveDenies ? counters.overLimit : counters.ok)?.inc();
+    if (draftResponse) {
       const draftDenies = draftResponse.overallCode === CODE.OVER_LIMIT;
-      const liveDenies = response.overallCode === CODE.OVER_LIMIT;
       draft.stats.evaluated++;
       if (draftDenies) draft.stats.wouldDeny++;
       if (draftDenies && !liveDenies) draft.stats.wouldDenyNewly++;
       if (!draftDenies && liveDenies) draft.stats.wouldAllowNewly++;
-      this.options.metrics?.draft(req.domain, draftDenies ? "over_limit" : "ok");
+      const d = this.draftCountersOf(live.compiled);
+      (draftDenies ? d.overLimit : d.ok)?.inc();
     }
     return response;
   }
 
-  /** Decides a request against one compiled domain (the enforced one or a draft). */
-  private async evaluate(
+  /** The request counters of a domain (of unknown domains when undefined), labelled once. */
+  private countersOf(domain: CompiledDomain | undefined): RequestCounters {
+    const metrics = this.options.metrics;
+    const make = (label: string): RequestCounters => ({
+      ok: metrics?.request(label, "ok"),
+      overLimit: metrics?.request(label, "over_limit"),
+      invalid: metrics?.request(label, "invalid"),
+    });
+    if (domain === undefined) return (this.unknownCounters ??= make(UNKNOWN_DOMAIN));
+    let c = this.requestCounters.get(domain);
+    if (c === undefined) {
+      c = make(domain.domain);
+      this.requestCounters.set(domain, c);
+    }
+    return c;
+  }
+
+  private draftCountersOf(domain: CompiledDomain): RequestCounters {
+    let c = this.draftCounters.get(domain);
+    if (c === undefined) {
+      const metrics = this.options.metrics;
+      c = {
+        ok: metrics?.draft(domain.domain, "ok"),
+        overLimit: metrics?.draft(domain.domain, "over_limit"),
+        invalid: undefined,
+      };
+      this.draftCounters.set(domain, c);
+    }
+    return c;
+  }
+
+  /** The facts of a limit, made on its first decision. */
+  private factsOf(limit: CompiledLimit): LimitFacts {
+    let f = this.facts.get(limit);
+    if (f === undefined) {
+      const limiter = limit.limiter;
+      const name = limit.name ?? "";
+      f = {
+        name: displayName(limit),
+        capacity: limit.policy ? policyCapacity(limit.policy) : 0,
+        sync:
+          limiter !== undefined && isSyncStore(limiter.store)
+            ? (limiter as SyncLimiter)
+            : undefined,
+        currentLimits: limit.rules.map((r) =>
+          Object.freeze({
+            requestsPerUnit: r.requestsPerUnit,
+            unit: r.unit ? UNIT_CODES[r.unit] : 0,
+            name,
+          }),
+        ),
+        counters: new Map(),
+        policyHeader: undefined,
+      };
+      this.facts.set(limit, f);
+    }
+    return f;
+  }
+
+  /** Counts a descriptor limit's outcome (its counter labelled on first use). */
+  private count(domain: string, limit: CompiledLimit, facts: LimitFacts, outcome: string): void {
+    const metrics = this.options.metrics;
+    if (metrics === undefined) return;
+    let c = facts.counters.get(outcome);
+    if (c === undefined) {
+      c = metrics.descriptor(domain, limit.path, outcome);
+      facts.counters.set(outcome, c);
+    }
+    c.inc();
+  }
+
+  /**
+   * Decides a request against one compiled domain (the enforced one or a draft): the response
+   * itself when every descriptor was decided synchronously, else a promise of it.
+   */
+  private evaluate(
     domain: CompiledDomain | undefined,
     req: RlsRequest,
     prefix: string,
     record: boolean,
-  ): Promise<RlsResponse> {
-    const found = req.descriptors.map((d) => this.limitOf(domain, req.domain, d, prefix));
-    // `replaces`: every limit found (unlimited ones too) may drop others by name.
-    const replaced = new Set<string>();
-    for (const f of found) for (const r of f?.limit.replaces ?? []) replaced.add(r);
-    const outcomes = await Promise.all(
-      req.descriptors.map(async (d, i): Promise<Outcome> => {
-        const f = found[i];
-        if (!f)
-          return {
-            limit: undefined,
-            status: NO_LIMIT,
-            decision: undefined,
-            over: false,
-            failedClosed: false,
-          };
+  ): RlsResponse | Promise<RlsResponse> {
+    const descriptors = req.descriptors;
+    const n = descriptors.length;
+    const found: Array<Found | undefined> = new Array<Found | undefined>(n);
+    for (let i = 0; i < n; i++)
+      found[i] = this.limitOf(domain, req.domain, descriptors[i]!, prefix);
+    const outcomes: Array<Outcome | Promise<Outcome>> = new Array<Outcome | Promise<Outcome>>(n);
+    let pending = false;
+    for (let i = 0; i < n; i++) {
+      const f = found[i];
+      let o: Outcome | Promise<Outcome>;
+      if (f === undefined) o = NO_OUTCOME;
+      else if (f.limit.unlimited) {
+        if (record) this.count(req.domain, f.limit, this.factsOf(f.limit), "unlimited");
+        o = {
+          limit: f.limit,
+          status: UNLIMITED,
+          decision: undefined,
+          over: false,
+          failedClosed: false,
+        };
+      } else if (isReplaced(f.limit, found)) o = NO_OUTCOME;
+      else {
         const limit = f.limit;
-        if (limit.unlimited) {
-          if (record) this.options.metrics?.descriptor(req.domain, limit.path, "unlimited");
-          return {
-            limit,
-            status: UNLIMITED,
-            decision: undefined,
-            over: false,
-            failedClosed: false,
-          };
+        const facts = this.factsOf(limit);
+        const hits = descriptors[i]!.hitsAddend ?? Math.max(1, req.hitsAddend);
+        const decided = this.decide(limit, facts, f.identifier, hits);
+        if (decided instanceof Promise) {
+          pending = true;
+          o = record
+            ? decided.then((x) => {
+                this.count(req.domain, limit, facts, outcomeLabel(x));
+                return x;
+              })
+            : decided;
+        } else {
+          if (record) this.count(req.domain, limit, facts, outcomeLabel(decided));
+          o = decided;
         }
-        if (limit.name !== undefined && replaced.has(limit.name))
-          return {
-            limit: undefined,
-            status: NO_LIMIT,
-            decision: undefined,
-            over: false,
-            failedClosed: false,
-          };
-        const hits = d.hitsAddend ?? Math.max(1, req.hitsAddend);
-        const o = await this.decide(limit, f.identifier, hits);
-        if (record) this.options.metrics?.descriptor(req.domain, limit.path, outcomeLabel(o));
-        return o;
-      }),
-    );
+      }
+      outcomes[i] = o;
+    }
+    if (pending)
+      return Promise.all(outcomes.map((o) => Promise.resolve(o))).then((all) => this.respond(all));
+    return this.respond(outcomes as Outcome[]);
+  }
 
-    const limited = outcomes.filter((o) => o.limit !== undefined && !o.limit.unlimited);
-    const quota = limited.filter((o) => o.limit!.quota);
-    const overRate = limited.some((o) => o.over && !o.limit!.quota);
-    const overQuota = quota.length > 0 && quota.every((o) => o.over);
-    const over = overRate || overQuota;
+  /** The response of a request's outcomes: the overall code, headers, the 429 body. */
+  private respond(outcomes: readonly Outcome[]): RlsResponse {
+    let overRate = false;
+    let quota = 0;
+    let quotaOver = 0;
+    for (const o of outcomes) {
+      const l = o.limit;
+      if (l === undefined || l.unlimited) continue;
+      if (l.quota) {
+        quota++;
+        if (o.over) quotaOver++;
+      } else if (o.over) overRate = true;
+    }
+    const over = overRate || (quota > 0 && quotaOver === quota);
 
     // The descriptor closest to its limit: the least remaining, and any over the limit wins
     // (the last one, as the reference service picks it).
@@ -297,35 +486,66 @@ export class RateLimitService {
       }
     }
     const headers: HeaderList = [];
-    if (chosen?.decision && this.options.headers !== false) {
+    const format = this.options.headers;
+    if (chosen?.decision && format !== false) {
+      const limit = chosen.limit!;
       const d = chosen.decision;
-      headers.push(
-        ...rateLimitHeaders(this.options.headers, d, {
-          nowMs: this.options.now(),
-          algorithm: chosen.limit!.algorithm,
-        }),
-      );
+      if (format !== "ietf")
+        headers.push(
+          ...githubHeaders(d, { nowMs: this.options.now(), algorithm: limit.algorithm }),
+        );
+      if (format !== "github") this.ietfHeaders(headers, limit, d);
     }
     let rawBody: Uint8Array | undefined;
     let failedClosed = false;
     if (over) {
-      const violating = limited.filter((o) => o.over && (overRate ? !o.limit!.quota : true));
+      const violating = outcomes.filter(
+        (o) =>
+          o.limit !== undefined &&
+          !o.limit.unlimited &&
+          o.over &&
+          (overRate ? !o.limit.quota : true),
+      );
       failedClosed = violating.every((o) => o.failedClosed);
       const problem = failedClosed
-        ? storeUnavailableProblem(violating[0]!.decision!)
-        : overLimitProblem(violating.filter((o) => !o.failedClosed).map((o) => o.decision!));
+        ? storeUnavailableProblem(named(violating[0]!.limit!, violating[0]!.decision!))
+        : overLimitProblem(
+            violating.filter((o) => !o.failedClosed).map((o) => named(o.limit!, o.decision!)),
+          );
       if (problem.retryAfter !== undefined)
         headers.push(["Retry-After", String(problem.retryAfter)]);
       headers.push(["Content-Type", PROBLEM_CONTENT_TYPE]);
-      rawBody = new TextEncoder().encode(JSON.stringify(problem));
+      rawBody = Buffer.from(JSON.stringify(problem));
     }
+    const statuses = new Array<RlsStatus>(outcomes.length);
+    for (let i = 0; i < outcomes.length; i++) statuses[i] = outcomes[i]!.status;
     return {
       overallCode: over ? CODE.OVER_LIMIT : CODE.OK,
-      statuses: outcomes.map((o) => o.status),
+      statuses,
       responseHeadersToAdd: headers,
       rawBody,
       failedClosed,
     };
+  }
+
+  /**
+   * sluice/http's `ietfHeaders` of the decision under the limit's display name, without a copy
+   * of the decision: `RateLimit-Policy` is made once per limit (again if a decision's rules
+   * differ, as an insurance limiter's do) and `RateLimit` is left out when the store failed.
+   */
+  private ietfHeaders(headers: HeaderList, limit: CompiledLimit, d: Decision): void {
+    const facts = this.factsOf(limit);
+    // What the header builders read of a decision: its policy name and its rules.
+    const view = { policy: facts.name, rules: d.rules } as Decision;
+    const ctx = { algorithm: limit.algorithm };
+    let policy = facts.policyHeader;
+    if (policy === undefined || !sameRules(policy.rules, d.rules)) {
+      policy = { value: ratelimitPolicyValue(view, ctx), rules: d.rules };
+      facts.policyHeader = policy;
+    }
+    headers.push(["RateLimit-Policy", policy.value]);
+    // As ietfHeaders: when the store failed, the counters are not known.
+    if (d.reason !== "store-error") headers.push(["RateLimit", ratelimitValue(view, ctx)]);
   }
 
   /** The limit of a request descriptor (override or configured) and the identifier it counts. */
@@ -409,34 +629,58 @@ export class RateLimitService {
     return createLimiter({ store: this.options.store, policy, ...(onError ? { onError } : {}) });
   }
 
-  /** One limit's decision for `hits` (0: check without counting). */
-  private async decide(limit: CompiledLimit, identifier: string, hits: number): Promise<Outcome> {
-    const named = (d: Decision): Decision => ({ ...d, policy: displayName(limit) });
-    if (!limit.policy) {
-      // A limit of 0 requests: nothing ever fits.
-      return this.outcome(limit, named(this.denyAll(limit, hits)));
-    }
+  /**
+   * One limit's decision for `hits` (0: check without counting): synchronous when the limit's
+   * store decides synchronously, else a promise.
+   */
+  private decide(
+    limit: CompiledLimit,
+    facts: LimitFacts,
+    identifier: string,
+    hits: number,
+  ): Outcome | Promise<Outcome> {
+    // A limit of 0 requests: nothing ever fits.
+    if (!limit.policy) return this.outcome(limit, facts, this.denyAll(limit, hits));
     const limiter = limit.limiter;
     if (!limiter) throw new Error(`limit ${limit.path} was compiled without a limiter`);
-    if (hits === 0) return this.outcome(limit, named(await limiter.peek(identifier)));
-    if (hits > policyCapacity(limit.policy)) {
-      // More hits than the limit holds can never fit: over the limit, and nothing counted.
-      const now = await limiter.peek(identifier);
-      const denied: Decision =
-        now.reason === "store-error" && !now.allowed
-          ? now
-          : {
-              ...now,
-              allowed: limit.shadow,
-              remaining: 0,
-              retryAfterMs: limit.shadow ? 0 : Math.max(now.resetAfterMs, 1),
-              cost: hits,
-              rules: now.rules.map((r) => ({ ...r, allowed: false })),
-              ...(limit.shadow ? { reason: "shadow" as const } : {}),
-            };
-      return this.outcome(limit, named(denied));
+    const sync = facts.sync;
+    if (hits === 0 || hits > facts.capacity) {
+      // Only a look: 0 hits checks without counting; more hits than the limit holds can never
+      // fit and are over the limit, counting nothing.
+      const finish = (now: Decision) =>
+        this.outcome(limit, facts, hits === 0 ? now : this.overCapacity(limit, now, hits));
+      if (sync !== undefined) {
+        try {
+          return finish(sync.peekSync(identifier));
+        } catch {
+          // The awaited path answers a failure as the limiter's onStoreError says.
+        }
+      }
+      return limiter.peek(identifier).then(finish);
     }
-    return this.outcome(limit, named(await limiter.limit(identifier, { cost: hits })));
+    const options = hits === 1 ? undefined : { cost: hits };
+    if (sync !== undefined) {
+      try {
+        return this.outcome(limit, facts, sync.limitSync(identifier, options));
+      } catch {
+        // As above: the awaited path answers it.
+      }
+    }
+    return limiter.limit(identifier, options).then((d) => this.outcome(limit, facts, d));
+  }
+
+  /** The answer for more hits than the limit holds: over, counting nothing (from a peek). */
+  private overCapacity(limit: CompiledLimit, now: Decision, hits: number): Decision {
+    if (now.reason === "store-error" && !now.allowed) return now;
+    return {
+      ...now,
+      allowed: limit.shadow,
+      remaining: 0,
+      retryAfterMs: limit.shadow ? 0 : Math.max(now.resetAfterMs, 1),
+      cost: hits,
+      rules: now.rules.map((r) => ({ ...r, allowed: false })),
+      ...(limit.shadow ? { reason: "shadow" as const } : {}),
+    };
   }
 
   /** The decision of a limit of 0: over, until the window ends. */
@@ -467,16 +711,17 @@ export class RateLimitService {
     };
   }
 
-  private outcome(limit: CompiledLimit, d: Decision): Outcome {
+  private outcome(limit: CompiledLimit, facts: LimitFacts, d: Decision): Outcome {
     const over = !d.allowed;
     const shadowOver = d.reason === "shadow";
-    const r = limit.rules[d.rule] ?? limit.rules[0]!;
+    const rule = facts.currentLimits[d.rule] !== undefined ? d.rule : 0;
     let durationUntilResetS: number | undefined;
     if (d.reason === "store-error") {
       // Nothing is known of the counters; a fixed window still ends when the clock says.
       if (limit.algorithm === "fixed-window") {
+        const periodMs = limit.rules[rule]!.periodMs;
         const nowMs = this.options.now();
-        durationUntilResetS = Math.ceil((r.periodMs - (nowMs % r.periodMs)) / 1000);
+        durationUntilResetS = Math.ceil((periodMs - (nowMs % periodMs)) / 1000);
       }
     } else {
       durationUntilResetS = Math.ceil(Math.max(0, d.resetAfterMs) / 1000);
@@ -488,17 +733,21 @@ export class RateLimitService {
       failedClosed: over && d.reason === "store-error",
       status: {
         code: over ? CODE.OVER_LIMIT : CODE.OK,
-        currentLimit: {
-          requestsPerUnit: r.requestsPerUnit,
-          unit: r.unit ? UNIT_CODES[r.unit] : 0,
-          name: limit.name ?? "",
-        },
+        currentLimit: facts.currentLimits[rule],
         limitRemaining:
           over || shadowOver ? 0 : Math.min(Math.max(0, Math.floor(d.remaining)), MAX_UINT32),
         durationUntilResetS,
       },
     };
   }
+}
+
+/** Whether a request can be answered (else {@link checkRequest} says why), without allocating. */
+function answerable(req: RlsRequest): boolean {
+  if (req.domain === "" || req.descriptors.length === 0) return false;
+  for (const d of req.descriptors)
+    if (d.limit && OVERRIDE_UNITS[d.limit.unit] === undefined) return false;
+  return true;
 }
 
 function outcomeLabel(o: Outcome): string {

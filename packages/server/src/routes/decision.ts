@@ -21,6 +21,7 @@ import {
 } from "../api-schemas.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
 import { decisionHeaders } from "../headers.js";
+import { counterChild } from "../metrics.js";
 import type { LivePolicy, Registry } from "../registry.js";
 import type { ServiceContext } from "../service.js";
 
@@ -109,7 +110,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     const id = `${policy}\u0000${outcome}\u0000${reason}`;
     let child = counted.get(id);
     if (child === undefined) {
-      child = metrics.decisions.labels(policy, outcome, reason);
+      child = counterChild(metrics.decisions, { policy, outcome, reason });
       counted.set(id, child);
     }
     child.inc();
@@ -131,8 +132,8 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
   const draftHooks = (policy: string): DecideLiveHooks => {
     let h = hooks.get(policy);
     if (h === undefined) {
-      const allowed = metrics.draftDecisions.labels(policy, "allowed");
-      const denied = metrics.draftDecisions.labels(policy, "denied");
+      const allowed = counterChild(metrics.draftDecisions, { policy, outcome: "allowed" });
+      const denied = counterChild(metrics.draftDecisions, { policy, outcome: "denied" });
       h = {
         onDraft: (ok) => (ok ? allowed : denied).inc(),
         onDraftError: (err) => ctx.logger.warn({ err, policy }, "draft evaluation failed"),

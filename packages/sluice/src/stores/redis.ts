@@ -60,7 +60,8 @@ export interface RedisStoreOptions {
    * The budget of the first connection (ms): calls made before the client has ever been ready
    * wait for it (then each has its `timeoutMs`), up to this long from the first of them; after
    * it, or at once when nothing listens at the address, they reject and `onStoreError`
-   * decides. Default 5000.
+   * decides. The first call once connected (it loads the script; in a Cluster, the first of
+   * each slot, which connects to its node) has this budget too. Default 5000.
    */
   connectTimeoutMs?: number;
   /**
@@ -231,6 +232,12 @@ export class RedisStore implements Store {
   private turnStart = 0;
   /** The client has been ready at least once. */
   private connected: boolean;
+  /**
+   * Until when (monoNow) the first call of a slot (one slot, 0, outside a Cluster) still counts
+   * as part of the first connection, and the slots that have answered since. 0 once over.
+   */
+  private warmUntil = 0;
+  private readonly slotsAnswered = new Set<number>();
   /** Why the first connection failed (calls then fail fast until the client is ready). */
   private connectError: StoreError | undefined;
   /** When the first connection's budget ends (monoNow), once a call has waited for it. */
@@ -250,6 +257,7 @@ export class RedisStore implements Store {
     this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
     this.offsets = new ClockOffsets(this.cluster);
     this.connected = client.status === "ready";
+    this.warmUntil = monoNow() + this.o.connectTimeoutMs;
     this.unfollow = followClient(client, this);
     this.sentinels =
       this.o.watchSentinels && !this.cluster
@@ -560,6 +568,10 @@ export class RedisStore implements Store {
         if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
       }
     }
+    // The first call of a slot made soon after the client was ready is part of the first
+    // connection and has its budget: it loads the script (NOSCRIPT, then EVAL), and a Cluster
+    // connects to each node on its first call.
+    if (this.warmUntil > now && !this.slotsAnswered.has(slot)) due = Math.max(due, this.warmUntil);
     const argv: Array<string | number> = [
       this.o.now ? String(this.o.now()) : "",
       this.o.ttlPadMs,
@@ -600,6 +612,13 @@ export class RedisStore implements Store {
         timer.cancel();
         this.sent(slot);
         this.breakers.success(slot);
+        if (this.warmUntil !== 0) {
+          if (at < this.warmUntil) this.slotsAnswered.add(slot);
+          else {
+            this.warmUntil = 0;
+            this.slotsAnswered.clear();
+          }
+        }
         this.settle(batch, reply, sentAt);
       },
       (err: unknown) => {
@@ -954,6 +973,7 @@ export class RedisStore implements Store {
     if (event === "ready") {
       if (!this.connected) {
         this.connected = true;
+        this.warmUntil = monoNow() + this.o.connectTimeoutMs;
         this.connectError = undefined;
         // Calls that waited for the first connection get their whole budget from now.
         const due = monoNow() + this.o.timeoutMs;

@@ -24,7 +24,10 @@ import { type RedisServer, startRedis } from "../../../../test/support/redis.js"
 const WORKER = fileURLToPath(new URL("./start-worker.ts", import.meta.url));
 const run = Date.now().toString(36);
 
-type Results = Record<string, { allowed: number; reasons: Record<string, number> }>;
+type Results = Record<
+  string,
+  { allowed: number; reasons: Record<string, number>; errors?: string[] }
+>;
 
 function policies(label: string): PolicyInput[] {
   return ALGORITHMS.map((alg: AlgorithmName): PolicyInput => ({
@@ -78,6 +81,8 @@ function total(all: Results[], name: string): { allowed: number; reasons: Record
   const reasons: Record<string, number> = {};
   let allowed = 0;
   for (const r of all) {
+    // What the store failed with, if it did (shown when a figure is off).
+    if (r[name]!.errors) console.log(`${name}: ${r[name]!.errors!.join("; ")}`);
     allowed += r[name]!.allowed;
     for (const [k, v] of Object.entries(r[name]!.reasons)) reasons[k] = (reasons[k] ?? 0) + v;
   }

@@ -21,14 +21,26 @@ const key = process.env.KEY!;
 const n = Number(process.env.N);
 
 process.send!({ firing: true });
-const results: Record<string, { allowed: number; reasons: Record<string, number> }> = {};
+const results: Record<
+  string,
+  { allowed: number; reasons: Record<string, number>; errors?: string[] }
+> = {};
 await Promise.all(
   policies.map(async (policy) => {
-    const limiter = createLimiter({ store, policy });
+    const errors = new Set<string>();
+    const limiter = createLimiter({
+      store,
+      policy,
+      onError: (e) => errors.add(e instanceof Error ? e.message : String(e)),
+    });
     const ds = await Promise.all(Array.from({ length: n }, () => limiter.limit(key)));
     const reasons: Record<string, number> = {};
     for (const d of ds) if (d.reason) reasons[d.reason] = (reasons[d.reason] ?? 0) + 1;
-    results[policy.name] = { allowed: ds.filter((d) => d.allowed).length, reasons };
+    results[policy.name] = {
+      allowed: ds.filter((d) => d.allowed).length,
+      reasons,
+      ...(errors.size > 0 ? { errors: [...errors] } : {}),
+    };
   }),
 );
 process.send!({ results }, () => {

@@ -1,5 +1,9 @@
+/**
+ * The .proto files of packages/server/proto keep Envoy's wire format (they are what the tests'
+ * gRPC client speaks, and what users generate clients from).
+ */
 import { describe, expect, it } from "vitest";
-import { loadRlsDefinition } from "./grpc.js";
+import { loadRlsDefinition } from "./envoy-client.js";
 
 interface Descriptor {
   name?: string;
