@@ -12,12 +12,12 @@ import Fastify, {
 } from "fastify";
 import { randomBytes } from "node:crypto";
 import { type Logger, pino } from "pino";
-import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
-import { type ClientIp, clientIp } from "./client-ip.js";
+import { type Policy, StoreError, ValidationError, createLimiter } from "sluice";
+import { clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
-import { type DatabaseHealth, databaseHealth } from "./db/health.js";
+import { databaseHealth } from "./db/health.js";
 import { withDeadline } from "./deadline.js";
 import {
   ApiError,
@@ -26,7 +26,7 @@ import {
   databaseOutageReason,
   isDatabaseOutage,
 } from "./errors.js";
-import { type Metrics, createMetrics } from "./metrics.js";
+import { createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
 import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
@@ -41,35 +41,9 @@ import type { ScryptParams } from "./secrets.js";
 import { SetupToken } from "./setup.js";
 import { TrafficQueries } from "./traffic/queries.js";
 import { TrafficRecorder } from "./traffic/recorder.js";
+import type { ServiceContext } from "./context.js";
 
-/** What route handlers share. */
-export interface ServiceContext {
-  readonly config: ServerConfig;
-  readonly logger: Logger;
-  readonly repo: Repository;
-  readonly registry: Registry;
-  readonly counters: Counters;
-  readonly metrics: Metrics;
-  /**
-   * Sign-in limiters, which count failed sign-ins: per username and client IP (`user`), and per
-   * client IP (`ip`). When the counter store fails they count on this node alone (insurance).
-   */
-  readonly loginLimiters: { readonly user: Limiter; readonly ip: Limiter };
-  /** The client of a request, through the trusted proxies only. */
-  readonly clientIp: ClientIp;
-  /** Whether the policy database can take writes (readiness). */
-  readonly databaseHealth: DatabaseHealth;
-  /** The Envoy rate limit service, when `grpcPort` is set (gRPC and `POST /json`). */
-  readonly envoy: RateLimitService | undefined;
-  /** This node's decision counts and heavy hitters, written to the database every second. */
-  readonly traffic: TrafficRecorder;
-  /** The console's reads of the traffic history (every node's, from the database). */
-  readonly trafficQueries: TrafficQueries;
-  /** The one-time token that creates the first admin (see setup.ts). */
-  readonly setup: SetupToken;
-  /** Now, in epoch ms: the clock of the service (injected in tests). */
-  readonly now: () => number;
-}
+export type { ServiceContext } from "./context.js";
 
 /** A running (or ready to run) service. */
 export interface Service {

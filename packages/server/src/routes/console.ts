@@ -15,9 +15,9 @@ import {
 import { ApiError, parseOr400 } from "../errors.js";
 import type { LivePolicy } from "../registry.js";
 import { OVERVIEW } from "../traffic/queries.js";
-import type { ServiceContext } from "../service.js";
-import type { AuthHelpers } from "./admin.js";
-import { assertCanEditPolicy } from "./admin.js";
+import type { ServiceContext } from "../context.js";
+import type { AuthHelpers } from "./auth.js";
+import { assertCanEditPolicy } from "./policy-admin.js";
 import { disabledAnswer } from "./decision.js";
 
 const nameParam = z.object({ name: z.string().min(1).max(128) });

@@ -21,8 +21,9 @@ import {
 } from "../api-schemas.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
 import { decisionHeaders } from "../headers.js";
-import type { LivePolicy, Registry } from "../registry.js";
-import type { ServiceContext } from "../service.js";
+import type { LivePolicy } from "../registry.js";
+import type { ServiceContext } from "../context.js";
+import { appOfRequest } from "./auth.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
 type Answer = Decision & { disabled?: true };
@@ -30,44 +31,6 @@ type Answer = Decision & { disabled?: true };
 /** The answer for a disabled policy: sluice's (allowed, nothing counted), flagged `disabled`. */
 export function disabledAnswer(policy: Policy, cost: number): Answer {
   return { ...disabledDecision(policy, cost), disabled: true };
-}
-
-/** The bearer token of a request, or undefined. */
-export function bearer(req: FastifyRequest): string | undefined {
-  const h = req.headers.authorization;
-  if (typeof h !== "string") return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-  return m?.[1];
-}
-
-/**
- * Why a request carries no bearer token, in words: no `Authorization` header, or one with
- * another scheme (`Basic …`), or a `Bearer` with no token. `what` names the token expected.
- */
-export function missingBearer(req: FastifyRequest, what: string): string {
-  const h = req.headers.authorization;
-  if (typeof h !== "string" || h.trim() === "")
-    return `missing Authorization: send Authorization: Bearer <${what}>`;
-  const scheme = /^\S+/.exec(h.trim())?.[0] ?? "";
-  if (scheme.toLowerCase() === "bearer")
-    return `Authorization: Bearer carries no token: send Authorization: Bearer <${what}>`;
-  return `Authorization uses the ${JSON.stringify(scheme)} scheme, not Bearer: send Authorization: Bearer <${what}>`;
-}
-
-/** The app whose API key the request carries; 401 without a known key. */
-export function appOfRequest(req: FastifyRequest, registry: Registry): string {
-  const token = bearer(req);
-  const name = token === undefined ? undefined : registry.appForKey(token);
-  if (!name) {
-    throw new ApiError(
-      "unauthorized",
-      token === undefined ? missingBearer(req, "api key") : "unknown or revoked API key",
-      {
-        headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
-      },
-    );
-  }
-  return name;
 }
 
 /** Registers the decision routes. */

@@ -34,8 +34,8 @@ import { CODE, RlsInputError } from "../envoy/rls.js";
 import { ApiError, invalid, parseOr400, prefixIssues } from "../errors.js";
 import { parseJsonBody } from "../json-body.js";
 import type { EnvoyDomainRecord } from "../repository.js";
-import type { ServiceContext } from "../service.js";
-import { authHelpers } from "./admin.js";
+import type { ServiceContext } from "../context.js";
+import type { AuthHelpers } from "./auth.js";
 
 /** Registers `POST /json` when the Envoy service runs (`grpcPort` set). */
 export function envoyJsonRoute(app: FastifyInstance, ctx: ServiceContext): void {
@@ -87,9 +87,13 @@ function limitView(l: CompiledLimit) {
 const domainParam = z.object({ domain: z.string().min(1).max(128) });
 
 /** Registers the admin routes of Envoy domains (inside the admin routes' context). */
-export function envoyAdminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+export function envoyAdminRoutes(
+  app: FastifyInstance,
+  ctx: ServiceContext,
+  auth: AuthHelpers,
+): void {
   const { repo, registry } = ctx;
-  const { session, role } = authHelpers(ctx);
+  const { session, role } = auth;
   const params = (req: FastifyRequest) =>
     parseOr400(domainParam, req.params, "Invalid path").domain;
   const versionParam = (req: FastifyRequest) =>

@@ -22,8 +22,8 @@ import { policiesQuerySchema, policyReportSchema } from "../api-schemas.js";
 import { parseOr400 } from "../errors.js";
 import type { PolicyDocument } from "../model.js";
 import type { LivePolicy, Registry } from "../registry.js";
-import type { ServiceContext } from "../service.js";
-import { appOfRequest } from "./decision.js";
+import type { ServiceContext } from "../context.js";
+import { appOfRequest } from "./auth.js";
 
 /** A policy document as an app receives it: without the apps granted it. */
 type ServedDocument = Omit<PolicyDocument, "apps">;
