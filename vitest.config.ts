@@ -6,6 +6,7 @@ const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 export default defineConfig({
   resolve: {
     alias: [
+      { find: /^@sluice\/api$/, replacement: src("./packages/api/src/index.ts") },
       { find: /^sluice$/, replacement: src("./packages/sluice/src/index.ts") },
       {
         find: /^sluice\/algorithms$/,

@@ -2,7 +2,7 @@
  * The admin API client: JSON over fetch with the session's bearer token. Errors become
  * {@link ApiError}s carrying the service's `code` and, for 400s, the `issues` that name fields.
  */
-import type * as schemas from "../../server/src/api-schemas.js";
+import type * as schemas from "@sluice/api";
 import type { z } from "zod";
 
 /** One validation problem: a dotted field path (`rules.0.limit`) and a message. */
@@ -25,10 +25,10 @@ export class ApiError extends Error {
   }
 }
 
-// The API's types come from the service's own schemas (packages/server/src/api-schemas.ts),
-// which it validates requests with and which a server test checks every answer against, so
-// they cannot drift. The imports are type-only: no server code reaches the browser bundle
-// (eslint refuses a value import from the server here).
+// The API's types come from the contract the service validates with (@sluice/api, the zod
+// schemas of packages/api), which a server test checks every answer against, so they cannot
+// drift. The imports are type-only: no schema code reaches the browser bundle (eslint refuses a
+// value import of @sluice/api here, and any import of the server).
 
 /** Admin roles, as the service names them. */
 export type Role = z.infer<typeof schemas.sessionUserSchema>["role"];

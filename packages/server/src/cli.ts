@@ -8,7 +8,7 @@ import type { ValidationIssue } from "sluice";
 import { Command, Option } from "commander";
 import { ZodError } from "zod";
 import type { Limiter } from "sluice";
-import { passwordChangeSchema, userCreateSchema } from "./api-schemas.js";
+import { passwordChangeSchema, userCreateSchema } from "@sluice/api";
 import { CONFIG_KEYS, ConfigError, type ServerConfig, loadConfig, redactUrl } from "./config.js";
 import { ApiError, zodIssues } from "./errors.js";
 import { type PolicyDocument, documentToInput } from "./model.js";

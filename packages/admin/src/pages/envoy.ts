@@ -5,9 +5,9 @@
  * versions, and a descriptor's counters (peek; reset by admins).
  *
  * Self-contained: it calls the admin API through `ctx.api.request` and, for YAML bodies, a
- * plain fetch with the session's token; its types come from the service's schemas.
+ * plain fetch with the session's token; its types come from the API contract (@sluice/api).
  */
-import type * as schemas from "../../../server/src/envoy/api-schemas.js";
+import type * as schemas from "@sluice/api";
 import type { z } from "zod";
 import { ApiError } from "../api.js";
 import { h, mount, when } from "../dom.js";

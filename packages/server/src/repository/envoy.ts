@@ -5,7 +5,7 @@
  * shadow counts, and the all-or-nothing import of reference-format files. Every write is one
  * transaction that bumps the revision and appends to the audit log (target type `envoy_domain`).
  */
-import type { VersionAction } from "../audit-actions.js";
+import type { VersionAction } from "@sluice/api";
 import type { ExpressionBuilder, Selectable } from "kysely";
 import { z } from "zod";
 import type { DialectName } from "../db/migrations.js";

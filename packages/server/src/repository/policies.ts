@@ -3,7 +3,7 @@
  * version (kept after a delete, so any can be restored), the draft evaluated in shadow beside
  * it with its shadow counts, and the all-or-nothing import of a policy file.
  */
-import type { VersionAction } from "../audit-actions.js";
+import type { VersionAction } from "@sluice/api";
 import type { ExpressionBuilder, Selectable } from "kysely";
 import { z } from "zod";
 import { ApiError, invalid } from "../errors.js";

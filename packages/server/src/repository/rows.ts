@@ -12,7 +12,7 @@ import { ALGORITHMS, type Duration, type ValidationIssue } from "sluice";
 import { z } from "zod";
 import { ApiError, zodIssues } from "../errors.js";
 import type { Tables } from "../db/schema.js";
-import { ROLES } from "../model.js";
+import { ROLES } from "@sluice/api";
 
 /** A stored row that does not hold what the service writes (`error.code` `corrupt_record`, 500). */
 export class CorruptRecordError extends ApiError {

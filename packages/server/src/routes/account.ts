@@ -4,7 +4,7 @@
  * `POST /v1/admin/login`.
  */
 import type { FastifyInstance } from "fastify";
-import { loginRequestSchema, passwordChangeSchema, setupRequestSchema } from "../api-schemas.js";
+import { loginRequestSchema, passwordChangeSchema, setupRequestSchema } from "@sluice/api";
 import type { ServiceContext } from "../context.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
 import type { UserRecord } from "../repository.js";

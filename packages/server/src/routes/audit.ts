@@ -1,6 +1,6 @@
 /** The audit log: every change, newest first, filtered. */
 import type { FastifyInstance } from "fastify";
-import { auditQuerySchema } from "../api-schemas.js";
+import { auditQuerySchema } from "@sluice/api";
 import type { ServiceContext } from "../context.js";
 import { invalid, zodIssues } from "../errors.js";
 import type { AuthHelpers } from "./auth.js";

@@ -7,7 +7,7 @@
 import type { FastifyRequest } from "fastify";
 import type { ServiceContext } from "../context.js";
 import { ApiError } from "../errors.js";
-import type { Role } from "../model.js";
+import type { Role } from "@sluice/api";
 import type { Registry } from "../registry.js";
 import type { UserRecord } from "../repository.js";
 

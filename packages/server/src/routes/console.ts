@@ -11,7 +11,7 @@ import {
   keyResetRequestSchema,
   topKeysQuerySchema,
   trafficQuerySchema,
-} from "../api-schemas.js";
+} from "@sluice/api";
 import { ApiError, parseOr400 } from "../errors.js";
 import type { LivePolicy } from "../registry.js";
 import { OVERVIEW } from "../traffic/queries.js";

@@ -16,10 +16,10 @@ import {
   batchRequestSchema,
   limitRequestSchema,
   peekRequestSchema,
-  plainLimitRequest,
   releaseRequestSchema,
-} from "../api-schemas.js";
+} from "@sluice/api";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
+import { plainLimitRequest } from "../limit-request.js";
 import { decisionHeaders } from "../headers.js";
 import type { LivePolicy } from "../registry.js";
 import type { ServiceContext } from "../context.js";

@@ -9,12 +9,12 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { versionParamSchema } from "../api-schemas.js";
+import { versionParamSchema } from "@sluice/api";
 import {
   envoyCounterRequestSchema,
   envoyImportRequestSchema,
   envoyDomainWriteSchema,
-} from "../envoy/api-schemas.js";
+} from "@sluice/api";
 import {
   type CompiledDomain,
   type CompiledLimit,

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { appCreateSchema, userCreateSchema, userUpdateSchema } from "../api-schemas.js";
+import { appCreateSchema, userCreateSchema, userUpdateSchema } from "@sluice/api";
 import type { ServiceContext } from "../context.js";
 import { parseOr400 } from "../errors.js";
 import { CLIENT_RETENTION_MS } from "../repository/clients.js";

@@ -18,7 +18,7 @@
  */
 import { createHash } from "node:crypto";
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { policiesQuerySchema, policyReportSchema } from "../api-schemas.js";
+import { policiesQuerySchema, policyReportSchema } from "@sluice/api";
 import { parseOr400 } from "../errors.js";
 import type { PolicyDocument } from "../model.js";
 import type { LivePolicy, Registry } from "../registry.js";

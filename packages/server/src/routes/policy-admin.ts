@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
-import { importRequestSchema, promoteRequestSchema, versionParamSchema } from "../api-schemas.js";
+import { importRequestSchema, promoteRequestSchema, versionParamSchema } from "@sluice/api";
 import type { ServiceContext } from "../context.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
 import { type PolicyDocument, validatePolicyDocument } from "../model.js";
