@@ -346,7 +346,7 @@ export function program(): Command {
     if (opts.envoy) {
       const { exportEnvoyYaml } = await import("./envoy/config.js");
       const docs = await withRepo(config, async (repo) =>
-        (await repo.listEnvoyDomains()).map((r) => r.doc),
+        (await repo.envoyDomains.list()).map((r) => r.doc),
       );
       // The reference service reads one domain per file: a directory unless a .yaml file is named.
       if (output !== undefined && (isDirectory(output) || !/\.ya?ml$/i.test(output))) {
@@ -370,7 +370,7 @@ export function program(): Command {
       return;
     }
     const text = await withRepo(config, async (repo) =>
-      exportPolicyFile(await repo.listPolicies()),
+      exportPolicyFile((await repo.policies.list()).map((r) => r.doc)),
     );
     if (output !== undefined) writeFileSync(output, text);
     else process.stdout.write(text);
@@ -401,8 +401,8 @@ export function program(): Command {
     const plans = await withRepo(config, async (repo) =>
       dry
         ? {
-            ...(policies ? { policies: await repo.planImport(policies, prune) } : {}),
-            ...(domains ? { domains: await repo.planEnvoyImport(domains, prune) } : {}),
+            ...(policies ? { policies: await repo.policies.planImport(policies, prune) } : {}),
+            ...(domains ? { domains: await repo.envoyDomains.planImport(domains, prune) } : {}),
           }
         : repo.importAll({ policies, domains }, String(opts.actor), { prune }),
     );
@@ -541,7 +541,7 @@ async function withLimiter(
     import("./metrics.js"),
   ]);
   await withRepo(config, async (repo) => {
-    const rec = await repo.getPolicy(name);
+    const rec = await repo.policies.get(name);
     if (!rec) fail(`unknown policy "${name}"`, 1);
     const counters = config.redisUrl
       ? openCounters({ redisUrl: config.redisUrl, metrics: createMetrics() })

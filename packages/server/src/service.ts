@@ -121,6 +121,13 @@ export async function createService(
     const health = databaseHealth(database);
     counters = openCounters({ redisUrl: config.redisUrl, metrics, now: options.now });
     const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
+    const now = options.now ?? Date.now;
+    const recorder = new TrafficRecorder({
+      sink: repo.traffic,
+      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
+      now,
+      logger,
+    });
     const reg = new Registry({
       repo,
       store: counters.store,
@@ -132,16 +139,11 @@ export async function createService(
         metrics.envoyDomains.set(load.live.envoyDomains);
         metrics.revision.set(load.revision);
       },
+      traffic: recorder,
     });
     registry = reg;
     await reg.start();
-    const now = options.now ?? Date.now;
-    traffic = new TrafficRecorder({
-      sink: repo.traffic,
-      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
-      now,
-      logger,
-    });
+    traffic = recorder;
     traffic.start();
     // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
     // down, each node counts on its own (insurance) rather than lock every admin out.

@@ -73,5 +73,6 @@ export type {
   LivePolicy,
   ManagedPolicyDocument,
   TakenDraftStats,
+  WithDraft,
 } from "./policies/live.js";
 export { VERSION } from "./version.js";

@@ -134,12 +134,14 @@ export const appListShape = z.array(z.string({ error: "must be an app name" }), 
   error: "must be a list of app names",
 });
 
-/** A whole policy document, as the `spec` column of versions and drafts holds it. */
+/** A whole policy document, as the `spec` column of documents, versions and drafts holds it. */
 export const policyDocumentShape = z.strictObject({
   name: text,
   description: text.optional(),
   algorithm: z.enum(ALGORITHMS).optional(),
-  rules: z.array(ruleShape).min(1),
+  rules: z.array(ruleShape, { error: "must be a list of rules" }).min(1, {
+    error: "must hold at least one rule",
+  }),
   ...policyOptionsShape.shape,
   shadow: z.boolean().optional(),
   apps: appListShape,

@@ -12,9 +12,11 @@ import { accountRoutes } from "./account.js";
 import { auditRoutes } from "./audit.js";
 import { authHelpers } from "./auth.js";
 import { consoleRoutes } from "./console.js";
-import { envoyAdminRoutes } from "./envoy.js";
+import { documentRoutes } from "./documents.js";
+import { envoyCounterRoutes } from "./envoy.js";
+import { envoyDomainAdmin } from "./kinds/envoy-domains.js";
+import { policyAdmin } from "./kinds/policies.js";
 import { peopleRoutes } from "./people.js";
-import { policyAdminRoutes } from "./policy-admin.js";
 
 /** Registers every admin route, in a scope of their own (see the module comment). */
 export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
@@ -25,13 +27,15 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
       return payload;
     });
     const auth = authHelpers(ctx);
+    // The versioned documents: one set of routes, once per kind.
+    documentRoutes(admin, ctx, auth, policyAdmin);
+    documentRoutes(admin, ctx, auth, envoyDomainAdmin);
     for (const routes of [
       accountRoutes,
-      policyAdminRoutes,
       peopleRoutes,
       auditRoutes,
       consoleRoutes,
-      envoyAdminRoutes,
+      envoyCounterRoutes,
     ])
       routes(admin, ctx, auth);
   });

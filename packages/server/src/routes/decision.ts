@@ -23,6 +23,7 @@ import { plainLimitRequest } from "../limit-request.js";
 import { decisionHeaders } from "../headers.js";
 import type { LivePolicy } from "../registry.js";
 import type { ServiceContext } from "../context.js";
+import { trafficOutcome } from "../traffic/recorder.js";
 import { appOfRequest } from "./auth.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
@@ -81,12 +82,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
   /** Counts a decision: the metric, and the traffic history (memory only; see traffic/recorder.ts). */
   const record = (live: LivePolicy, appName: string, key: string, d: Decision): void => {
     count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
-    traffic.record(
-      live.policy.name,
-      appName,
-      !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed",
-      key,
-    );
+    traffic.record(live.policy.name, appName, trafficOutcome(d), key);
   };
 
   /** What a draft's evaluation tells the metrics and the log, per policy (made once). */

@@ -24,7 +24,7 @@ export function peopleRoutes(app: FastifyInstance, ctx: ServiceContext, auth: Au
 
   app.get("/v1/admin/apps", async (req) => {
     await session(req);
-    const [apps, policies] = await Promise.all([repo.listApps(), repo.listPolicies()]);
+    const [apps, policies] = await Promise.all([repo.listApps(), repo.policies.list()]);
     return {
       apps: apps.map((a) => ({
         ...a,

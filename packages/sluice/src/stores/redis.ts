@@ -928,13 +928,6 @@ export class RedisStore implements Store {
 
   /** @internal The client's events (see redis-health.ts `followClient`). */
   onClientEvent(event: ClientEvent, err?: Error): void {
-    console.log(
-      "DBG event",
-      monoNow().toFixed(0),
-      event,
-      this.o.client.stream?.remotePort,
-      this.failover,
-    );
     if (this.closed) return;
     if (event === "ready") {
       if (!this.connected) {
