@@ -105,6 +105,27 @@ export type KeyState = z.infer<typeof schemas.keyStateSchema>;
 /** A decision of the library, as the service sends it. */
 export type Decision = z.infer<typeof schemas.decisionSchema>;
 
+/** What a draft would have done on live traffic, over every node. */
+export type DraftStats = z.infer<typeof schemas.draftStatsSchema>;
+
+/** `GET /v1/admin/envoy/domains`: every domain, and whether this node serves Envoy. */
+export type EnvoyDomainList = z.infer<typeof schemas.envoyDomainListSchema>;
+
+/** An Envoy domain with its bookkeeping and its limits as the node runs them. */
+export type EnvoyDomainRecord = z.infer<typeof schemas.envoyDomainRecordSchema>;
+
+/** A domain's document: the reference rate limit service's file, as JSON. */
+export type EnvoyDomainDoc = EnvoyDomainRecord["doc"];
+
+/** A descriptor limit as the node runs it. */
+export type EnvoyLimit = z.infer<typeof schemas.envoyLimitSchema>;
+
+/** What a descriptor's counter holds (peek), or that it was reset. */
+export type EnvoyCounterAnswer = z.infer<typeof schemas.envoyCounterAnswerSchema>;
+
+/** What an import of Envoy domains did (or would do). */
+export type EnvoyImportResult = z.infer<typeof schemas.envoyImportResultSchema>;
+
 /** Whether the first admin is still to be made. */
 export type SetupStatus = z.infer<typeof schemas.setupStatusSchema>;
 

@@ -20,7 +20,7 @@ import {
   scroller,
   showIssues,
 } from "../ui.js";
-import { diffTable } from "./policies.js";
+import { diffTable } from "../document-view.js";
 
 const PAGE = 50;
 
