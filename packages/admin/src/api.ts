@@ -48,9 +48,6 @@ export type PolicyDoc = z.input<typeof schemas.namedSchemas.PolicyDocument>;
 /** A stored policy: its document flattened with its bookkeeping. */
 export type PolicyRecord = z.infer<typeof schemas.policyRecordSchema>;
 
-/** One kept version of a policy. */
-export type VersionRecord = z.infer<typeof schemas.policyVersionSchema>;
-
 /** A draft: evaluated in shadow beside the enforced version until promoted or discarded. */
 export type DraftRecord = z.infer<typeof schemas.draftSchema>;
 
@@ -278,22 +275,14 @@ export class Api {
   createPolicy(doc: PolicyDoc): Promise<PolicyRecord> {
     return this.request("POST", "/policies", doc);
   }
-  deletePolicy(name: string): Promise<void> {
-    return this.request("DELETE", `/policies/${enc(name)}`);
-  }
-  async versions(name: string): Promise<VersionRecord[]> {
-    return list<VersionRecord>(
-      await this.request("GET", `/policies/${enc(name)}/versions`),
-      "versions",
-    );
-  }
-  restore(name: string, version: number): Promise<PolicyRecord> {
-    return this.request("POST", `/policies/${enc(name)}/versions/${version}/restore`);
-  }
   /** The policy's draft, or undefined when it has none. */
-  async draft(name: string): Promise<DraftRecord | undefined> {
+  draft(name: string): Promise<DraftRecord | undefined> {
+    return this.draftAt(`/policies/${enc(name)}`);
+  }
+  /** The draft of the versioned document at `path` (`/policies/api`), or undefined. */
+  async draftAt<T>(path: string): Promise<T | undefined> {
     try {
-      return await this.request<DraftRecord>("GET", `/policies/${enc(name)}/draft`);
+      return await this.request<T>("GET", `${path}/draft`);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) return undefined;
       throw err;
@@ -313,20 +302,6 @@ export class Api {
       ...(seen.draftId !== undefined ? { draftId: seen.draftId } : {}),
     });
   }
-  deleteDraft(name: string): Promise<void> {
-    return this.request("DELETE", `/policies/${enc(name)}/draft`);
-  }
-  /**
-   * Promotes the draft that was reviewed (`draftId`) over the version it was shown beside
-   * (`expectVersion`); 409 when the draft was made from an older version, or either moved.
-   */
-  promoteDraft(
-    name: string,
-    seen: { expectVersion?: number; draftId?: number } = {},
-  ): Promise<PolicyRecord> {
-    return this.request("POST", `/policies/${enc(name)}/draft/promote`, seen);
-  }
-
   async apps(): Promise<AppRecord[]> {
     return list<AppRecord>(await this.request("GET", "/apps"), "apps");
   }

@@ -111,7 +111,7 @@ export async function documentPage<R extends Bookkept, D>(
   ]);
   // Asked only when there is one: no 404 to log for every document without a draft (a 404 is
   // then only the race of a draft discarded in between).
-  const draft = rec.hasDraft ? await draftOf<D>(ctx, path) : undefined;
+  const draft = rec.hasDraft ? await ctx.api.draftAt<Draft<D>>(path) : undefined;
   const editable = kind.mayEdit(ctx, rec);
   const reload = () => documentPage(ctx, kind, name);
   const parts = await kind.sections(ctx, rec, { editable, draft, reload });
@@ -149,16 +149,6 @@ export async function documentPage<R extends Bookkept, D>(
     versionsSection(ctx, kind, rec, versions, path, editable, reload),
     parts.after ?? [],
   );
-}
-
-/** The document's draft, or undefined when it has none. */
-async function draftOf<D>(ctx: Ctx, path: string): Promise<Draft<D> | undefined> {
-  try {
-    return await ctx.api.request<Draft<D>>("GET", `${path}/draft`);
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 404) return undefined;
-    throw err;
-  }
 }
 
 /**
@@ -263,7 +253,7 @@ function draftSection<R extends Bookkept, D>(
       }
       if (leaving) return;
       try {
-        const fresh = await draftOf<D>(ctx, path);
+        const fresh = await ctx.api.draftAt<Draft<D>>(path);
         if (!leaving && fresh?.id === d.id) showStats(fresh.stats);
       } catch {
         // Kept as last shown; the next tick tries again.
