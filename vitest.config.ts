@@ -12,6 +12,7 @@ export default defineConfig({
         find: /^sluice\/algorithms$/,
         replacement: src("./packages/sluice/src/algorithms/entry.ts"),
       },
+      { find: /^sluice\/service$/, replacement: src("./packages/sluice/src/service.ts") },
       { find: /^sluice\/(.*)$/, replacement: src("./packages/sluice/src/http/adapters/$1.ts") },
     ],
   },

@@ -14,6 +14,8 @@ export default defineConfig({
     fastify: "src/http/adapters/fastify.ts",
     koa: "src/http/adapters/koa.ts",
     hono: "src/http/adapters/hono.ts",
+    // Internal to @sluice/server: what the service and connectPolicies share (src/service.ts).
+    service: "src/service.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

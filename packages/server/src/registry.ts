@@ -6,17 +6,14 @@
  * the first load, and one the change log cannot answer, reads everything. A load that fails
  * leaves the last good view in force.
  */
+import { type Limiter, type Policy, type Store, createLimiter } from "sluice";
 import {
   type LiveDraft as SharedLiveDraft,
   type LivePolicy as SharedLivePolicy,
-  type Limiter,
-  type Policy,
-  type Store,
-  createLimiter,
   livePolicy,
   restoreDraftStats,
   takeDraftStats,
-} from "sluice";
+} from "sluice/service";
 import type { Logger } from "pino";
 import type { PolicyDocument } from "./model.js";
 import type { AppKey, Repository, Snapshot } from "./repository.js";

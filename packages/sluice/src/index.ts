@@ -55,24 +55,4 @@ export type {
 } from "./policies/client.js";
 export { fileCache } from "./policies/file-cache.js";
 export type { PolicyCache } from "./policies/file-cache.js";
-export {
-  DRAFT_POLICY_PREFIX,
-  decideLive,
-  disabledDecision,
-  emptyDraftStats,
-  livePolicy,
-  policyInputOf,
-  restoreDraftStats,
-  takeDraftStats,
-} from "./policies/live.js";
-export type {
-  DecideLiveHooks,
-  DraftSource,
-  DraftStats,
-  LiveDraft,
-  LivePolicy,
-  ManagedPolicyDocument,
-  TakenDraftStats,
-  WithDraft,
-} from "./policies/live.js";
 export { VERSION } from "./version.js";

@@ -3,14 +3,8 @@
  * Apps authenticate with `Authorization: Bearer <api key>` and may use only the policies
  * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
  */
-import {
-  type DecideLiveHooks,
-  type Decision,
-  type Policy,
-  decideLive,
-  disabledDecision,
-  policyCapacity,
-} from "sluice";
+import { type Decision, type Policy, policyCapacity } from "sluice";
+import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   batchRequestSchema,
