@@ -1,0 +1,137 @@
+/**
+ * `sluice serve`: starts the service, says where it listens (and how to make the first admin),
+ * and shuts it down in order on SIGTERM or SIGINT within its deadline.
+ */
+import type { Command } from "commander";
+import { CONFIG_KEYS, redactUrl } from "../config.js";
+import { type Key, addConfigOptions, configFrom, sameDatabaseFlags } from "./options.js";
+
+/** Registers `serve`. */
+export function serveCommand(cli: Command): void {
+  addConfigOptions(
+    cli.command("serve").description("start the decision and admin API (Fastify)"),
+    Object.keys(CONFIG_KEYS) as Key[],
+  ).action(serve);
+}
+
+async function serve(opts: Record<string, unknown>): Promise<void> {
+  // The reader of stdout or stderr may go away while the service runs (`sluice serve 2>&1 |
+  // head -n 1`, a log shipper restarted): a write to the closed pipe fails (EPIPE) and that
+  // output is lost, but the service goes on. Without a listener the failed write of a start
+  // line would throw from the stream and end the process.
+  for (const out of [process.stdout, process.stderr]) out.on("error", () => undefined);
+  const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
+  const [{ pino }, { createService }, { fdDestination }] = await Promise.all([
+    import("pino"),
+    import("../service.js"),
+    import("../log-destination.js"),
+  ]);
+  // Never blocks the process, whatever the reader of stdout does (see log-destination.ts).
+  const logs = fdDestination(1);
+  const logger = pino({ level: config.logLevel, base: { service: "sluice" } }, logs.stream);
+  const service = await createService(config, { logger });
+  const needsAdmin = (await service.context.repo.countAdmins()) === 0;
+  const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
+  // The one-time setup token goes to the terminal only (stderr), never to the JSON log.
+  const setup = needsAdmin ? service.context.setup.issue() : undefined;
+  if (needsAdmin)
+    logger.warn(
+      `No admin user exists yet. Open the setup link printed on this node's terminal (stderr), or run: ${createAdmin}`,
+    );
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, "shutting down: finishing in-flight requests");
+    // The whole shutdown — requests in flight, stores, and writing out the log — ends by this
+    // deadline. Nothing is left to run at exit, so the exit itself cannot hang.
+    const timer = setTimeout(() => {
+      logger.error({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timed out; exiting");
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    timer.unref();
+    service.close().then(
+      async () => {
+        logger.info("stopped");
+        await logs.drain();
+        process.exit(0);
+      },
+      async (err: unknown) => {
+        logger.error({ err }, "shutdown failed");
+        await logs.drain();
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  const url = await service.listen();
+  const grpcPort = service.grpcPort();
+  const grpc =
+    grpcPort === undefined
+      ? undefined
+      : `${config.host.includes(":") ? `[${config.host}]` : config.host}:${grpcPort}`;
+  logger.info(
+    {
+      url,
+      ...(grpc ? { envoyRateLimitService: grpc } : {}),
+      database: config.databaseUrl ? redactUrl(config.databaseUrl) : `sqlite ${config.dataDir}`,
+      counters: config.redisUrl ? "redis" : "memory",
+    },
+    `sluice listening on ${url}`,
+  );
+  // For the person who just started it: the same in words, on stderr (stdout is the JSON log).
+  process.stderr.write(
+    startBanner({
+      url,
+      host: config.host,
+      database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
+      counters: service.context.counters.kind,
+      createAdmin: needsAdmin ? createAdmin : undefined,
+      grpc,
+      setupToken: setup?.token,
+    }),
+  );
+}
+
+/** What `sluice serve` prints once it listens: where, the admin page, and what to do first. */
+function startBanner(o: {
+  url: string;
+  host: string;
+  database: string;
+  counters: string;
+  createAdmin: string | undefined;
+  /** host:port of the Envoy rate limit service, when on. */
+  grpc: string | undefined;
+  setupToken: string | undefined;
+}): string {
+  // On a wildcard address, the page is reached through loopback on this machine.
+  const wildcard = o.host === "0.0.0.0" || o.host === "::";
+  const local = wildcard ? o.url.replace(/\/\/(0\.0\.0\.0|\[::\])/, "//127.0.0.1") : o.url;
+  const lines = [
+    "",
+    `sluice is listening on ${o.url}${wildcard ? " (every interface)" : ""}`,
+    `  admin page:    ${local}/admin/`,
+    `  decision API:  POST ${local}/v1/limit   (reference: ${local}/openapi.json)`,
+    ...(o.grpc
+      ? [`  Envoy RLS:     gRPC ${o.grpc} (envoy.service.ratelimit.v3), POST ${local}/json`]
+      : []),
+    `  policies in:   ${o.database}`,
+    `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
+    "",
+    ...(o.createAdmin
+      ? [
+          "No admin user exists yet. Create the first one in the browser with this one-time link",
+          "(it works once, on this node, for an hour):",
+          `  ${local}/admin/#/setup?token=${o.setupToken ?? ""}`,
+          "or here:",
+          `  ${o.createAdmin}`,
+          "",
+        ]
+      : []),
+  ];
+  return `${lines.join("\n")}\n`;
+}
