@@ -28,6 +28,7 @@ export type {
   DraftStats,
   ImportPlan,
   Snapshot,
+  ClientRecord,
 } from "./repository.js";
 export { Registry } from "./registry.js";
 export type { LivePolicy, LiveDraft } from "./registry.js";

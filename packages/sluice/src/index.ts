@@ -52,7 +52,7 @@ export type {
   PolicyFetchInit,
   PolicyFetchResponse,
   RuntimeAbortSignal,
-} from "./policies/client.js";
+} from "./policies/types.js";
 export { fileCache } from "./policies/file-cache.js";
 export type { PolicyCache } from "./policies/file-cache.js";
 export { VERSION } from "./version.js";
