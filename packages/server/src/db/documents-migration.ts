@@ -19,7 +19,7 @@
  * the rows already copied.
  */
 import { type Kysely, sql } from "kysely";
-import type { DialectName } from "./migrations.js";
+import type { DialectName } from "./dialect.js";
 
 /** The tables the migration reads, as they were. */
 interface LegacyPolicyRow {

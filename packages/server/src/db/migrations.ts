@@ -26,6 +26,7 @@ import {
   SqliteDialect,
   sql,
 } from "kysely";
+import type { DialectName } from "./dialect.js";
 import {
   copyPolicies,
   copyRows,
@@ -34,8 +35,7 @@ import {
 } from "./documents-migration.js";
 import type { Tables } from "./schema.js";
 
-/** Which SQL dialect a database speaks: `mysql` is MySQL and MariaDB. */
-export type DialectName = "sqlite" | "postgres" | "mysql";
+export type { DialectName } from "./dialect.js";
 
 /**
  * Kysely's SQLite dialect, but telling Kysely's Migrator that SQLite's DDL is transactional
