@@ -63,6 +63,20 @@ interface Step {
 /** Where steps are recorded on MySQL (only while their migration is unfinished). */
 const STEP_TABLE = "sluice_migration_step";
 
+/** The columns of 0008's tables, in the order its copies select them. */
+const DOCUMENT_COLUMNS = [
+  "kind",
+  "name",
+  "spec",
+  "created_by",
+  "updated_by",
+  "created_at",
+  "updated_at",
+  "version",
+] as const;
+const VERSION_COLUMNS = ["kind", "name", "version", "spec", "action", "created_by", "created_at"];
+const DRAFT_COLUMNS = ["id", "kind", "name", "spec", "base_version", "created_by", "created_at"];
+
 /** Column types per dialect. */
 interface Types {
   /** Names and ids: in primary keys, unique constraints and indexes. */
@@ -145,6 +159,18 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         .columns(typeof column === "string" ? [column] : column)
         .execute();
     },
+  });
+
+  /** 0008: copies the rows of `from` into `into` (`select`: the columns, in order). */
+  const copy = (
+    what: string,
+    into: string,
+    columns: readonly string[],
+    from: string,
+    select: ReturnType<typeof sql>,
+  ): Step => ({
+    name: `copy ${what}`,
+    run: (db) => copyRows(db, dialect, into, columns, select, from),
   });
 
   return {
@@ -420,63 +446,34 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
           .addUniqueConstraint("document_drafts_name", ["kind", "name"]),
       ),
       { name: "copy policies", run: (db) => copyPolicies(db, dialect) },
-      {
-        name: "copy policy versions",
-        run: (db) =>
-          copyRows(
-            db,
-            dialect,
-            "document_versions",
-            ["kind", "name", "version", "spec", "action", "created_by", "created_at"],
-            sql`'policy', policy_name, version, spec, action, created_by, created_at`,
-            "policy_versions",
-          ),
-      },
-      {
-        name: "copy policy drafts",
-        run: (db) =>
-          copyRows(
-            db,
-            dialect,
-            "document_drafts",
-            ["id", "kind", "name", "spec", "base_version", "created_by", "created_at"],
-            sql`id, 'policy', policy_name, spec, base_version, created_by, created_at`,
-            "policy_drafts",
-          ),
-      },
-      {
-        name: "copy Envoy domains",
-        run: (db) =>
-          copyRows(
-            db,
-            dialect,
-            "documents",
-            [
-              "kind",
-              "name",
-              "spec",
-              "created_by",
-              "updated_by",
-              "created_at",
-              "updated_at",
-              "version",
-            ],
-            sql`'envoy_domain', domain, spec, created_by, updated_by, created_at, updated_at, version`,
-            "envoy_domains",
-          ),
-      },
-      {
-        name: "copy Envoy domain versions",
-        run: (db) =>
-          copyRows(
-            db,
-            dialect,
-            "document_versions",
-            ["kind", "name", "version", "spec", "action", "created_by", "created_at"],
-            sql`'envoy_domain', domain, version, spec, action, created_by, created_at`,
-            "envoy_domain_versions",
-          ),
-      },
+      copy(
+        "policy versions",
+        "document_versions",
+        VERSION_COLUMNS,
+        "policy_versions",
+        sql`'policy', policy_name, version, spec, action, created_by, created_at`,
+      ),
+      copy(
+        "policy drafts",
+        "document_drafts",
+        DRAFT_COLUMNS,
+        "policy_drafts",
+        sql`id, 'policy', policy_name, spec, base_version, created_by, created_at`,
+      ),
+      copy(
+        "Envoy domains",
+        "documents",
+        DOCUMENT_COLUMNS,
+        "envoy_domains",
+        sql`'envoy_domain', domain, spec, created_by, updated_by, created_at, updated_at, version`,
+      ),
+      copy(
+        "Envoy domain versions",
+        "document_versions",
+        VERSION_COLUMNS,
+        "envoy_domain_versions",
+        sql`'envoy_domain', domain, version, spec, action, created_by, created_at`,
+      ),
       {
         // Numbered after every policy draft id issued: the two were counted apart.
         name: "copy Envoy domain drafts",
@@ -486,7 +483,7 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
             db,
             dialect,
             "document_drafts",
-            ["id", "kind", "name", "spec", "base_version", "created_by", "created_at"],
+            DRAFT_COLUMNS,
             sql`id + ${after}, 'envoy_domain', domain, spec, base_version, created_by, created_at`,
             "envoy_domain_drafts",
           );
