@@ -10,6 +10,7 @@ import {
   type LimitOptions,
   type Limiter,
   type Reservation,
+  checkSettle,
   leaseOf,
 } from "../limiter.js";
 import { type Policy, policyCapacity } from "../policy.js";
@@ -129,13 +130,7 @@ export class ManagedLimiter implements Limiter {
     const decision = disabledDecision(live.policy, estimate);
     return {
       decision,
-      settle: async (actual: number) => {
-        if (typeof actual !== "number" || !Number.isInteger(actual) || actual < 0) {
-          throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [
-            { path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` },
-          ]);
-        }
-      },
+      settle: async (actual: number) => checkSettle(actual),
       cancel: async () => {},
     };
   }
