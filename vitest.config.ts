@@ -6,11 +6,13 @@ const src = (p: string) => fileURLToPath(new URL(p, import.meta.url));
 export default defineConfig({
   resolve: {
     alias: [
+      { find: /^@sluice\/api$/, replacement: src("./packages/api/src/index.ts") },
       { find: /^sluice$/, replacement: src("./packages/sluice/src/index.ts") },
       {
         find: /^sluice\/algorithms$/,
         replacement: src("./packages/sluice/src/algorithms/entry.ts"),
       },
+      { find: /^sluice\/service$/, replacement: src("./packages/sluice/src/service.ts") },
       {
         find: /^sluice\/compat\/(.*)$/,
         replacement: src("./packages/sluice/src/compat/$1.ts"),

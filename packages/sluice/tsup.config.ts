@@ -23,6 +23,8 @@ export default defineConfig({
     "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
     "compat/nestjs-throttler": "src/compat/nestjs-throttler.ts",
     "compat/upstash": "src/compat/upstash.ts",
+    // Internal to @sluice/server: what the service and connectPolicies share (src/service.ts).
+    service: "src/service.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

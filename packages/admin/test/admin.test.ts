@@ -292,8 +292,8 @@ describe("the console in Chromium", () => {
     expect((await api("GET", `/v1/admin/policies/${POLICY}`, { token: admin })).status).toBe(404);
     await page.fill('[data-field="rules.0.limit"] input', "5");
     await page.click("#save-policy");
-    await page.waitForSelector("#policy-version");
-    expect(await page.textContent("#policy-version")).toBe("Version 1");
+    await page.waitForSelector("#document-version");
+    expect(await page.textContent("#document-version")).toBe("Version 1");
     expect(await page.textContent("#flash")).toMatch(/Created api\.search: version 1/);
     // The library snippet is plain JavaScript, and does not claim the service runs on Redis
     // (this one runs memory counters).
@@ -323,7 +323,7 @@ describe("the console in Chromium", () => {
     await page.fill('[data-field="rules.0.limit"] input', "8");
     await page.fill('[data-field="rules.0.burst"] input', "8");
     await page.click("#save-policy");
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 2");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 2");
     expect(await page.textContent("#enforced")).toContain("8 / 1m (burst 8)");
     // Times are 24-hour everywhere (the chart's format), never AM/PM.
     expect(await page.textContent("p.meta")).toMatch(
@@ -337,7 +337,7 @@ describe("the console in Chromium", () => {
     expect(await row("rules.0.burst").locator("td.after").textContent()).toBe("8");
 
     await page.click('tr[data-version="1"] button.restore');
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 3");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 3");
     expect(await page.textContent("#enforced")).toContain("5 / 1m");
     expect(await page.locator("#versions tbody tr").count()).toBe(3);
     // v1 and v3 are the same document.
@@ -365,7 +365,7 @@ describe("the console in Chromium", () => {
     await page.click("#save-draft");
     await expect.poll(() => limit.locator("td.after").textContent()).toBe("4");
     await page.click("#promote-draft");
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 4");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 4");
     expect(await page.$("#draft")).toBeNull();
   });
 
@@ -580,7 +580,7 @@ describe("the console in Chromium", () => {
       await v.waitForSelector("#lookup-result .decision");
       expect(await v.$("#unblock-key")).toBeNull();
       expect(await v.$("#edit-policy")).toBeNull();
-      expect(await v.$("#delete-policy")).toBeNull();
+      expect(await v.$("#delete-document")).toBeNull();
       expect(await v.$("button.restore")).toBeNull();
       await v.goto(`${base}/admin/#/policies`);
       await v.waitForSelector(`tr[data-policy="${POLICY}"]`);
@@ -636,10 +636,10 @@ describe("the console in Chromium", () => {
       await o.goto(`${base}/admin/#/policies/shared.api`);
       await o.waitForSelector("#shared-policy");
       expect(await o.$("#edit-policy")).not.toBeNull();
-      expect(await o.$("#delete-policy")).toBeNull();
+      expect(await o.$("#delete-document")).toBeNull();
       // Its own policy: Delete, and Unblock.
       await o.goto(`${base}/admin/#/policies/${POLICY}`);
-      await o.waitForSelector("#delete-policy");
+      await o.waitForSelector("#delete-document");
       for (let i = 0; i < 4; i++) await decide(apiKey, POLICY, "user-2");
       await o.fill("#lookup-key", "user-2");
       await o.click("#lookup");

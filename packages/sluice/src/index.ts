@@ -53,26 +53,7 @@ export type {
   PolicyFetchInit,
   PolicyFetchResponse,
   RuntimeAbortSignal,
-} from "./policies/client.js";
+} from "./policies/types.js";
 export { fileCache } from "./policies/file-cache.js";
 export type { PolicyCache } from "./policies/file-cache.js";
-export {
-  DRAFT_POLICY_PREFIX,
-  decideLive,
-  disabledDecision,
-  emptyDraftStats,
-  livePolicy,
-  policyInputOf,
-  restoreDraftStats,
-  takeDraftStats,
-} from "./policies/live.js";
-export type {
-  DecideLiveHooks,
-  DraftSource,
-  DraftStats,
-  LiveDraft,
-  LivePolicy,
-  ManagedPolicyDocument,
-  TakenDraftStats,
-} from "./policies/live.js";
 export { VERSION } from "./version.js";
