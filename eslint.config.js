@@ -41,8 +41,8 @@ export default tseslint.config(
     },
   },
   {
-    // The admin page runs in a browser: it takes the API's types from the server's schemas, but
-    // no server code may reach its bundle.
+    // The admin page runs in a browser and speaks to the service through its API contract
+    // (@sluice/api) alone: types only (no schema code in its bundle), and nothing of the server.
     files: ["packages/admin/src/**/*.ts"],
     rules: {
       "@typescript-eslint/no-restricted-imports": [
@@ -51,8 +51,12 @@ export default tseslint.config(
           patterns: [
             {
               group: ["**/server/**", "@sluice/server", "@sluice/server/*"],
+              message: "the console imports nothing of the server: use the contract, @sluice/api",
+            },
+            {
+              group: ["@sluice/api", "**/api/src/**"],
               allowTypeImports: true,
-              message: "only `import type` from the server: its code must not reach the browser",
+              message: "only `import type` from @sluice/api: its schemas stay out of the bundle",
             },
           ],
         },

@@ -10,7 +10,7 @@
  * - a temporary app folder runs `npm init -y`, installs the library's tarball and Express, runs
  *   the README's first Express program and sees the 429 after the limit; then makes the
  *   README's one change for Redis and sees two processes share the limit on a real redis-server;
- * - the service's three tarballs install together and give a working `npx sluice`.
+ * - the service's four tarballs install together and give a working `npx sluice`.
  *
  * Installs use `--prefer-offline`: the npm cache the repository's own install filled, the
  * registry only for what is missing. The one departure from the README: packing does not
@@ -32,6 +32,11 @@ const PACKAGES = [
     dir: "sluice",
     name: "sluice",
     ships: ["dist/index.js", "dist/index.cjs", "dist/express.d.ts", "src/stores/lua/sluice.lua"],
+  },
+  {
+    dir: "api",
+    name: "@sluice/api",
+    ships: ["dist/index.js", "dist/index.d.ts"],
   },
   {
     dir: "admin",
@@ -219,6 +224,7 @@ describe("the README's Install and first program, in a new app outside the repos
     expect(readdirSync(packs).sort()).toEqual(
       [
         `sluice-${version}.tgz`,
+        `sluice-api-${version}.tgz`,
         `sluice-admin-${version}.tgz`,
         `sluice-server-${version}.tgz`,
       ].sort(),
@@ -284,7 +290,7 @@ describe("the README's Install and first program, in a new app outside the repos
     expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
   });
 
-  it("installs the service from its three tarballs: `npx sluice` runs and finds the console", () => {
+  it("installs the service from its four tarballs: `npx sluice` runs and finds the console", () => {
     const dir = mkdtempSync(join(tmpdir(), "sluice-service-"));
     try {
       run("npm", ["init", "-y"], dir);
@@ -294,6 +300,7 @@ describe("the README's Install and first program, in a new app outside the repos
         dir,
         "--ignore-scripts",
         tarball("sluice"),
+        tarball("sluice-api"),
         tarball("sluice-admin"),
         tarball("sluice-server"),
       );

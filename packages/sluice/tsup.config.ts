@@ -14,11 +14,17 @@ export default defineConfig({
     fastify: "src/http/adapters/fastify.ts",
     koa: "src/http/adapters/koa.ts",
     hono: "src/http/adapters/hono.ts",
+    // Stores for runtimes without TCP: Redis over HTTP (Upstash's REST protocol), and
+    // Cloudflare Durable Objects.
+    upstash: "src/stores/upstash.ts",
+    "durable-object": "src/stores/durable-object.ts",
     // Drop-in faces of peer libraries (`sluice/compat/rate-limiter-flexible`, …).
     "compat/rate-limiter-flexible": "src/compat/rate-limiter-flexible.ts",
     "compat/express-rate-limit": "src/compat/express-rate-limit.ts",
     "compat/nestjs-throttler": "src/compat/nestjs-throttler.ts",
     "compat/upstash": "src/compat/upstash.ts",
+    // Internal to @sluice/server: what the service and connectPolicies share (src/service.ts).
+    service: "src/service.ts",
   },
   format: ["esm", "cjs"],
   dts: true,

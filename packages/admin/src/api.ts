@@ -2,7 +2,7 @@
  * The admin API client: JSON over fetch with the session's bearer token. Errors become
  * {@link ApiError}s carrying the service's `code` and, for 400s, the `issues` that name fields.
  */
-import type * as schemas from "../../server/src/api-schemas.js";
+import type * as schemas from "@sluice/api";
 import type { z } from "zod";
 
 /** One validation problem: a dotted field path (`rules.0.limit`) and a message. */
@@ -25,10 +25,10 @@ export class ApiError extends Error {
   }
 }
 
-// The API's types come from the service's own schemas (packages/server/src/api-schemas.ts),
-// which it validates requests with and which a server test checks every answer against, so
-// they cannot drift. The imports are type-only: no server code reaches the browser bundle
-// (eslint refuses a value import from the server here).
+// The API's types come from the contract the service validates with (@sluice/api, the zod
+// schemas of packages/api), which a server test checks every answer against, so they cannot
+// drift. The imports are type-only: no schema code reaches the browser bundle (eslint refuses a
+// value import of @sluice/api here, and any import of the server).
 
 /** Admin roles, as the service names them. */
 export type Role = z.infer<typeof schemas.sessionUserSchema>["role"];
@@ -47,9 +47,6 @@ export type PolicyDoc = z.input<typeof schemas.namedSchemas.PolicyDocument>;
 
 /** A stored policy: its document flattened with its bookkeeping. */
 export type PolicyRecord = z.infer<typeof schemas.policyRecordSchema>;
-
-/** One kept version of a policy. */
-export type VersionRecord = z.infer<typeof schemas.policyVersionSchema>;
 
 /** A draft: evaluated in shadow beside the enforced version until promoted or discarded. */
 export type DraftRecord = z.infer<typeof schemas.draftSchema>;
@@ -104,6 +101,27 @@ export type KeyState = z.infer<typeof schemas.keyStateSchema>;
 
 /** A decision of the library, as the service sends it. */
 export type Decision = z.infer<typeof schemas.decisionSchema>;
+
+/** What a draft would have done on live traffic, over every node. */
+export type DraftStats = z.infer<typeof schemas.draftStatsSchema>;
+
+/** `GET /v1/admin/envoy/domains`: every domain, and whether this node serves Envoy. */
+export type EnvoyDomainList = z.infer<typeof schemas.envoyDomainListSchema>;
+
+/** An Envoy domain with its bookkeeping and its limits as the node runs them. */
+export type EnvoyDomainRecord = z.infer<typeof schemas.envoyDomainRecordSchema>;
+
+/** A domain's document: the reference rate limit service's file, as JSON. */
+export type EnvoyDomainDoc = EnvoyDomainRecord["doc"];
+
+/** A descriptor limit as the node runs it. */
+export type EnvoyLimit = z.infer<typeof schemas.envoyLimitSchema>;
+
+/** What a descriptor's counter holds (peek), or that it was reset. */
+export type EnvoyCounterAnswer = z.infer<typeof schemas.envoyCounterAnswerSchema>;
+
+/** What an import of Envoy domains did (or would do). */
+export type EnvoyImportResult = z.infer<typeof schemas.envoyImportResultSchema>;
 
 /** Whether the first admin is still to be made. */
 export type SetupStatus = z.infer<typeof schemas.setupStatusSchema>;
@@ -257,22 +275,14 @@ export class Api {
   createPolicy(doc: PolicyDoc): Promise<PolicyRecord> {
     return this.request("POST", "/policies", doc);
   }
-  deletePolicy(name: string): Promise<void> {
-    return this.request("DELETE", `/policies/${enc(name)}`);
-  }
-  async versions(name: string): Promise<VersionRecord[]> {
-    return list<VersionRecord>(
-      await this.request("GET", `/policies/${enc(name)}/versions`),
-      "versions",
-    );
-  }
-  restore(name: string, version: number): Promise<PolicyRecord> {
-    return this.request("POST", `/policies/${enc(name)}/versions/${version}/restore`);
-  }
   /** The policy's draft, or undefined when it has none. */
-  async draft(name: string): Promise<DraftRecord | undefined> {
+  draft(name: string): Promise<DraftRecord | undefined> {
+    return this.draftAt(`/policies/${enc(name)}`);
+  }
+  /** The draft of the versioned document at `path` (`/policies/api`), or undefined. */
+  async draftAt<T>(path: string): Promise<T | undefined> {
     try {
-      return await this.request<DraftRecord>("GET", `/policies/${enc(name)}/draft`);
+      return await this.request<T>("GET", `${path}/draft`);
     } catch (err) {
       if (err instanceof ApiError && err.status === 404) return undefined;
       throw err;
@@ -292,20 +302,6 @@ export class Api {
       ...(seen.draftId !== undefined ? { draftId: seen.draftId } : {}),
     });
   }
-  deleteDraft(name: string): Promise<void> {
-    return this.request("DELETE", `/policies/${enc(name)}/draft`);
-  }
-  /**
-   * Promotes the draft that was reviewed (`draftId`) over the version it was shown beside
-   * (`expectVersion`); 409 when the draft was made from an older version, or either moved.
-   */
-  promoteDraft(
-    name: string,
-    seen: { expectVersion?: number; draftId?: number } = {},
-  ): Promise<PolicyRecord> {
-    return this.request("POST", `/policies/${enc(name)}/draft/promote`, seen);
-  }
-
   async apps(): Promise<AppRecord[]> {
     return list<AppRecord>(await this.request("GET", "/apps"), "apps");
   }

@@ -99,12 +99,15 @@ export function historyChart(t: TrafficHistory, title: string): HTMLElement {
 /**
  * The traffic card of a policy or an app: a window select, the totals, the chart (or a line
  * when idle, with `idleHint` under it), and the totals per app (of a policy) or per policy (of
- * an app). Refreshed every {@link REFRESH_MS} while the page is open.
+ * an app), each a link to its page — or, with `byLabel`, as that says (an Envoy domain's
+ * limits, which have no page of their own). Refreshed every {@link REFRESH_MS} while the page
+ * is open.
  */
 export function trafficCard(
   ctx: Ctx,
   of: { policy: string } | { app: string },
   idleHint?: () => Child,
+  byLabel?: (name: string) => Child,
 ): HTMLElement {
   const param = ctx.query.get("window");
   let window: TrafficWindow = WINDOWS.some(([w]) => w === param) ? (param as TrafficWindow) : "15m";
@@ -135,7 +138,7 @@ export function trafficCard(
                 t,
                 `Decisions of ${"policy" in of ? of.policy : of.app} per ${t.stepSec} s, ${label}`,
               ),
-              t.by.length > 1 || ("policy" in of && t.by.length > 0)
+              t.by.length > 1 || (("policy" in of || byLabel) && t.by.length > 0)
                 ? scroller(
                     h(
                       "table",
@@ -165,13 +168,15 @@ export function trafficCard(
                             h(
                               "td",
                               {},
-                              h(
-                                "a",
-                                {
-                                  href: `#/${what === "app" ? "apps" : "policies"}/${encodeURIComponent(b.name)}`,
-                                },
-                                b.name,
-                              ),
+                              byLabel
+                                ? byLabel(b.name)
+                                : h(
+                                    "a",
+                                    {
+                                      href: `#/${what === "app" ? "apps" : "policies"}/${encodeURIComponent(b.name)}`,
+                                    },
+                                    b.name,
+                                  ),
                             ),
                             h("td", { class: "num" }, count(b.counts.allowed)),
                             h("td", { class: "num" }, count(b.counts.denied)),

@@ -292,8 +292,8 @@ describe("the console in Chromium", () => {
     expect((await api("GET", `/v1/admin/policies/${POLICY}`, { token: admin })).status).toBe(404);
     await page.fill('[data-field="rules.0.limit"] input', "5");
     await page.click("#save-policy");
-    await page.waitForSelector("#policy-version");
-    expect(await page.textContent("#policy-version")).toBe("Version 1");
+    await page.waitForSelector("#document-version");
+    expect(await page.textContent("#document-version")).toBe("Version 1");
     expect(await page.textContent("#flash")).toMatch(/Created api\.search: version 1/);
     // The library snippet is plain JavaScript, and does not claim the service runs on Redis
     // (this one runs memory counters).
@@ -323,7 +323,7 @@ describe("the console in Chromium", () => {
     await page.fill('[data-field="rules.0.limit"] input', "8");
     await page.fill('[data-field="rules.0.burst"] input', "8");
     await page.click("#save-policy");
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 2");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 2");
     expect(await page.textContent("#enforced")).toContain("8 / 1m (burst 8)");
     // Times are 24-hour everywhere (the chart's format), never AM/PM.
     expect(await page.textContent("p.meta")).toMatch(
@@ -337,7 +337,7 @@ describe("the console in Chromium", () => {
     expect(await row("rules.0.burst").locator("td.after").textContent()).toBe("8");
 
     await page.click('tr[data-version="1"] button.restore');
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 3");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 3");
     expect(await page.textContent("#enforced")).toContain("5 / 1m");
     expect(await page.locator("#versions tbody tr").count()).toBe(3);
     // v1 and v3 are the same document.
@@ -365,8 +365,38 @@ describe("the console in Chromium", () => {
     await page.click("#save-draft");
     await expect.poll(() => limit.locator("td.after").textContent()).toBe("4");
     await page.click("#promote-draft");
-    await expect.poll(() => page.textContent("#policy-version")).toBe("Version 4");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 4");
     expect(await page.$("#draft")).toBeNull();
+  });
+
+  it("turns leases on with their tuning; the document and its diff show them; not for sliding-log", async () => {
+    await page.click("#edit-policy");
+    await page.waitForSelector("#policy-form");
+    expect(await page.isVisible('[data-field="lease.maxShare"]')).toBe(false);
+    await page.check("#policy-form input[name=lease]");
+    await page.fill('#policy-form input[name="lease.maxShare"]', "0.25");
+    await page.click("#save-policy");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 5");
+    expect(await page.textContent("#enforced")).toContain("yes — at most 25% per node");
+    const admin = await adminToken();
+    expect((await api("GET", `/v1/admin/policies/${POLICY}`, { token: admin })).body.lease).toEqual(
+      {
+        maxShare: 0.25,
+      },
+    );
+    expect(
+      await page.locator('#version-diff-table tr[data-path="lease"] td.after').textContent(),
+    ).toBe("{ maxShare: 0.25 }");
+    // Leases serve gcra, token-bucket, fixed-window and concurrency: the field goes for the others.
+    await page.click("#edit-policy");
+    await page.waitForSelector("#policy-form");
+    expect(await page.isChecked("#policy-form input[name=lease]")).toBe(true);
+    await page.selectOption("#policy-form select[name=algorithm]", "sliding-log");
+    expect(await page.isVisible('[data-field="lease"]')).toBe(false);
+    await page.selectOption("#policy-form select[name=algorithm]", "gcra");
+    expect(await page.isVisible('[data-field="lease"]')).toBe(true);
+    await page.goto(`${base}/admin/#/policies/${POLICY}`);
+    await page.waitForSelector("#edit-policy");
   });
 
   it("a refused action disarms its button, and its message does not follow you", async () => {
@@ -580,7 +610,7 @@ describe("the console in Chromium", () => {
       await v.waitForSelector("#lookup-result .decision");
       expect(await v.$("#unblock-key")).toBeNull();
       expect(await v.$("#edit-policy")).toBeNull();
-      expect(await v.$("#delete-policy")).toBeNull();
+      expect(await v.$("#delete-document")).toBeNull();
       expect(await v.$("button.restore")).toBeNull();
       await v.goto(`${base}/admin/#/policies`);
       await v.waitForSelector(`tr[data-policy="${POLICY}"]`);
@@ -636,10 +666,10 @@ describe("the console in Chromium", () => {
       await o.goto(`${base}/admin/#/policies/shared.api`);
       await o.waitForSelector("#shared-policy");
       expect(await o.$("#edit-policy")).not.toBeNull();
-      expect(await o.$("#delete-policy")).toBeNull();
+      expect(await o.$("#delete-document")).toBeNull();
       // Its own policy: Delete, and Unblock.
       await o.goto(`${base}/admin/#/policies/${POLICY}`);
-      await o.waitForSelector("#delete-policy");
+      await o.waitForSelector("#delete-document");
       for (let i = 0; i < 4; i++) await decide(apiKey, POLICY, "user-2");
       await o.fill("#lookup-key", "user-2");
       await o.click("#lookup");
@@ -717,7 +747,11 @@ describe("the console in Chromium", () => {
     await page.waitForSelector("#audit tbody tr[data-audit]");
     expect(await page.inputValue("#audit-object")).toBe("SEARCH");
     // The update of v2, as a diff.
-    const update = page.locator('#audit tr[data-action="policy.update"]').first();
+    const update = page
+      .locator('#audit tr[data-action="policy.update"]', {
+        has: page.locator('tr[data-path="rules.0.limit"]'),
+      })
+      .last();
     const limit = update.locator('tr[data-path="rules.0.limit"]');
     expect(await limit.locator("td.before").textContent()).toBe("5");
     expect(await limit.locator("td.after").textContent()).toBe("8");
@@ -763,9 +797,12 @@ describe("the console in Chromium", () => {
   });
 
   it("simulates a burst: every error at once in words, and lines that coincide drawn once", async () => {
-    await page.goto(`${base}/admin/#/simulator`);
+    await page.goto(`${base}/admin/#/simulator?policy=${POLICY}`);
     await page.waitForSelector("#sim-form");
+    // The policy takes leases (set above): the simulator says they change nothing it admits.
+    expect(await page.isVisible("#sim-lease-note")).toBe(true);
     await page.selectOption("#sim-policy", "");
+    expect(await page.isVisible("#sim-lease-note")).toBe(false);
     await page.fill('#sim-form [data-field="rules.0.limit"] input', "x");
     await page.fill('#sim-form [data-field="rules.0.period"] input', "1m");
     await page.fill('#sim-form [data-field="rules.0.burst"] input', "");

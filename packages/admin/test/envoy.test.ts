@@ -1,8 +1,9 @@
 /**
  * The admin page's Envoy view in a real browser against the real service (the built
  * `sluice serve` with its Envoy service on, SQLite in a temp dir, Debian's Chromium through
- * playwright-core): import a reference-format file, see the descriptor tree, peek and reset a
- * descriptor's counter after real gRPC decisions, save a draft, and a viewer's read-only view.
+ * playwright-core): import a reference-format file, see the descriptor tree, the traffic and top
+ * keys of real gRPC decisions, peek and reset a descriptor's counter, save a draft and see its
+ * diff, compare versions, and a viewer's read-only view.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -179,6 +180,19 @@ describe("the Envoy page in Chromium", () => {
     } finally {
       rls.close();
     }
+    // Envoy's decisions are in the domain's traffic and its limit's top keys, as every door's.
+    await page.reload();
+    await page.waitForSelector("#envoy-limits");
+    await expect
+      .poll(() => page.getAttribute("#traffic-totals", "data-allowed"), { timeout: 15_000 })
+      .toBe("2");
+    expect(await page.textContent("#traffic-by")).toContain("edge.remote_address");
+    await expect
+      .poll(() => page.$$eval("#top-busiest tr[data-key]", (trs) => trs.map((t) => t.dataset.key)))
+      .toEqual(["remote_address=10.0.0.7"]);
+    // Looking a top key up peeks at its counter.
+    await page.click("#top-busiest button.pick");
+    await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 1 of 3");
     await page.fill("#envoy-entries", "remote_address=10.0.0.7");
     await page.click("#envoy-peek");
     await expect.poll(() => page.textContent("#envoy-counter")).toContain("remaining: 1 of 3");
@@ -197,9 +211,30 @@ describe("the Envoy page in Chromium", () => {
   it("saves an edit as a draft that runs in shadow", async () => {
     await page.fill("#envoy-yaml", CONFIG.replace("requests_per_unit: 3", "requests_per_unit: 1"));
     await page.click("#envoy-save-draft");
-    await page.waitForSelector("#envoy-draft");
-    expect(await page.textContent("#envoy-draft")).toMatch(/Draft \d+ \(from v1, by root\)/);
+    await page.waitForSelector("#draft");
+    expect(await page.textContent("#draft")).toMatch(
+      /Draft \d+, saved .* by root, based on version 1/,
+    );
+    // The draft against the enforced version, field by field.
+    const limit = page.locator(
+      '#draft-diff tr[data-path="descriptors.0.rate_limit.requests_per_unit"]',
+    );
+    expect(await limit.locator(".before").textContent()).toBe("3");
+    expect(await limit.locator(".after").textContent()).toBe("1");
     await page.screenshot({ path: join(shots, "envoy-domain.png"), fullPage: true });
+  });
+
+  it("promotes the draft, and compares any two versions", async () => {
+    await page.click("#promote-draft");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 2");
+    expect(await page.$("#draft")).toBeNull();
+    expect(await page.locator("#versions tbody tr").count()).toBe(2);
+    const row = page.locator(
+      '#version-diff-table tr[data-path="descriptors.0.rate_limit.requests_per_unit"]',
+    );
+    expect(await row.locator(".before").textContent()).toBe("3");
+    expect(await row.locator(".after").textContent()).toBe("1");
+    expect(await page.inputValue("#envoy-yaml")).toContain("requests_per_unit: 1");
   });
 
   it("fits a 390 px screen: the domain's tables scroll inside their card, not the page", async () => {

@@ -94,6 +94,7 @@ export function openCounters(options: {
   // Connection errors surface through the store as StoreErrors; ioredis also emits them here.
   client.on("error", () => {});
   const store = redisStore({ client, ...now });
+  options.metrics.leases.source = () => store.leaseCounters;
   return {
     store: instrument(store, options.metrics),
     kind: "redis",
@@ -150,6 +151,13 @@ export function instrument(inner: Store, metrics: Metrics): Store {
       release(() => inner.release(policy, key, leaseId)),
     reset: (policy: Policy, key: string) => reset(() => inner.reset(policy, key)),
     ...(inner.ready ? { ready: () => inner.ready!() } : {}),
+    // A lease's decision is made in memory, with no store call to time.
+    ...(inner.decideLocal
+      ? {
+          decideLocal: (policy: Policy, key: string, cost: number) =>
+            inner.decideLocal!(policy, key, cost),
+        }
+      : {}),
     ...(inner.liveInstances ? { liveInstances: () => inner.liveInstances?.() } : {}),
     ...(inner.close ? { close: () => inner.close!() } : {}),
   };

@@ -28,13 +28,16 @@ export type {
   DraftStats,
   ImportPlan,
   Snapshot,
+  ClientRecord,
 } from "./repository.js";
 export { Registry } from "./registry.js";
 export type { LivePolicy, LiveDraft } from "./registry.js";
 export { API_ERROR_CODES, ApiError } from "./errors.js";
 export type { ApiErrorCode, ApiErrorBody } from "./errors.js";
-export { ROLES, validatePolicyDocument, policyDocumentSchema } from "./model.js";
-export type { Role, PolicyDocument, ValidPolicy } from "./model.js";
+export { ROLES, policyDocumentSchema } from "@sluice/api";
+export type { Role } from "@sluice/api";
+export { validatePolicyDocument } from "./model.js";
+export type { PolicyDocument, ValidPolicy } from "./model.js";
 export {
   exportPolicyFile,
   parsePolicyFile,

@@ -1,6 +1,7 @@
 /**
  * Prometheus metrics, on a registry of their own (so several servers can live in one process).
  */
+import type { LeaseCounters } from "sluice";
 import {
   Counter,
   type CounterConfiguration,
@@ -93,13 +94,48 @@ export interface Metrics {
   readonly envoyDraftRequests: Counter<"domain" | "code">;
   /** Envoy domains loaded on this node. */
   readonly envoyDomains: Gauge;
+  /**
+   * Where the lease counts come from at a scrape: set once the counter store is open (a Redis
+   * store's `leaseCounters`; nothing for memory counters). See docs/leases.md.
+   */
+  readonly leases: { source: (() => Readonly<LeaseCounters> | undefined) | undefined };
 }
 
 /** Creates the metrics (and Node's default process metrics) on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
+  const leases: Metrics["leases"] = { source: undefined };
+  // Lease counts, read from the store at each scrape (they are kept by the store itself).
+  new Counter({
+    name: "sluice_lease_events_total",
+    help: "Leases taken, units given back early, and leases that ended with units unspent",
+    labelNames: ["event"],
+    registers: [registry],
+    collect() {
+      const c = leases.source?.();
+      if (c === undefined) return;
+      this.reset();
+      this.inc({ event: "taken" }, c.taken);
+      this.inc({ event: "returned_units" }, c.returned);
+      this.inc({ event: "expired" }, c.expired);
+    },
+  });
+  new Counter({
+    name: "sluice_lease_decisions_total",
+    help: "Decisions of leased policies, answered in memory from a lease or by Redis",
+    labelNames: ["answered"],
+    registers: [registry],
+    collect() {
+      const c = leases.source?.();
+      if (c === undefined) return;
+      this.reset();
+      this.inc({ answered: "memory" }, c.local);
+      this.inc({ answered: "redis" }, c.remote);
+    },
+  });
   return {
+    leases,
     registry,
     decisions: countingCounter({
       name: "sluice_decisions_total",

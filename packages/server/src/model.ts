@@ -3,8 +3,8 @@
  * apps granted and `enabled`), apps, users and roles. Policy fields are validated by sluice's
  * own `definePolicy`, so the service accepts exactly what the library does.
  */
+import { appNameSchema } from "@sluice/api";
 import {
-  ALGORITHMS,
   type Policy,
   type PolicyInput,
   ValidationError,
@@ -14,10 +14,6 @@ import {
 import { z } from "zod";
 import { zodIssues } from "./errors.js";
 
-/** Names of apps: letters, digits, `.`, `_`, `-`; 1–64 characters. */
-export const APP_NAME = /^[A-Za-z0-9._-]{1,64}$/;
-/** Usernames: letters, digits, `.`, `_`, `-`, `@`; 1–64 characters. */
-export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
 /** Policy names starting with this are reserved for the service's own limiters. */
 export const RESERVED_PREFIX = "sluice.";
 /**
@@ -31,59 +27,6 @@ export const ENVOY_PREFIX = "envoy.";
  */
 export const RESERVED_NAMES: readonly string[] = ["export", "import"];
 
-/** Admin roles: `viewer` reads, `owner` edits the policies granted to its apps, `admin` does everything. */
-export const ROLES = ["viewer", "owner", "admin"] as const;
-/** An admin role, see {@link ROLES}. */
-export type Role = (typeof ROLES)[number];
-
-const duration = z.union([z.number().int().positive(), z.string()]).meta({
-  description: 'Milliseconds, or a string such as "500ms", "1s", "1m", "1h", "1d".',
-});
-
-/** Schema of a rule (documentation; values are checked by sluice's `definePolicy`). */
-export const ruleSchema = z.strictObject({
-  limit: z
-    .number()
-    .int()
-    .positive()
-    .meta({ description: "Requests (cost units) per period; for concurrency, leases in flight." }),
-  period: duration,
-  burst: z
-    .number()
-    .int()
-    .positive()
-    .optional()
-    .meta({ description: "gcra and token-bucket: bucket capacity (default: limit)." }),
-});
-
-const appName = z
-  .string({ error: "must be a string" })
-  .regex(APP_NAME, { error: "must be 1–64 letters, digits, '.', '_' or '-'" });
-
-/** Schema of a policy document as the admin API, YAML files and the database hold it. */
-export const policyDocumentSchema = z.strictObject({
-  name: z
-    .string()
-    .meta({ description: "Unique name: letters, digits, '.', '_', '-', ':' (1–128)." }),
-  description: z.string().max(2000).optional(),
-  algorithm: z.enum(ALGORITHMS).optional().meta({ description: "Default gcra." }),
-  rules: z.array(ruleSchema).min(1).max(16),
-  blockDuration: duration.optional(),
-  onStoreError: z.enum(["allow", "deny", "insurance"]).optional(),
-  insuranceInstances: z.number().int().positive().optional(),
-  shadow: z
-    .boolean()
-    .optional()
-    .meta({ description: "Allow everything, but report what would have been denied." }),
-  apps: z
-    .array(appName)
-    .optional()
-    .meta({ description: "Apps granted this policy (default none)." }),
-  enabled: z.boolean().optional().meta({
-    description: "A disabled policy allows every request without counting (default true).",
-  }),
-});
-
 /** A policy as stored: sluice's input form (durations as written) plus grants and `enabled`. */
 export interface PolicyDocument extends PolicyInput {
   /** Apps granted this policy. */
@@ -94,7 +37,7 @@ export interface PolicyDocument extends PolicyInput {
 
 const serverFields = z.object({
   apps: z
-    .array(appName, { error: "must be a list of app names" })
+    .array(appNameSchema, { error: "must be a list of app names" })
     .refine((a) => new Set(a).size === a.length, { error: "must not name an app twice" })
     .default([]),
   enabled: z.boolean({ error: "must be true or false" }).default(true),
@@ -160,6 +103,11 @@ export function validatePolicyDocument(
     ...(r.onStoreError !== undefined ? { onStoreError: r.onStoreError } : {}),
     ...(r.insuranceInstances !== undefined ? { insuranceInstances: r.insuranceInstances } : {}),
     shadow: policy.shadow,
+    ...(r.resetOnBlock === true ? { resetOnBlock: true } : {}),
+    ...(r.windowStart !== undefined && r.windowStart !== "aligned"
+      ? { windowStart: r.windowStart }
+      : {}),
+    ...(r.lease !== undefined && r.lease !== false ? { lease: r.lease } : {}),
     apps: extra.data.apps,
     enabled: extra.data.enabled,
   };

@@ -3,7 +3,7 @@
  * handlers validate with (`z.toJSONSchema`), so the two cannot drift apart.
  */
 import { z } from "zod";
-import { namedSchemas } from "./api-schemas.js";
+import { namedSchemas } from "@sluice/api";
 
 type Json = Record<string, unknown>;
 

@@ -7,16 +7,7 @@ describe("policy files", () => {
       "version: 1\npolicies:\n  - name: a\n    rules: [{ limit: 5, period: 1m, burst: 2 }]\n    apps: [web]\n";
     const r = parsePolicyFile(text);
     if ("issues" in r) throw new Error(JSON.stringify(r.issues));
-    const out = exportPolicyFile(
-      r.docs.map((doc) => ({
-        doc,
-        version: 1,
-        createdBy: "x",
-        updatedBy: "x",
-        createdAt: "",
-        updatedAt: "",
-      })),
-    );
+    const out = exportPolicyFile(r.docs);
     expect(out).toMatch(/^# sluice policies \(1\)/);
     expect(parsePolicyFile(out)).toEqual(r);
   });

@@ -16,15 +16,13 @@ import { parse as parseYaml, stringify } from "yaml";
 import { prefixIssues } from "./errors.js";
 import { nestingIssue } from "./json-body.js";
 import { type PolicyDocument, validatePolicyDocument } from "./model.js";
-import type { PolicyRecord } from "./repository.js";
 
 /** The file format version written and accepted. */
 export const POLICY_FILE_VERSION = 1;
 
 /** Writes policies as a YAML policy file. */
-export function exportPolicyFile(records: readonly PolicyRecord[]): string {
-  const policies = records.map((r) => r.doc);
-  return `# sluice policies (${records.length}); import with: sluice policy import <file>\n${stringify({ version: POLICY_FILE_VERSION, policies })}`;
+export function exportPolicyFile(policies: readonly PolicyDocument[]): string {
+  return `# sluice policies (${policies.length}); import with: sluice policy import <file>\n${stringify({ version: POLICY_FILE_VERSION, policies })}`;
 }
 
 /**

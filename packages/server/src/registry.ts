@@ -6,23 +6,21 @@
  * the first load, and one the change log cannot answer, reads everything. A load that fails
  * leaves the last good view in force.
  */
+import { type Limiter, type Policy, type Store, createLimiter } from "sluice";
 import {
   type LiveDraft as SharedLiveDraft,
   type LivePolicy as SharedLivePolicy,
-  type Limiter,
-  type Policy,
-  type Store,
-  createLimiter,
   livePolicy,
   restoreDraftStats,
   takeDraftStats,
-} from "sluice";
+} from "sluice/service";
 import type { Logger } from "pino";
 import type { PolicyDocument } from "./model.js";
 import type { AppKey, Repository, Snapshot } from "./repository.js";
 import { secretId, secretMatches } from "./secrets.js";
 import { loadEnvoyDomains } from "./envoy/live.js";
 import type { LiveEnvoyDomain } from "./envoy/rls.js";
+import { type DecisionSink, recordedLimiter } from "./traffic/recorded-limiter.js";
 
 /** The draft of a policy, running in shadow on its own keys (`sluice.draft.<id>`). */
 export type LiveDraft = SharedLiveDraft<PolicyDocument>;
@@ -61,6 +59,11 @@ export interface RegistryOptions {
   onStoreError?: (error: unknown, policy: Policy) => void;
   /** Called after each (re)load. */
   onLoad?: (load: RegistryLoad) => void;
+  /**
+   * The traffic history, which counts the decisions of the Envoy domains' limits (the decision
+   * routes count their own).
+   */
+  traffic?: DecisionSink;
 }
 
 /** Most verified API keys remembered per snapshot of the apps. */
@@ -126,23 +129,8 @@ export class Registry {
   }
 
   private async writeDraftStats(): Promise<void> {
-    for (const live of this.envoy.values()) {
-      const draft = live.draft;
-      if (!draft || draft.stats.evaluated === 0) continue;
-      const s = draft.stats;
-      const delta = { ...s };
-      s.evaluated = s.wouldDeny = s.wouldDenyNewly = s.wouldAllowNewly = 0;
-      try {
-        await this.options.repo.addEnvoyDraftStats(draft.id, delta);
-      } catch (err) {
-        s.evaluated += delta.evaluated;
-        s.wouldDeny += delta.wouldDeny;
-        s.wouldDenyNewly += delta.wouldDenyNewly;
-        s.wouldAllowNewly += delta.wouldAllowNewly;
-        throw err;
-      }
-    }
-    const taken = takeDraftStats(this.policies.values());
+    // Drafts of every kind: their ids are unique, their counts in one table.
+    const taken = takeDraftStats([...this.policies.values(), ...this.envoy.values()]);
     for (const [i, t] of taken.entries()) {
       try {
         await this.options.repo.addDraftStats(t.draft.id, t.delta);
@@ -270,9 +258,10 @@ export class Registry {
     };
     for (const err of snap.corrupt) {
       this.options.logger.error({ err }, "stored record is corrupt; keeping its last good version");
-      if (err.table === "policies") corrupt.policies.add(String(err.key.name));
-      if (err.table === "policy_drafts") corrupt.drafts.add(String(err.key.policy_name));
-      if (err.table === "apps") corrupt.apps.add(String(err.key.name));
+      const name = String(err.key.name);
+      if (err.table === "documents" && err.key.kind === "policy") corrupt.policies.add(name);
+      if (err.table === "document_drafts" && err.key.kind === "policy") corrupt.drafts.add(name);
+      if (err.table === "apps") corrupt.apps.add(name);
     }
     const changed = snap.changed;
     const built = { policies: 0, envoyDomains: 0 };
@@ -307,8 +296,14 @@ export class Registry {
     // Envoy domains: compiled again only when their version (or draft) changed.
     let envoy = this.envoy;
     if (!changed || changed.envoyDomains.size > 0) {
+      const traffic = this.options.traffic;
       const loaded = loadEnvoyDomains(this.envoy, snap, {
-        limiter: (policy) => this.limiter(policy),
+        // The enforced limits' decisions count in the traffic history, as `envoy:<domain>`
+        // (app names cannot hold a colon); a draft's do not.
+        limiter: (policy, use) =>
+          traffic && !use.draft
+            ? recordedLimiter(this.limiter(policy), traffic, `envoy:${use.domain}`)
+            : this.limiter(policy),
         logger: this.options.logger,
       });
       for (const [name, live] of loaded) {

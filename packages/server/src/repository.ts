@@ -8,12 +8,12 @@
  *
  * | module                      | holds                                                          |
  * | --------------------------- | -------------------------------------------------------------- |
- * | `repository/policies.ts`    | policies, their versions, drafts and shadow counts, import     |
+ * | `repository/documents.ts`   | versioned documents of any kind: versions, drafts, import      |
+ * | `repository/kinds.ts`       | the kinds: policies and Envoy domains                          |
  * | `repository/identity.ts`    | apps and their API keys, users, sessions                       |
  * | `repository/audit.ts`       | the revision counter and the audit log                         |
- * | `repository/envoy.ts`       | Envoy descriptor limits: one versioned document per domain     |
  * | `repository/traffic.ts`     | traffic history and heavy hitters (observations, not changes)  |
- * | `repository/grants.ts`      | policy ↔ app checks shared by the two above                    |
+ * | `repository/grants.ts`      | policy ↔ app checks, from both sides                           |
  * | `repository/clients.ts`     | embedded policy clients and their last report                  |
  * | `repository/common.ts`      | the write transaction, audit append, timestamps                |
  * | `repository/rows.ts`        | reading stored values back                                     |
@@ -26,22 +26,18 @@ import { type ClientHeartbeat, ClientRepository } from "./repository/clients.js"
 import type { CorruptRecordError } from "./repository/rows.js";
 import { type AppKey, IdentityRepository, appKeys } from "./repository/identity.js";
 import {
+  type DocumentRecord,
+  DocumentRepository,
   type DraftRecord,
-  type ImportPlan,
   type DraftStats,
-  type PolicyRecord,
-  PolicyRepository,
-  importPoliciesIn,
-  livePolicies,
-} from "./repository/policies.js";
-import {
-  type EnvoyDomainRecord,
-  type EnvoyDraftRecord,
-  type EnvoyImportPlan,
-  EnvoyRepository,
-  importEnvoyDomainsIn,
-  liveEnvoyDomains,
-} from "./repository/envoy.js";
+  type ImportPlan,
+  type VersionRecord,
+  addDraftStats,
+  getDraftStats,
+  importIn,
+  liveDocuments,
+} from "./repository/documents.js";
+import { envoyDomainKind, policyKind } from "./repository/kinds.js";
 import { type LoadedKind, type Tx, writeTransaction } from "./repository/common.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
@@ -58,32 +54,41 @@ export type { ClientHeartbeat, ClientRecord } from "./repository/clients.js";
 export { CorruptRecordError } from "./repository/rows.js";
 export type { AppKey, AppRecord, UserRecord } from "./repository/identity.js";
 export type {
+  DocumentKind,
+  DocumentRecord,
   DraftRecord,
   DraftStats,
   ImportPlan,
-  PolicyRecord,
-  PolicyVersionRecord,
-} from "./repository/policies.js";
-export type {
-  EnvoyDomainRecord,
-  EnvoyDomainVersionRecord,
-  EnvoyDraftRecord,
-  EnvoyImportPlan,
-} from "./repository/envoy.js";
+  VersionRecord,
+} from "./repository/documents.js";
+export { DocumentRepository } from "./repository/documents.js";
+export { envoyDomainKind, policyKind } from "./repository/kinds.js";
+
+/** A policy as enforced, with its bookkeeping. */
+export type PolicyRecord = DocumentRecord<PolicyDocument>;
+/** One kept version of a policy. */
+export type PolicyVersionRecord = VersionRecord<PolicyDocument>;
+/** A policy's draft. */
+export type PolicyDraftRecord = DraftRecord<PolicyDocument>;
+/** An Envoy domain as enforced, with its bookkeeping. */
+export type EnvoyDomainRecord = DocumentRecord<EnvoyDomainDocument>;
+/** One kept version of an Envoy domain. */
+export type EnvoyDomainVersionRecord = VersionRecord<EnvoyDomainDocument>;
+/** An Envoy domain's draft. */
+export type EnvoyDraftRecord = DraftRecord<EnvoyDomainDocument>;
 
 /** Everything a node needs to answer decisions, read in one go. */
 export interface Snapshot {
   readonly revision: number;
   readonly policies: readonly PolicyRecord[];
-  readonly drafts: readonly DraftRecord[];
+  readonly drafts: readonly PolicyDraftRecord[];
   readonly apps: readonly AppKey[];
   /** Envoy descriptor limits: every domain's enforced document. */
   readonly envoyDomains: readonly EnvoyDomainRecord[];
   /** Every domain's draft. */
   readonly envoyDrafts: readonly EnvoyDraftRecord[];
   /**
-   * Rows of `policies`, `policy_drafts`, `apps`, `envoy_domains` and `envoy_domain_drafts` that
-   * could not be read: left out of the lists above, so that one bad row does not hold back every
+   * Rows of `documents`, `document_drafts` and `apps` that could not be read: left out of the lists above, so that one bad row does not hold back every
    * other change.
    */
   readonly corrupt: readonly CorruptRecordError[];
@@ -115,15 +120,15 @@ async function readSnapshot(
   names?: Readonly<Record<LoadedKind, ReadonlySet<string>>>,
 ): Promise<Snapshot> {
   const only = (kind: LoadedKind) => (names ? [...names[kind]] : undefined);
-  const live = await livePolicies(trx, only("policy"));
+  const live = await liveDocuments(trx, policyKind, only("policy"));
   const keys = await appKeys(trx, only("app"));
-  const envoy = await liveEnvoyDomains(trx, only("envoy_domain"));
+  const envoy = await liveDocuments(trx, envoyDomainKind, only("envoy_domain"));
   return {
     revision,
-    policies: live.policies,
+    policies: live.documents,
     drafts: live.drafts,
     apps: keys.apps,
-    envoyDomains: envoy.domains,
+    envoyDomains: envoy.documents,
     envoyDrafts: envoy.drafts,
     corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
     ...(names
@@ -145,10 +150,12 @@ type Args<M extends (...args: never[]) => unknown> = Parameters<M>;
 
 /** Data access for the service. Construct with an open {@link Database}. */
 export class Repository {
-  private readonly policies: PolicyRepository;
+  /** Policies: their versions, drafts and imports. */
+  readonly policies: DocumentRepository<PolicyDocument>;
+  /** Envoy domains: their versions, drafts and imports. */
+  readonly envoyDomains: DocumentRepository<EnvoyDomainDocument>;
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
-  private readonly envoy: EnvoyRepository;
   /** Traffic history (see repository/traffic.ts): written by every node, read by the console. */
   readonly traffic: TrafficRepository;
   private readonly clients: ClientRepository;
@@ -157,10 +164,10 @@ export class Repository {
     readonly database: Database,
     options: RepositoryOptions = {},
   ) {
-    this.policies = new PolicyRepository(database.db, database.dialect);
+    this.policies = new DocumentRepository(database.db, policyKind);
+    this.envoyDomains = new DocumentRepository(database.db, envoyDomainKind);
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
-    this.envoy = new EnvoyRepository(database.db, database.dialect);
     this.traffic = new TrafficRepository(database.db, database.dialect);
     this.clients = new ClientRepository(database.db, database.dialect);
   }
@@ -225,67 +232,18 @@ export class Repository {
     return this.audit.listAudit(...a);
   }
 
-  // ---------------------------------------------------------------- policies
+  // ---------------------------------------------------------------- versioned documents
 
-  /** {@inheritDoc PolicyRepository.listPolicies} */
-  listPolicies() {
-    return this.policies.listPolicies();
+  /** A draft's shadow counts, summed over every node (drafts of every kind: ids are unique). */
+  getDraftStats(draftId: number): Promise<DraftStats> {
+    return getDraftStats(this.database.db, draftId);
   }
-  /** {@inheritDoc PolicyRepository.getPolicy} */
-  getPolicy(name: string) {
-    return this.policies.getPolicy(name);
-  }
-  /** {@inheritDoc PolicyRepository.listVersions} */
-  listVersions(...a: Args<PolicyRepository["listVersions"]>) {
-    return this.policies.listVersions(...a);
-  }
-  /** {@inheritDoc PolicyRepository.getVersion} */
-  getVersion(name: string, version: number) {
-    return this.policies.getVersion(name, version);
-  }
-  /** {@inheritDoc PolicyRepository.getDraft} */
-  getDraft(name: string) {
-    return this.policies.getDraft(name);
-  }
-  /** {@inheritDoc PolicyRepository.getDraftStats} */
-  getDraftStats(...a: Args<PolicyRepository["getDraftStats"]>) {
-    return this.policies.getDraftStats(...a);
-  }
-  /** {@inheritDoc PolicyRepository.addDraftStats} */
-  addDraftStats(...a: Args<PolicyRepository["addDraftStats"]>) {
-    return this.policies.addDraftStats(...a);
-  }
-  /** {@inheritDoc PolicyRepository.putPolicy} */
-  putPolicy(...a: Args<PolicyRepository["putPolicy"]>) {
-    return this.policies.putPolicy(...a);
-  }
-  /** {@inheritDoc PolicyRepository.deletePolicy} */
-  deletePolicy(...a: Args<PolicyRepository["deletePolicy"]>) {
-    return this.policies.deletePolicy(...a);
-  }
-  /** {@inheritDoc PolicyRepository.restoreVersion} */
-  restoreVersion(...a: Args<PolicyRepository["restoreVersion"]>) {
-    return this.policies.restoreVersion(...a);
-  }
-  /** {@inheritDoc PolicyRepository.putDraft} */
-  putDraft(...a: Args<PolicyRepository["putDraft"]>) {
-    return this.policies.putDraft(...a);
-  }
-  /** {@inheritDoc PolicyRepository.deleteDraft} */
-  deleteDraft(...a: Args<PolicyRepository["deleteDraft"]>) {
-    return this.policies.deleteDraft(...a);
-  }
-  /** {@inheritDoc PolicyRepository.promoteDraft} */
-  promoteDraft(...a: Args<PolicyRepository["promoteDraft"]>) {
-    return this.policies.promoteDraft(...a);
-  }
-  /** {@inheritDoc PolicyRepository.planImport} */
-  planImport(...a: Args<PolicyRepository["planImport"]>) {
-    return this.policies.planImport(...a);
-  }
-  /** {@inheritDoc PolicyRepository.importPolicies} */
-  importPolicies(...a: Args<PolicyRepository["importPolicies"]>) {
-    return this.policies.importPolicies(...a);
+  /**
+   * Adds one node's counts to a draft's totals (an upsert; it bumps no revision, so it makes no
+   * node reload).
+   */
+  addDraftStats(draftId: number, stats: DraftStats): Promise<void> {
+    return addDraftStats(this.database.db, this.database.dialect, draftId, stats);
   }
 
   /**
@@ -297,78 +255,15 @@ export class Repository {
     input: { policies?: readonly PolicyDocument[]; domains?: readonly EnvoyDomainDocument[] },
     actor: string,
     options: { prune?: boolean } = {},
-  ): Promise<{ policies?: ImportPlan; domains?: EnvoyImportPlan }> {
+  ): Promise<{ policies?: ImportPlan; domains?: ImportPlan }> {
     return writeTransaction(this.database.db, async (trx) => ({
       ...(input.policies
-        ? { policies: await importPoliciesIn(trx, input.policies, actor, options) }
+        ? { policies: await importIn(trx, policyKind, input.policies, actor, options) }
         : {}),
       ...(input.domains
-        ? { domains: await importEnvoyDomainsIn(trx, input.domains, actor, options) }
+        ? { domains: await importIn(trx, envoyDomainKind, input.domains, actor, options) }
         : {}),
     }));
-  }
-
-  // ---------------------------------------------------------------- Envoy domains
-
-  /** {@inheritDoc EnvoyRepository.listDomains} */
-  listEnvoyDomains() {
-    return this.envoy.listDomains();
-  }
-  /** {@inheritDoc EnvoyRepository.getDomain} */
-  getEnvoyDomain(domain: string) {
-    return this.envoy.getDomain(domain);
-  }
-  /** {@inheritDoc EnvoyRepository.listVersions} */
-  listEnvoyVersions(domain: string) {
-    return this.envoy.listVersions(domain);
-  }
-  /** {@inheritDoc EnvoyRepository.getVersion} */
-  getEnvoyVersion(domain: string, version: number) {
-    return this.envoy.getVersion(domain, version);
-  }
-  /** {@inheritDoc EnvoyRepository.getDraft} */
-  getEnvoyDraft(domain: string) {
-    return this.envoy.getDraft(domain);
-  }
-  /** {@inheritDoc EnvoyRepository.getDraftStats} */
-  getEnvoyDraftStats(draftId: number) {
-    return this.envoy.getDraftStats(draftId);
-  }
-  /** {@inheritDoc EnvoyRepository.addDraftStats} */
-  addEnvoyDraftStats(...a: Args<EnvoyRepository["addDraftStats"]>) {
-    return this.envoy.addDraftStats(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.putDomain} */
-  putEnvoyDomain(...a: Args<EnvoyRepository["putDomain"]>) {
-    return this.envoy.putDomain(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.deleteDomain} */
-  deleteEnvoyDomain(...a: Args<EnvoyRepository["deleteDomain"]>) {
-    return this.envoy.deleteDomain(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.restoreVersion} */
-  restoreEnvoyVersion(...a: Args<EnvoyRepository["restoreVersion"]>) {
-    return this.envoy.restoreVersion(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.putDraft} */
-  putEnvoyDraft(...a: Args<EnvoyRepository["putDraft"]>) {
-    return this.envoy.putDraft(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.deleteDraft} */
-  deleteEnvoyDraft(...a: Args<EnvoyRepository["deleteDraft"]>) {
-    return this.envoy.deleteDraft(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.promoteDraft} */
-  promoteEnvoyDraft(...a: Args<EnvoyRepository["promoteDraft"]>) {
-    return this.envoy.promoteDraft(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.planImport} */
-  planEnvoyImport(...a: Args<EnvoyRepository["planImport"]>) {
-    return this.envoy.planImport(...a);
-  }
-  /** {@inheritDoc EnvoyRepository.importDomains} */
-  importEnvoyDomains(...a: Args<EnvoyRepository["importDomains"]>) {
-    return this.envoy.importDomains(...a);
   }
 
   // ---------------------------------------------------------------- embedded clients
@@ -384,7 +279,7 @@ export class Repository {
   ): Promise<void> {
     const at = new Date();
     await this.database.db.transaction().execute(async (trx) => {
-      for (const d of drafts) await this.policies.addDraftStats(d.draftId, d.stats, trx);
+      for (const d of drafts) await addDraftStats(trx, this.database.dialect, d.draftId, d.stats);
       await this.clients.recordClient(heartbeat, at.toISOString(), trx);
     });
     await this.clients.prune(at.getTime());

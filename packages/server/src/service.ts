@@ -13,12 +13,12 @@ import Fastify, {
 import { randomBytes } from "node:crypto";
 import { type Logger, pino } from "pino";
 import type { Registry as MetricsRegistry } from "prom-client";
-import { type Limiter, type Policy, StoreError, ValidationError, createLimiter } from "sluice";
-import { type ClientIp, clientIp } from "./client-ip.js";
+import { type Policy, StoreError, ValidationError, createLimiter } from "sluice";
+import { clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
-import { type DatabaseHealth, databaseHealth } from "./db/health.js";
+import { databaseHealth } from "./db/health.js";
 import { withDeadline } from "./deadline.js";
 import {
   ApiError,
@@ -27,7 +27,7 @@ import {
   databaseOutageReason,
   isDatabaseOutage,
 } from "./errors.js";
-import { type Metrics, counterChild, createMetrics } from "./metrics.js";
+import { counterChild, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
 import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
@@ -42,39 +42,9 @@ import type { ScryptParams } from "./secrets.js";
 import { SetupToken } from "./setup.js";
 import { TrafficQueries } from "./traffic/queries.js";
 import { TrafficRecorder } from "./traffic/recorder.js";
+import type { ServiceContext } from "./context.js";
 
-/** What route handlers share. */
-export interface ServiceContext {
-  readonly config: ServerConfig;
-  readonly logger: Logger;
-  readonly repo: Repository;
-  readonly registry: Registry;
-  readonly counters: Counters;
-  readonly metrics: Metrics;
-  /**
-   * Sign-in limiters, which count failed sign-ins: per username and client IP (`user`), and per
-   * client IP (`ip`). When the counter store fails they count on this node alone (insurance).
-   */
-  readonly loginLimiters: { readonly user: Limiter; readonly ip: Limiter };
-  /** The client of a request, through the trusted proxies only. */
-  readonly clientIp: ClientIp;
-  /** Whether the policy database can take writes (readiness). */
-  readonly databaseHealth: DatabaseHealth;
-  /** The Envoy rate limit service, when `grpcPort` is set (gRPC and `POST /json`). */
-  readonly envoy: RateLimitService | undefined;
-  /** This node's decision counts and heavy hitters, written to the database every second. */
-  readonly traffic: TrafficRecorder;
-  /** The console's reads of the traffic history (every node's, from the database). */
-  readonly trafficQueries: TrafficQueries;
-  /** The one-time token that creates the first admin (see setup.ts). */
-  readonly setup: SetupToken;
-  /** Now, in epoch ms: the clock of the service (injected in tests). */
-  readonly now: () => number;
-  /** The text of `/metrics`, when not this process's registry's (see {@link ServiceOptions}). */
-  readonly metricsText?: ((registry: MetricsRegistry) => Promise<string>) | undefined;
-  /** This process's number among the workers of `sluice serve --workers`. */
-  readonly worker?: number | undefined;
-}
+export type { ServiceContext } from "./context.js";
 
 /** A running (or ready to run) service. */
 export interface Service {
@@ -159,6 +129,13 @@ export async function createService(
     const health = databaseHealth(database);
     counters = openCounters({ redisUrl: config.redisUrl, metrics, now: options.now });
     const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
+    const now = options.now ?? Date.now;
+    const recorder = new TrafficRecorder({
+      sink: repo.traffic,
+      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
+      now,
+      logger,
+    });
     const reg = new Registry({
       repo,
       store: counters.store,
@@ -170,16 +147,11 @@ export async function createService(
         metrics.envoyDomains.set(load.live.envoyDomains);
         metrics.revision.set(load.revision);
       },
+      traffic: recorder,
     });
     registry = reg;
     await reg.start();
-    const now = options.now ?? Date.now;
-    traffic = new TrafficRecorder({
-      sink: repo.traffic,
-      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
-      now,
-      logger,
-    });
+    traffic = recorder;
     traffic.start();
     // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
     // down, each node counts on its own (insurance) rather than lock every admin out.

@@ -38,9 +38,9 @@ forEachDatabase((database) => {
   async function dbState() {
     const db = s.service.context.repo.database.db;
     const tables = [
-      "policies",
-      "policy_versions",
-      "policy_drafts",
+      "documents",
+      "document_versions",
+      "document_drafts",
       "apps",
       "users",
       "audit",

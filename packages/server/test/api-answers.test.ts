@@ -1,6 +1,6 @@
 /**
  * Every answer of the admin API, parsed with the strict schema the admin page takes its types
- * from (src/api-schemas.ts): a field the service adds, drops or retypes fails here, so the
+ * from (@sluice/api, packages/api): a field the service adds, drops or retypes fails here, so the
  * page's types cannot drift from what the service sends.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -27,7 +27,7 @@ import {
   userListSchema,
   userSchema,
   versionListSchema,
-} from "../src/api-schemas.js";
+} from "@sluice/api";
 import {
   envoyCounterAnswerSchema,
   envoyDomainListSchema,
@@ -36,7 +36,7 @@ import {
   envoyImportResultSchema,
   envoyVersionListSchema,
   envoyVersionSchema,
-} from "../src/envoy/api-schemas.js";
+} from "@sluice/api";
 import { buildOpenApi } from "../src/openapi.js";
 import { type TestService, startService } from "./helpers.js";
 

@@ -3,7 +3,7 @@
  * and headers, grants, errors, batch, peek, release, disabled policies, metrics, OpenAPI.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { decisionSchema } from "../src/api-schemas.js";
+import { decisionSchema } from "@sluice/api";
 import { forEachDatabase } from "./databases.js";
 import { type TestService, call, startService } from "./helpers.js";
 

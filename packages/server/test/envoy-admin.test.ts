@@ -1,7 +1,8 @@
 /**
  * Envoy domains as data with history, on every SQL database: import and export in the
  * reference format, versions and restore, drafts evaluated in shadow on live gRPC requests,
- * roles, a descriptor's counters (peek, reset) and the audit log.
+ * roles, a descriptor's counters (peek, reset), the audit log (before → after, as for policies)
+ * and the traffic history and top keys that Envoy's decisions feed.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { forEachDatabase } from "./databases.js";
@@ -278,6 +279,42 @@ forEachDatabase((database) => {
         targetType: "envoy_domain",
         detail: { path: "api.remote_address", identifier: "remote_address=9.9.9.9" },
       });
+      // A draft is audited as a policy's is: the version it is based on → the draft.
+      const draft = audit.body.entries.find((e: { action: string }) => e.action === "envoy.draft");
+      expect(draft.detail).toMatchObject({
+        before: { domain: "api", descriptors: [{ rate_limit: { requests_per_unit: 2 } }] },
+        after: { domain: "api", descriptors: [{ rate_limit: { requests_per_unit: 1 } }] },
+      });
+    });
+  });
+
+  describe("traffic", () => {
+    it("Envoy's decisions feed the traffic history (as envoy:<domain>) and the top keys of each limit", async () => {
+      const edge = `domain: edge\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: minute, requests_per_unit: 2 }\n`;
+      await s.call("PUT", "/v1/admin/envoy/domains/edge", {
+        raw: edge,
+        contentType: "application/yaml",
+      });
+      const rec = await s.call("GET", "/v1/admin/envoy/domains/edge");
+      const policy = rec.body.limits[0].policy as string;
+      for (let i = 0; i < 3; i++) await ask("edge", "10.1.1.1");
+      await ask("edge", "10.2.2.2");
+      const history = await s.call("GET", "/v1/admin/traffic?app=envoy:edge&window=5m", {
+        token: viewer,
+      });
+      expect(history.body.totals).toEqual({ allowed: 3, denied: 1, shadow: 0 });
+      expect(history.body.by).toEqual([
+        { name: policy, counts: { allowed: 3, denied: 1, shadow: 0 } },
+      ]);
+      const keys = await s.call(
+        "GET",
+        `/v1/admin/traffic/keys?policy=${encodeURIComponent(policy)}&window=5m`,
+        { token: viewer },
+      );
+      expect(keys.body.busiest[0]).toMatchObject({ key: "remote_address=10.1.1.1", count: 3 });
+      expect(keys.body.denied).toEqual([
+        { key: "remote_address=10.1.1.1", count: 1, overcount: 0 },
+      ]);
     });
   });
 });

@@ -96,7 +96,7 @@ async function dataDirWith(yaml: string): Promise<string> {
   try {
     const parsed = parseEnvoyFile(yaml);
     if ("issues" in parsed) throw new Error(JSON.stringify(parsed.issues));
-    await new Repository(database).importEnvoyDomains(parsed.docs, "test");
+    await new Repository(database).envoyDomains.import(parsed.docs, "test");
   } finally {
     await database.close();
   }

@@ -146,15 +146,21 @@ describe("every code, produced by a request", () => {
     shutting_down: async () => requestWhileClosing(await startService()),
     corrupt_record: async () => {
       const db = s.service.context.repo.database.db;
-      await db.updateTable("policies").set({ rules: "{" }).where("name", "=", "mine").execute();
+      const row = db
+        .updateTable("documents")
+        .where("kind", "=", "policy")
+        .where("name", "=", "mine");
+      const { spec } = await db
+        .selectFrom("documents")
+        .select("spec")
+        .where("kind", "=", "policy")
+        .where("name", "=", "mine")
+        .executeTakeFirstOrThrow();
+      await row.set({ spec: "{" }).execute();
       try {
         return await call(s.url, "GET", "/v1/admin/policies/mine", { token: viewer });
       } finally {
-        await db
-          .updateTable("policies")
-          .set({ rules: '[{"limit":5,"period":"1m"}]' })
-          .where("name", "=", "mine")
-          .execute();
+        await row.set({ spec }).execute();
       }
     },
     internal: async () => {

@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clientListSchema, policySetSchema } from "../src/api-schemas.js";
+import { clientListSchema, policySetSchema } from "@sluice/api";
 import { forEachDatabase } from "./databases.js";
 import { type TestService, call, startService } from "./helpers.js";
 import { waitFor } from "../../../test/support/ports.js";

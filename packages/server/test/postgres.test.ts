@@ -69,7 +69,7 @@ describe("on PostgreSQL with Redis counters (in process)", () => {
     ).toBe(401);
 
     const db = s.service.context.repo.database.db;
-    const before = await db.selectFrom("policy_versions").selectAll().execute();
+    const before = await db.selectFrom("document_versions").selectAll().execute();
     const bad = await s.call("PUT", "/v1/admin/policies/api", {
       body: { rules: [{ limit: 2, period: "1m", burst: 0 }], apps: ["web"] },
     });
@@ -79,7 +79,7 @@ describe("on PostgreSQL with Redis counters (in process)", () => {
       body: { rules: [{ limit: 2, period: "1m" }], apps: ["ghost"] },
     });
     expect(unknownApp.status).toBe(400);
-    expect(await db.selectFrom("policy_versions").selectAll().execute()).toEqual(before);
+    expect(await db.selectFrom("document_versions").selectAll().execute()).toEqual(before);
 
     await s.call("PUT", "/v1/admin/policies/api", {
       body: { rules: [{ limit: 5, period: "1m" }], apps: ["web"] },

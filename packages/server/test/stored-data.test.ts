@@ -26,43 +26,76 @@ forEachDatabase((database) => {
   });
 
   const db = () => s.service.context.repo.database.db;
-  /** Sets columns of one policy row behind the service's back. */
-  const tamper = async (name: string, values: Record<string, string | number>) => {
-    await db().updateTable("policies").set(values).where("name", "=", name).execute();
+  /** The row of one policy, to change behind the service's back. */
+  const policyRow = (name: string) =>
+    db().updateTable("documents").where("kind", "=", "policy").where("name", "=", name);
+  /** Changes the stored document of one policy behind the service's back. */
+  const tamper = async (name: string, change: (doc: Record<string, unknown>) => unknown) => {
+    const row = await db()
+      .selectFrom("documents")
+      .select("spec")
+      .where("kind", "=", "policy")
+      .where("name", "=", name)
+      .executeTakeFirstOrThrow();
+    const next = change(JSON.parse(row.spec) as Record<string, unknown>);
+    await policyRow(name)
+      .set({ spec: typeof next === "string" ? next : JSON.stringify(next) })
+      .execute();
   };
+  const dropPolicy = (name: string) =>
+    db().deleteFrom("documents").where("kind", "=", "policy").where("name", "=", name).execute();
   const limit = (policy: string) =>
     call(s.url, "POST", "/v1/limit", { token: key, body: { policy, key: "k" } });
 
   describe("a corrupt policy row", () => {
     it.each([
-      ["rules", { rules: "{not json" }, /rules: is not JSON/],
-      ["rules", { rules: '[{"limit":"many","period":"1m"}]' }, /rules\.0\.limit: must be a number/],
-      ["rules", { rules: "[]" }, /rules: must hold at least one rule/],
-      ["algorithm", { algorithm: "magic" }, /algorithm: /],
-      ["enabled", { enabled: 7 }, /enabled: must be 0 or 1/],
-      ["apps", { apps: '"web"' }, /apps: must be a list of app names/],
-      // The options column may hold only blockDuration, onStoreError, insuranceInstances.
+      ["the document", () => "{not json", /spec: is not JSON/],
       [
-        "options",
-        { options: '{"name":"other","rules":[]}' },
-        /options: unknown field\(s\): name, rules/,
+        "rules",
+        (d: Record<string, unknown>) => ({ ...d, rules: [{ limit: "many", period: "1m" }] }),
+        /spec\.rules\.0\.limit: must be a number/,
       ],
-    ])(
-      "%s %j: 500 corrupt_record naming the table, record and field",
-      async (_f, values, detail) => {
-        const name = `bad-${Math.random().toString(36).slice(2, 8)}`;
-        await s.createPolicy({ name, rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
-        await tamper(name, values);
-        for (const path of [`/v1/admin/policies/${name}`, "/v1/admin/policies"]) {
-          const r = await s.call("GET", path);
-          expect(r.status).toBe(500);
-          expect(r.body.error.code).toBe("corrupt_record");
-          expect(r.body.error.message).toContain(`table "policies", name "${name}"`);
-          expect(r.body.error.message).toMatch(detail);
-        }
-        await db().deleteFrom("policies").where("name", "=", name).execute();
-      },
-    );
+      [
+        "rules",
+        (d: Record<string, unknown>) => ({ ...d, rules: [] }),
+        /spec\.rules: must hold at least one rule/,
+      ],
+      [
+        "algorithm",
+        (d: Record<string, unknown>) => ({ ...d, algorithm: "magic" }),
+        /spec\.algorithm: /,
+      ],
+      ["enabled", (d: Record<string, unknown>) => ({ ...d, enabled: 7 }), /spec\.enabled: /],
+      [
+        "apps",
+        (d: Record<string, unknown>) => ({ ...d, apps: "web" }),
+        /spec\.apps: must be a list of app names/,
+      ],
+      // A policy document holds its own fields and no others.
+      [
+        "a field",
+        (d: Record<string, unknown>) => ({ ...d, options: {} }),
+        /spec: unknown field\(s\): options/,
+      ],
+      // A document stored under another policy's name.
+      [
+        "name",
+        (d: Record<string, unknown>) => ({ ...d, name: "other" }),
+        /spec: names policy "other"/,
+      ],
+    ])("%s: 500 corrupt_record naming the table, record and field", async (_f, change, detail) => {
+      const name = `bad-${Math.random().toString(36).slice(2, 8)}`;
+      await s.createPolicy({ name, rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
+      await tamper(name, change);
+      for (const path of [`/v1/admin/policies/${name}`, "/v1/admin/policies"]) {
+        const r = await s.call("GET", path);
+        expect(r.status).toBe(500);
+        expect(r.body.error.code).toBe("corrupt_record");
+        expect(r.body.error.message).toContain(`table "documents", kind "policy", name "${name}"`);
+        expect(r.body.error.message).toMatch(detail);
+      }
+      await dropPolicy(name);
+    });
   });
 
   it("names a corrupt version, draft, user, app and audit entry", async () => {
@@ -71,21 +104,22 @@ forEachDatabase((database) => {
       body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
     });
     await db()
-      .updateTable("policy_versions")
+      .updateTable("document_versions")
       .set({ spec: '{"name":"hist","rules":[{"limit":5,"period":"1m"}],"apps":[]}' })
-      .where("policy_name", "=", "hist")
+      .where("kind", "=", "policy")
+      .where("name", "=", "hist")
       .execute();
     const v = await s.call("GET", "/v1/admin/policies/hist/versions/1");
     expect(v.status).toBe(500);
     expect(v.body.error.message).toBe(
-      'corrupt record in the database: table "policy_versions", policy_name "hist", version 1: spec.enabled: Invalid input: expected boolean, received undefined',
+      'corrupt record in the database: table "document_versions", kind "policy", name "hist", version 1: spec.enabled: Invalid input: expected boolean, received undefined',
     );
 
-    await db().updateTable("policy_drafts").set({ spec: "nope" }).execute();
+    await db().updateTable("document_drafts").set({ spec: "nope" }).execute();
     const d = await s.call("GET", "/v1/admin/policies/hist/draft");
     expect(d.body.error).toMatchObject({ code: "corrupt_record" });
     expect(d.body.error.message).toContain(
-      'table "policy_drafts", policy_name "hist": spec: is not JSON',
+      'table "document_drafts", kind "policy", name "hist": spec: is not JSON',
     );
 
     await s.createUser("uma", "viewer");
@@ -127,13 +161,13 @@ forEachDatabase((database) => {
       `table "audit", id ${Number(last.id)}: detail: is not JSON`,
     );
     await db().deleteFrom("audit").where("id", "=", last.id).execute();
-    await db().deleteFrom("policy_drafts").execute();
+    await db().deleteFrom("document_drafts").execute();
   });
 
   it("a node keeps the last good version of a corrupt policy, and still takes every other change", async () => {
     await s.createPolicy({ name: "kept", rules: [{ limit: 3, period: "1m" }], apps: ["web"] });
     expect((await limit("kept")).body.limit).toBe(3);
-    await tamper("kept", { rules: "{broken", version: 99 });
+    await policyRow("kept").set({ spec: "{broken", version: 99 }).execute();
     await s.createPolicy({ name: "fresh", rules: [{ limit: 4, period: "1m" }], apps: ["web"] });
     const fresh = await limit("fresh");
     expect(fresh.status).toBe(200);
@@ -141,7 +175,7 @@ forEachDatabase((database) => {
     const kept = await limit("kept");
     expect(kept.status).toBe(200);
     expect(kept.body.limit).toBe(3);
-    await db().deleteFrom("policies").where("name", "=", "kept").execute();
+    await dropPolicy("kept");
 
     // A corrupt app row: its last good key keeps working.
     await db().updateTable("apps").set({ key_hash: "zz" }).where("name", "=", "web").execute();

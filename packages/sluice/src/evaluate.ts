@@ -139,3 +139,40 @@ export function adjustState(
     ttlMs: ttl,
   };
 }
+
+/**
+ * `setCount` over JS-held state (first-request `fixed-window`): every rule's window is
+ * [end − period, end) at `count` units, `end` being `windowMs` from now (no window when
+ * `windowMs` is 0); a penalty block in force is kept. `ttlMs` 0: nothing left to keep.
+ */
+export function setCountState(
+  policy: Policy,
+  current: KeyState | undefined,
+  nowMs: number,
+  count: number,
+  windowMs: number,
+): { next: KeyState; ttlMs: number } {
+  const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
+  const end = windowMs > 0 ? nowMs + windowMs : 0;
+  // fixed-window's state is [window start, count].
+  const states = policy.rules.map((r) => (end > 0 ? [end - r.periodMs, count] : undefined));
+  return { next: { states, blockUntil }, ttlMs: Math.max(0, Math.max(end, blockUntil) - nowMs) };
+}
+
+/**
+ * Releases a `concurrency` lease over JS-held state (one rule); a penalty block in force is
+ * kept. `released` is false when the lease was unknown, already released or expired.
+ */
+export function releaseState(
+  current: KeyState | undefined,
+  nowMs: number,
+  leaseId: number,
+): { next: KeyState; ttlMs: number; released: boolean } {
+  const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
+  const r = concurrency.release(current?.states[0], nowMs, leaseId);
+  return {
+    next: { states: [r.next ?? undefined], blockUntil },
+    ttlMs: Math.max(r.ttlMs, blockUntil - nowMs),
+    released: r.released,
+  };
+}

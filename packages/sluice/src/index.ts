@@ -51,6 +51,7 @@ export type { ErrorCode, ValidationIssue, MiddlewareStage } from "./errors.js";
 export type { Clock, Timers } from "./clock.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
 export type { RedisStoreOptions, RedisClientLike } from "./stores/redis.js";
+export type { LeaseCounters } from "./stores/redis-leases.js";
 export { connectPolicies } from "./policies/client.js";
 export type {
   ConnectPoliciesOptions,
@@ -61,26 +62,7 @@ export type {
   PolicyFetchInit,
   PolicyFetchResponse,
   RuntimeAbortSignal,
-} from "./policies/client.js";
+} from "./policies/types.js";
 export { fileCache } from "./policies/file-cache.js";
 export type { PolicyCache } from "./policies/file-cache.js";
-export {
-  DRAFT_POLICY_PREFIX,
-  decideLive,
-  disabledDecision,
-  emptyDraftStats,
-  livePolicy,
-  policyInputOf,
-  restoreDraftStats,
-  takeDraftStats,
-} from "./policies/live.js";
-export type {
-  DecideLiveHooks,
-  DraftSource,
-  DraftStats,
-  LiveDraft,
-  LivePolicy,
-  ManagedPolicyDocument,
-  TakenDraftStats,
-} from "./policies/live.js";
 export { VERSION } from "./version.js";

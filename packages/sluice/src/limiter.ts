@@ -289,11 +289,7 @@ class PolicyLimiter implements Limiter {
     return {
       decision,
       settle: async (actual: number) => {
-        if (typeof actual !== "number" || !Number.isInteger(actual) || actual < 0) {
-          throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [
-            { path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` },
-          ]);
-        }
+        checkSettle(actual);
         await settleBy(actual - estimate);
       },
       cancel: () => settleBy(-estimate),
@@ -580,6 +576,15 @@ export function toDecision(
     reason,
     leaseId,
   };
+}
+
+/** Refuses a reservation's `settle(actual)` that is not a whole number ≥ 0. */
+export function checkSettle(actual: unknown): void {
+  if (typeof actual !== "number" || !Number.isInteger(actual) || actual < 0) {
+    throw new ValidationError("SLUICE_ERR_COST", "Invalid settle", [
+      { path: "actual", message: `must be a whole number ≥ 0 (got ${String(actual)})` },
+    ]);
+  }
 }
 
 /**

@@ -5,7 +5,7 @@
  * and a time range; they live in the address (`#/audit?actor=ada&action=policy`), so a
  * filtered view can be reloaded and shared. "Older" pages back 50 entries at a time.
  */
-import type { AuditAction } from "../../../server/src/audit-actions.js";
+import type { AuditAction } from "@sluice/api";
 import type { AuditQuery, AuditRecord } from "../api.js";
 import { diff, show } from "../diff.js";
 import { h, mount, when } from "../dom.js";
@@ -20,7 +20,7 @@ import {
   scroller,
   showIssues,
 } from "../ui.js";
-import { diffTable } from "./policies.js";
+import { diffTable } from "../document-view.js";
 
 const PAGE = 50;
 
@@ -29,9 +29,8 @@ const PAGE = 50;
  * The filter's suggestions: every action the service records (its own list), each kind before
  * its actions (`policy`, then `policy.create`…), and the kinds with more below (`envoy.draft`).
  */
-// Every action of the service's list (AUDIT_ACTIONS in packages/server/src/audit-actions.ts),
-// once: the type refuses one missing or one it does not record (only types cross from the
-// server to the browser).
+// Every action of the service's list (AUDIT_ACTIONS of @sluice/api), once: the type refuses
+// one missing or one it does not record (only types of the contract reach the browser).
 const RECORDED: Record<AuditAction, true> = {
   "policy.create": true,
   "policy.update": true,

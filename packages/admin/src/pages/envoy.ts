@@ -1,35 +1,37 @@
 /**
  * Envoy: the domains of the Envoy rate limit service (the reference service's configuration
- * files, kept as versioned data), each domain's descriptor tree as the service runs it, its
- * YAML (edited and saved as a new version or as a draft evaluated in shadow, by admins), its
- * versions, and a descriptor's counters (peek; reset by admins).
+ * files, kept as versioned documents), and one domain — its descriptor limits as the service
+ * runs them, their traffic and top keys, a descriptor's counters (peek; reset by admins), its
+ * YAML (edited and saved as a new version or as a draft evaluated in shadow, by admins) — around
+ * the draft and versions every versioned document has (../document-view.ts).
  *
- * Self-contained: it calls the admin API through `ctx.api.request` and, for YAML bodies, a
- * plain fetch with the session's token; its types come from the service's schemas.
+ * It calls the admin API through `ctx.api.request` and, for YAML bodies, a plain fetch with the
+ * session's token; its types come from the API contract (@sluice/api).
  */
-import type * as schemas from "../../../server/src/envoy/api-schemas.js";
-import type { z } from "zod";
-import { ApiError } from "../api.js";
+import {
+  ApiError,
+  type EnvoyCounterAnswer as CounterAnswer,
+  type EnvoyDomainDoc,
+  type EnvoyDomainList as DomainList,
+  type EnvoyDomainRecord as DomainRecord,
+  type EnvoyImportResult as ImportResult,
+  type EnvoyLimit as Limit,
+} from "../api.js";
+import { type ConsoleKind, documentPage } from "../document-view.js";
 import { h, mount, when } from "../dom.js";
+import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
   confirmButton,
-  failed,
   formError,
   heading,
   isAdmin,
   loading,
   scroller,
+  select,
   showIssues,
 } from "../ui.js";
-
-type DomainList = z.infer<typeof schemas.envoyDomainListSchema>;
-type DomainRecord = z.infer<typeof schemas.envoyDomainRecordSchema>;
-type Limit = z.infer<typeof schemas.envoyLimitSchema>;
-type VersionList = z.infer<typeof schemas.envoyVersionListSchema>;
-type Draft = z.infer<typeof schemas.envoyDraftSchema>;
-type CounterAnswer = z.infer<typeof schemas.envoyCounterAnswerSchema>;
-type ImportResult = z.infer<typeof schemas.envoyImportResultSchema>;
+import { topKeysCard } from "./keys.js";
 
 const enc = encodeURIComponent;
 const BASE = "/v1/admin/envoy";
@@ -189,25 +191,36 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
   );
 }
 
-/** `#/envoy/<domain>`: the descriptor tree, YAML, draft, versions and counters of one domain. */
-export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
-  mount(ctx.main, heading(domain), loading());
-  const path = `/envoy/domains/${enc(domain)}`;
-  const [rec, yaml, versions] = await Promise.all([
-    ctx.api.request<DomainRecord>("GET", path),
-    yamlOf(ctx, domain),
-    ctx.api.request<VersionList>("GET", `${path}/versions`),
-  ]);
-  // The record says whether there is a draft: ask for it only then (a 404 is only the race
-  // of a draft discarded in between).
-  const draft = rec.hasDraft
-    ? await ctx.api.request<Draft>("GET", `${path}/draft`).catch((err: unknown) => {
-        if (err instanceof ApiError && err.status === 404) return undefined;
-        throw err;
-      })
-    : undefined;
-  const admin = isAdmin(ctx);
+/** The traffic history's name for a domain's decisions (app names cannot hold a colon). */
+const trafficApp = (domain: string) => `envoy:${domain}`;
 
+/** Each `rate_limit` of a domain's tree in one line: `remote_address: 3 / day; path=/api: …`. */
+function descriptorSummary(doc: EnvoyDomainDoc): string {
+  type Descriptor = EnvoyDomainDoc["descriptors"][number];
+  const out: string[] = [];
+  const walk = (list: readonly Descriptor[], at: string) => {
+    for (const d of list) {
+      const path = `${at}${d.key}${d.value !== undefined ? `=${d.value}` : ""}`;
+      const r = d.rate_limit;
+      if (r)
+        out.push(
+          `${path}: ${
+            r.unlimited
+              ? "unlimited"
+              : r.rules
+                ? r.rules.map((x) => `${x.requests_per_unit} / ${x.unit ?? x.period}`).join(" and ")
+                : `${r.requests_per_unit ?? 0} / ${r.unit ?? r.period}`
+          }`,
+        );
+      walk(d.descriptors ?? [], `${path} › `);
+    }
+  };
+  walk(doc.descriptors, "");
+  return out.join("; ") || "no limit";
+}
+
+/** The descriptor tree as the node runs it. */
+function limitsCard(rec: DomainRecord): HTMLElement {
   const tree = h(
     "table",
     { class: "list", id: "envoy-limits" },
@@ -245,8 +258,23 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
       ),
     ),
   );
+  return h(
+    "section",
+    { class: "card", id: "envoy-limits-card" },
+    h("h2", {}, "Descriptor limits"),
+    rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : scroller(tree),
+  );
+}
 
-  // Counters of one descriptor: entries as key=value lines.
+/** A descriptor's counters: entries as key=value lines; peek, and reset (admins). */
+function countersCard(
+  ctx: Ctx,
+  path: string,
+): {
+  card: HTMLFormElement;
+  /** Peeks at the descriptor an identifier counts (`key=value&…`, as the top keys list it). */
+  peekAt(identifier: string): void;
+} {
   const entriesInput = codeStyle(
     h("textarea", {
       id: "envoy-entries",
@@ -289,10 +317,10 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
         }),
       );
     } catch (err) {
-      showIssues(counters, err);
+      showIssues(card, err);
     }
   };
-  const counters: HTMLFormElement = h(
+  const card: HTMLFormElement = h(
     "form",
     {
       class: "card",
@@ -311,32 +339,73 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
       { class: "actions" },
       h("button", { type: "submit", id: "envoy-peek" }, "Peek"),
       // Resetting forgets what the counter has used: a second click confirms.
-      admin ? confirmButton("Reset", () => counterAction("reset"), { id: "envoy-reset" }) : null,
+      isAdmin(ctx)
+        ? confirmButton("Reset", () => counterAction("reset"), { id: "envoy-reset" })
+        : null,
     ),
     counterOut,
   );
+  return {
+    card,
+    peekAt(identifier) {
+      entriesInput.value = identifier
+        .split("&")
+        .map((pair) => pair.split("=").map(decodeURIComponent).join("="))
+        .join("\n");
+      card.scrollIntoView({ block: "nearest" });
+      void counterAction("peek");
+    },
+  };
+}
 
-  // The YAML, editable by admins: saved as a new version, or as a draft in shadow.
+/** The top keys of one limit of the domain, chosen in the card's head. */
+function limitKeysCard(ctx: Ctx, rec: DomainRecord, onPick: (key: string) => void): HTMLElement {
+  const counted = rec.limits.filter((l) => l.policy !== null);
+  const holder = h("div", {});
+  if (counted.length === 0) return holder;
+  const choose = select(
+    counted.map((l) => [l.policy!, l.path] as const),
+    counted[0]!.policy!,
+    { id: "envoy-keys-limit", "aria-label": "Limit" },
+  );
+  const show = () => mount(holder, topKeysCard(ctx, choose.value, onPick, choose));
+  choose.addEventListener("change", show);
+  show();
+  return holder;
+}
+
+/** The YAML, editable by admins: saved as a new version, or as a draft in shadow. */
+async function yamlCard(
+  ctx: Ctx,
+  rec: DomainRecord,
+  draftId: number | undefined,
+  reload: () => Promise<void>,
+): Promise<HTMLElement> {
+  const admin = isAdmin(ctx);
   const editor = codeStyle(
-    h("textarea", { id: "envoy-yaml", rows: 16, spellcheck: "false", readonly: !admin }, yaml),
+    h(
+      "textarea",
+      { id: "envoy-yaml", rows: 16, spellcheck: "false", readonly: !admin },
+      await yamlOf(ctx, rec.domain),
+    ),
   );
   const save = (target: "domain" | "draft") => async () => {
     try {
       const q = new URLSearchParams({ expectVersion: String(rec.version) });
-      if (target === "draft" && draft) q.set("draftId", String(draft.id));
+      if (target === "draft" && draftId !== undefined) q.set("draftId", String(draftId));
       await sendYaml(
         ctx,
         "PUT",
-        `/domains/${enc(domain)}${target === "draft" ? "/draft" : ""}?${q}`,
+        `/domains/${enc(rec.domain)}${target === "draft" ? "/draft" : ""}?${q}`,
         editor.value,
       );
       ctx.flash(target === "draft" ? "Draft saved: it runs in shadow" : "Saved as a new version");
-      await envoyDomainPage(ctx, domain);
+      await reload();
     } catch (err) {
-      showIssues(yamlForm, err);
+      showIssues(form, err);
     }
   };
-  const yamlForm: HTMLFormElement = h(
+  const form: HTMLFormElement = h(
     "form",
     { class: "card", id: "envoy-edit", onsubmit: (e: Event) => e.preventDefault() },
     h("h2", {}, "Configuration (YAML)"),
@@ -355,116 +424,44 @@ export async function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
         )
       : null,
   );
+  return form;
+}
 
-  const draftCard = draft
-    ? h(
-        "div",
-        { class: "card", id: "envoy-draft" },
-        h("h2", {}, `Draft ${draft.id} (from v${draft.baseVersion}, by ${draft.createdBy})`),
-        h(
-          "p",
-          {},
-          draft.stats
-            ? `On live requests: ${draft.stats.evaluated} evaluated, ${draft.stats.wouldDeny} it would deny, ${draft.stats.wouldDenyNewly} newly denied, ${draft.stats.wouldAllowNewly} newly allowed.`
-            : "",
+/** Envoy domains, as the console's view of versioned documents shows them. */
+export const envoyDomainKind: ConsoleKind<DomainRecord, EnvoyDomainDoc> = {
+  collection: "/envoy/domains",
+  route: "envoy",
+  noun: "domain",
+  saveAgain: "Save it again from the YAML",
+  summaryHead: "Limits",
+  nameOf: (r) => r.domain,
+  docOf: (r) => r.doc,
+  comparable: (doc) => doc,
+  summary: descriptorSummary,
+  flags: (r) => (r.hasDraft ? [h("span", { class: "tag draft" }, "draft")] : []),
+  mayEdit: isAdmin,
+  mayDelete: isAdmin,
+  async sections(ctx, rec, { draft, reload }) {
+    const path = `/envoy/domains/${enc(rec.domain)}`;
+    const counters = countersCard(ctx, path);
+    const pathOf = new Map(rec.limits.map((l) => [l.policy ?? "", l.path]));
+    return {
+      actions: [h("a", { href: "#/envoy" }, "All domains")],
+      before: [
+        limitsCard(rec),
+        // Every limit's decisions, as the traffic history counts Envoy's: by limit.
+        trafficCard(ctx, { app: trafficApp(rec.domain) }, undefined, (policy) =>
+          h("code", {}, pathOf.get(policy) ?? policy),
         ),
-        admin
-          ? h(
-              "div",
-              { class: "actions" },
-              h(
-                "button",
-                {
-                  type: "button",
-                  id: "envoy-promote",
-                  onclick: async () => {
-                    try {
-                      await ctx.api.request("POST", `${path}/draft/promote`, {
-                        draftId: draft.id,
-                        expectVersion: rec.version,
-                      });
-                      ctx.flash("Draft promoted");
-                      await envoyDomainPage(ctx, domain);
-                    } catch (err) {
-                      ctx.flash(err instanceof Error ? err.message : String(err), "error");
-                    }
-                  },
-                },
-                "Promote",
-              ),
-              h(
-                "button",
-                {
-                  type: "button",
-                  class: "secondary",
-                  onclick: async () => {
-                    await ctx.api.request("DELETE", `${path}/draft`);
-                    ctx.flash("Draft discarded");
-                    await envoyDomainPage(ctx, domain);
-                  },
-                },
-                "Discard",
-              ),
-            )
-          : null,
-      )
-    : null;
+        limitKeysCard(ctx, rec, (key) => counters.peekAt(key)),
+        counters.card,
+        await yamlCard(ctx, rec, draft?.id, reload),
+      ],
+    };
+  },
+};
 
-  const versionRows = versions.versions.map((v) =>
-    h(
-      "tr",
-      { "data-version": v.version },
-      h("td", {}, `v${v.version}`),
-      h("td", {}, v.action),
-      h("td", {}, `${when(v.createdAt)} by ${v.createdBy}`),
-      h(
-        "td",
-        {},
-        admin && v.version !== rec.version
-          ? h(
-              "button",
-              {
-                type: "button",
-                class: "secondary",
-                onclick: async () => {
-                  try {
-                    await ctx.api.request("POST", `${path}/versions/${v.version}/restore`);
-                    ctx.flash(`Version ${v.version} restored`);
-                    await envoyDomainPage(ctx, domain);
-                  } catch (err) {
-                    mount(ctx.main, failed(err));
-                  }
-                },
-              },
-              "Restore",
-            )
-          : null,
-      ),
-    ),
-  );
-
-  mount(
-    ctx.main,
-    heading(domain, h("a", { href: "#/envoy" }, "All domains")),
-    h(
-      "p",
-      { class: "muted" },
-      `Version ${rec.version}, ${when(rec.updatedAt)} by ${rec.updatedBy}`,
-    ),
-    h(
-      "div",
-      { class: "card", id: "envoy-limits-card" },
-      h("h2", {}, "Descriptor limits"),
-      rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : scroller(tree),
-    ),
-    draftCard,
-    counters,
-    yamlForm,
-    h(
-      "div",
-      { class: "card" },
-      h("h2", {}, "Versions"),
-      scroller(h("table", { class: "list", id: "envoy-versions" }, h("tbody", {}, versionRows))),
-    ),
-  );
+/** `#/envoy/<domain>`: one domain. */
+export function envoyDomainPage(ctx: Ctx, domain: string): Promise<void> {
+  return documentPage(ctx, envoyDomainKind, domain);
 }

@@ -6,7 +6,7 @@
  * policy page embeds the same parts.
  */
 import type { Decision, KeyState, KeyWindow, PolicyRecord, TopKeys } from "../api.js";
-import { h, mount } from "../dom.js";
+import { type Child, h, mount } from "../dom.js";
 import { REFRESH_MS, every } from "../traffic-view.js";
 import {
   type Ctx,
@@ -187,7 +187,13 @@ export function keyLookup(
 }
 
 /** The heaviest keys of a policy, refreshed while the page is open; `onPick` looks one up. */
-export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => void): HTMLElement {
+export function topKeysCard(
+  ctx: Ctx,
+  policy: string,
+  onPick: (key: string) => void,
+  /** More controls for the card's head (an Envoy domain's choice of limit). */
+  extra?: Child,
+): HTMLElement {
   let window: KeyWindow = "5m";
   const body = h("div", { class: "top-keys" }, loading());
   const list = (
@@ -284,6 +290,7 @@ export function topKeysCard(ctx: Ctx, policy: string, onPick: (key: string) => v
       h(
         "div",
         { class: "actions" },
+        extra,
         windowSelect("keys-window", KEY_WINDOWS, window, (w) => {
           window = w;
           void load();

@@ -1,19 +1,12 @@
 /**
- * Policies: the list; one policy — its traffic, top keys, a key lookup, copy-ready snippets,
- * the enforced document, the draft (with its diff against the enforced version) and every
- * version (with diffs between any two); and the form that creates or edits one (or saves the
- * edit as a draft evaluated in shadow).
+ * Policies: the list; one policy — its traffic, top keys, a key lookup, copy-ready snippets and
+ * the enforced document, around the draft and versions every versioned document has
+ * (../document-view.ts); and the form that creates or edits one (or saves the edit as a draft
+ * evaluated in shadow).
  */
-import { ALGORITHMS } from "sluice/algorithms";
-import {
-  type AppRecord,
-  ApiError,
-  type DraftRecord,
-  type PolicyDoc,
-  type PolicyRecord,
-  type VersionRecord,
-} from "../api.js";
-import { type Change, diff } from "../diff.js";
+import { ALGORITHMS, LEASE_ALGORITHMS } from "sluice/algorithms";
+import type { AppRecord, PolicyDoc, PolicyRecord } from "../api.js";
+import { type ConsoleKind, documentPage } from "../document-view.js";
 import { h, mount, when } from "../dom.js";
 import {
   curlLimit,
@@ -21,14 +14,13 @@ import {
   expressSnippet,
   expressViaServiceSnippet,
 } from "../snippets.js";
-import { REFRESH_MS, every, trafficCard } from "../traffic-view.js";
+import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
   canDeletePolicy,
   canEditPolicy,
   canWrite,
   clearIssues,
-  confirmButton,
   copyBlock,
   failed,
   field,
@@ -36,7 +28,6 @@ import {
   heading,
   input,
   loading,
-  messageOf,
   numberOrRaw,
   durationOrRaw,
   ruleText,
@@ -145,81 +136,12 @@ function docView(doc: PolicyDoc): HTMLElement {
       ? row("Insurance instances", String(doc.insuranceInstances ?? "counted by the store"))
       : [],
     row("Shadow", doc.shadow ? "yes — everything passes, denials are only reported" : "no"),
+    row("Leases", leaseText(doc.lease)),
+    doc.windowStart === "first-request" ? row("Windows", "opened by each key's first request") : [],
+    doc.resetOnBlock ? row("Block", "forgets the key's counts") : [],
     row("Enabled", doc.enabled === false ? "no — everything passes, nothing is counted" : "yes"),
     row("Apps granted", (doc.apps ?? []).join(", ") || "none"),
     doc.description ? row("Description", doc.description) : [],
-  );
-}
-
-/**
- * A diff as a table: field, before, after (or a line when nothing differs). What was only
- * created (or only removed) is a two-column list of its fields.
- */
-export function diffTable(
-  changes: readonly Change[],
-  props: Record<string, unknown> = {},
-): HTMLElement {
-  if (changes.length === 0) return h("p", { class: "muted", ...props }, "No difference.");
-  const only = changes.every((c) => c.kind === "added")
-    ? "added"
-    : changes.every((c) => c.kind === "removed")
-      ? "removed"
-      : undefined;
-  if (only)
-    return scroller(
-      h(
-        "table",
-        { class: `list compact diff only-${only}`, ...props },
-        h(
-          "thead",
-          {},
-          h("tr", {}, h("th", {}, "Field"), h("th", {}, only === "added" ? "Set to" : "Was")),
-        ),
-        h(
-          "tbody",
-          {},
-          changes.map((c) =>
-            h(
-              "tr",
-              { class: c.kind, "data-path": c.path },
-              h("td", {}, h("code", {}, c.path || "(whole)")),
-              h(
-                "td",
-                { class: only === "added" ? "after" : "before" },
-                (only === "added" ? c.after : c.before) ?? "",
-              ),
-            ),
-          ),
-        ),
-      ),
-    );
-  return scroller(
-    h(
-      "table",
-      { class: "list compact diff", ...props },
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          ["Field", "Before", "After"].map((t) => h("th", {}, t)),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        changes.map((c) =>
-          h(
-            "tr",
-            { class: c.kind, "data-path": c.path },
-            h("td", {}, h("code", {}, c.path || "(whole)")),
-            h("td", { class: "before" }, c.before ?? h("span", { class: "muted" }, "—")),
-            h("td", { class: "after" }, c.after ?? h("span", { class: "muted" }, "removed")),
-          ),
-        ),
-      ),
-    ),
   );
 }
 
@@ -234,9 +156,23 @@ function docOf(p: PolicyDoc): PolicyDoc {
     onStoreError: p.onStoreError ?? "allow",
     ...(p.insuranceInstances !== undefined ? { insuranceInstances: p.insuranceInstances } : {}),
     shadow: p.shadow ?? false,
+    ...(p.lease !== undefined && p.lease !== false ? { lease: p.lease } : {}),
+    ...(p.windowStart !== undefined ? { windowStart: p.windowStart } : {}),
+    ...(p.resetOnBlock !== undefined ? { resetOnBlock: p.resetOnBlock } : {}),
     enabled: p.enabled ?? true,
     apps: p.apps ?? [],
   };
+}
+
+/** A policy's lease setting in words (docs/leases.md). */
+function leaseText(lease: PolicyDoc["lease"]): string {
+  if (lease === undefined || lease === false) return "no — every decision asks the counters";
+  if (lease === true) return "yes — hot keys decided in memory (defaults)";
+  const parts: string[] = [];
+  if (lease.maxShare !== undefined) parts.push(`at most ${lease.maxShare * 100}% per node`);
+  if (lease.ttl !== undefined) parts.push(`lasting ${String(lease.ttl)}`);
+  if (lease.hotAfter !== undefined) parts.push(`after ${lease.hotAfter} decisions a second`);
+  return `yes — ${parts.join(", ") || "defaults"}`;
 }
 
 /** Copy-ready ways to use the policy: curl, Express through the service, the library. */
@@ -272,316 +208,79 @@ function snippetsCard(p: PolicyRecord): HTMLElement {
   );
 }
 
-/** `#/policies/:name`: one policy, its traffic and keys, its draft and its versions. */
-export async function policyPage(ctx: Ctx, name: string): Promise<void> {
-  mount(ctx.main, heading(name), loading());
-  const [p, versions] = await Promise.all([
-    ctx.api.policy(name),
-    ctx.api.versions(name).catch((): VersionRecord[] => []),
-  ]);
-  // Asked only when there is one: no 404 to log for every policy without a draft.
-  const draft = p.hasDraft ? await ctx.api.draft(name) : undefined;
-  const editable = canEditPolicy(ctx, p);
-  const deletable = canDeletePolicy(ctx, p);
-  const reload = () => policyPage(ctx, name);
-  const lookup = keyLookup(ctx, p, ctx.query.get("key") ?? undefined);
-  mount(
-    ctx.main,
-    heading(
-      p.name,
-      h("a", { class: "button secondary", href: `#/simulator?policy=${enc(p.name)}` }, "Simulate"),
-      editable
-        ? h(
-            "a",
-            { class: "button", id: "edit-policy", href: `#/policies/${enc(p.name)}/edit` },
-            "Edit",
-          )
-        : null,
-      deletable
-        ? confirmButton(
-            "Delete",
-            async () => {
-              try {
-                await ctx.api.deletePolicy(p.name);
-                ctx.navigate("/policies", { flash: `Deleted policy ${p.name}` });
-              } catch (err) {
-                ctx.flash(messageOf(err), "error");
-              }
-            },
-            { id: "delete-policy" },
-          )
-        : null,
-    ),
-    h(
-      "p",
-      { class: "muted meta" },
-      h("span", { id: "policy-version" }, `Version ${p.version}`),
-      ` · created ${when(p.createdAt)} by ${p.createdBy} · updated ${when(p.updatedAt)} by ${p.updatedBy}`,
-      flags(p).length > 0 ? [" · ", flags(p)] : null,
-    ),
-    editable
-      ? deletable
-        ? null
-        : h(
-            "p",
-            { class: "notice", id: "shared-policy" },
-            `Shared with apps you do not own (${(p.apps ?? []).filter((a) => !ctx.session.user.apps.includes(a)).join(", ")}): you may edit it, but only an admin may delete it.`,
-          )
-      : h(
-          "p",
-          { class: "notice", id: "read-only" },
-          // An owner may change policies, but only those granted to one of its apps.
-          ctx.session.user.role === "owner"
-            ? "Read-only: this policy is not granted to any of your apps."
-            : "Read-only: your role cannot change this policy.",
-        ),
-    trafficCard(ctx, { policy: p.name }, () =>
-      h(
-        "div",
-        {},
-        h("p", { class: "muted small" }, "Call it with the API key of a granted app:"),
-        copyBlock(curlLimit(p.name)),
-      ),
-    ),
-    topKeysCard(ctx, p.name, (k) => {
-      lookup.lookUp(k);
-      lookup.scrollIntoView({ block: "nearest" });
-    }),
-    lookup,
-    h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
-    draft ? draftSection(ctx, p, draft, editable, reload) : null,
-    versionsSection(ctx, p, versions, editable, reload),
-    snippetsCard(p),
-  );
-}
-
-function draftSection(
-  ctx: Ctx,
-  p: PolicyRecord,
-  d: DraftRecord,
-  editable: boolean,
-  reload: () => Promise<void>,
-): HTMLElement {
-  // The shadow counts, refreshed with the Traffic card (every 5 s) while the page is open. A
-  // promote or discard from here stops the refresh first (the draft is about to go).
-  const stats = h("p", { class: "stats", id: "draft-stats" });
-  const showStats = (st: DraftRecord["stats"]) => {
-    stats.textContent = st
-      ? `Evaluated ${st.evaluated} · would deny ${st.wouldDeny} · would newly deny ${st.wouldDenyNewly} · would newly allow ${st.wouldAllowNewly}`
-      : "";
-  };
-  showStats(d.stats);
-  let leaving = false;
-  let first = true;
-  every(
-    ctx,
-    REFRESH_MS,
-    async () => {
-      if (first) {
-        first = false;
-        return;
-      }
-      if (leaving) return;
-      try {
-        const fresh = await ctx.api.draft(p.name);
-        if (!leaving && fresh?.id === d.id) showStats(fresh.stats);
-      } catch {
-        // Kept as last shown; the next tick tries again.
-      }
-    },
-    stats,
-  );
-  return h(
-    "section",
-    { class: "card draft", id: "draft" },
-    h("h2", {}, "Draft (evaluated in shadow)"),
-    h(
-      "p",
-      { class: "muted" },
-      `Saved ${when(d.createdAt)} by ${d.createdBy}, based on version ${d.baseVersion}. Every request is also decided by the draft; its answers are only counted.`,
-    ),
-    stats,
-    h(
-      "p",
-      { class: "draft-rules" },
-      `${d.doc.algorithm ?? "gcra"}: ${d.doc.rules.map(ruleText).join(" and ")}`,
-    ),
-    h("h3", {}, `Draft against the enforced version ${p.version}`),
-    diffTable(diff(docOf(p), docOf(d.doc)), { id: "draft-diff" }),
-    d.baseVersion !== p.version
-      ? h(
-          "p",
-          { class: "notice error" },
-          `Made from version ${d.baseVersion}, but version ${p.version} is enforced now: promoting it would undo the changes since. Save it again from the form, or discard it.`,
-        )
-      : null,
-    editable
-      ? h(
-          "div",
-          { class: "actions" },
-          h(
-            "button",
-            {
-              type: "button",
-              id: "promote-draft",
-              onclick: async () => {
-                leaving = true;
-                try {
-                  const r = await ctx.api.promoteDraft(p.name, {
-                    expectVersion: p.version,
-                    draftId: d.id,
-                  });
-                  ctx.flash(`Draft promoted: version ${r.version} is enforced`);
-                  await reload();
-                } catch (err) {
-                  leaving = false;
-                  // 409: stale (made from an older version) or changed meanwhile. The API's
-                  // wording names its own calls; say what to do here instead.
-                  ctx.flash(
-                    err instanceof ApiError && err.status === 409
-                      ? `Not promoted: the draft or the enforced version changed since this draft was made (version ${p.version} is enforced now). Save it again from the form, or discard it.`
-                      : messageOf(err),
-                    "error",
-                  );
-                }
-              },
-            },
-            "Promote to enforced",
-          ),
-          confirmButton("Discard draft", async () => {
-            leaving = true;
-            try {
-              await ctx.api.deleteDraft(p.name);
-              ctx.flash("Draft discarded");
-              await reload();
-            } catch (err) {
-              leaving = false;
-              ctx.flash(messageOf(err), "error");
-            }
-          }),
-        )
-      : null,
-  );
-}
-
-function versionsSection(
-  ctx: Ctx,
-  p: PolicyRecord,
-  versions: readonly VersionRecord[],
-  editable: boolean,
-  reload: () => Promise<void>,
-): HTMLElement {
-  const sorted = [...versions].sort((a, b) => b.version - a.version);
-  const byNumber = new Map(sorted.map((v) => [v.version, v]));
-  const options = sorted.map((v) => [String(v.version), `v${v.version} (${v.action})`] as const);
-  const from = select(options, String(sorted[1]?.version ?? sorted[0]?.version ?? ""), {
-    id: "diff-from",
-    "aria-label": "Compare from version",
-  });
-  const to = select(options, String(sorted[0]?.version ?? ""), {
-    id: "diff-to",
-    "aria-label": "Compare to version",
-  });
-  const out = h("div", { id: "version-diff" });
-  const compare = () => {
-    const a = byNumber.get(Number(from.value));
-    const b = byNumber.get(Number(to.value));
-    mount(
-      out,
-      a && b
-        ? [
-            h("h3", {}, `v${a.version} → v${b.version}`),
-            diffTable(diff(docOf(a.doc), docOf(b.doc)), { id: "version-diff-table" }),
-          ]
-        : null,
-    );
-  };
-  from.addEventListener("change", compare);
-  to.addEventListener("change", compare);
-  if (sorted.length > 1) compare();
-  return h(
-    "section",
-    { class: "card", id: "versions-card" },
-    h("h2", {}, "Versions"),
-    scroller(
-      h(
-        "table",
-        { class: "list", id: "versions" },
+/** Policies, as the console's view of versioned documents shows them (../document-view.ts). */
+export const policyKind: ConsoleKind<PolicyRecord, PolicyDoc> = {
+  collection: "/policies",
+  route: "policies",
+  noun: "policy",
+  saveAgain: "Save it again from the form",
+  summaryHead: "Rules",
+  nameOf: (p) => p.name,
+  docOf: (p) => p,
+  comparable: docOf,
+  summary: (doc) => `${doc.algorithm ?? "gcra"}: ${doc.rules.map(ruleText).join(" and ")}`,
+  flags,
+  mayEdit: canEditPolicy,
+  mayDelete: canDeletePolicy,
+  sections(ctx, p, { editable }) {
+    const lookup = keyLookup(ctx, p, ctx.query.get("key") ?? undefined);
+    return {
+      actions: [
         h(
-          "thead",
-          {},
+          "a",
+          { class: "button secondary", href: `#/simulator?policy=${enc(p.name)}` },
+          "Simulate",
+        ),
+        editable
+          ? h(
+              "a",
+              { class: "button", id: "edit-policy", href: `#/policies/${enc(p.name)}/edit` },
+              "Edit",
+            )
+          : null,
+      ],
+      notices: [
+        editable
+          ? canDeletePolicy(ctx, p)
+            ? null
+            : h(
+                "p",
+                { class: "notice", id: "shared-policy" },
+                `Shared with apps you do not own (${(p.apps ?? []).filter((a) => !ctx.session.user.apps.includes(a)).join(", ")}): you may edit it, but only an admin may delete it.`,
+              )
+          : h(
+              "p",
+              { class: "notice", id: "read-only" },
+              // An owner may change policies, but only those granted to one of its apps.
+              ctx.session.user.role === "owner"
+                ? "Read-only: this policy is not granted to any of your apps."
+                : "Read-only: your role cannot change this policy.",
+            ),
+      ],
+      before: [
+        trafficCard(ctx, { policy: p.name }, () =>
           h(
-            "tr",
+            "div",
             {},
-            ["Version", "Change", "By", "When", "Algorithm", "Rules", ""].map((t) =>
-              h("th", {}, t),
-            ),
+            h("p", { class: "muted small" }, "Call it with the API key of a granted app:"),
+            copyBlock(curlLimit(p.name)),
           ),
         ),
-        h(
-          "tbody",
-          {},
-          sorted.map((v, i) =>
-            h(
-              "tr",
-              { "data-version": v.version },
-              h("td", { class: "num" }, `v${v.version}`),
-              h("td", {}, v.action),
-              h("td", {}, v.createdBy),
-              h("td", {}, when(v.createdAt)),
-              h("td", {}, v.doc.algorithm ?? "gcra"),
-              h("td", {}, v.doc.rules.map(ruleText).join(" and ")),
-              h(
-                "td",
-                { class: "row-actions" },
-                sorted[i + 1]
-                  ? h(
-                      "button",
-                      {
-                        type: "button",
-                        class: "link show-diff",
-                        onclick: () => {
-                          from.value = String(sorted[i + 1]!.version);
-                          to.value = String(v.version);
-                          compare();
-                          out.scrollIntoView({ block: "nearest" });
-                        },
-                      },
-                      "Diff",
-                    )
-                  : null,
-                v.version === p.version
-                  ? h("span", { class: "tag" }, "current")
-                  : editable
-                    ? h(
-                        "button",
-                        {
-                          type: "button",
-                          class: "secondary restore",
-                          onclick: async () => {
-                            try {
-                              const r = await ctx.api.restore(p.name, v.version);
-                              ctx.flash(`Restored version ${v.version} as version ${r.version}`);
-                              await reload();
-                            } catch (err) {
-                              ctx.flash(messageOf(err), "error");
-                            }
-                          },
-                        },
-                        `Restore v${v.version}`,
-                      )
-                    : null,
-              ),
-            ),
-          ),
-        ),
-      ),
-    ),
-    sorted.length > 1
-      ? h("div", { class: "compare" }, h("span", {}, "Compare "), from, h("span", {}, " with "), to)
-      : null,
-    out,
-  );
+        topKeysCard(ctx, p.name, (k) => {
+          lookup.lookUp(k);
+          lookup.scrollIntoView({ block: "nearest" });
+        }),
+        lookup,
+        h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
+      ],
+      after: [snippetsCard(p)],
+    };
+  },
+};
+
+/** `#/policies/:name`: one policy, its traffic and keys, its draft and its versions. */
+export function policyPage(ctx: Ctx, name: string): Promise<void> {
+  return documentPage(ctx, policyKind, name);
 }
 
 /** `#/policies/new` and `#/policies/:name/edit`: the policy form. */
@@ -662,6 +361,44 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     instances,
     "How many service nodes share the limit.",
   );
+  const tuned = typeof doc.lease === "object" ? doc.lease : {};
+  const lease = h("input", {
+    type: "checkbox",
+    name: "lease",
+    checked: doc.lease !== undefined && doc.lease !== false,
+  });
+  const leaseShare = input({
+    name: "lease.maxShare",
+    value: tuned.maxShare ?? "",
+    inputmode: "decimal",
+    placeholder: "0.1",
+  });
+  const leaseTtl = input({ name: "lease.ttl", value: tuned.ttl ?? "", placeholder: "1s" });
+  const leaseHot = input({
+    name: "lease.hotAfter",
+    value: tuned.hotAfter ?? "",
+    inputmode: "numeric",
+    placeholder: "20",
+  });
+  const leaseTuning = h(
+    "div",
+    { class: "lease-tuning" },
+    field("Largest share per node", "lease.maxShare", leaseShare, "Of the capacity, in (0, 1]."),
+    field("Lease lifetime", "lease.ttl", leaseTtl, "Unspent units go back then."),
+    field("Hot after", "lease.hotAfter", leaseHot, "Decisions of a key a second, on one node."),
+  );
+  const leaseField = h(
+    "div",
+    { class: "field", "data-field": "lease" },
+    h(
+      "label",
+      { class: "check" },
+      lease,
+      " Leases: decide hot keys in memory from capacity taken from Redis (never over the limit)",
+    ),
+    leaseTuning,
+    h("div", { class: "field-error", role: "alert" }),
+  );
   const shadow = h("input", { type: "checkbox", name: "shadow", checked: doc.shadow === true });
   const enabled = h("input", { type: "checkbox", name: "enabled", checked: doc.enabled !== false });
   const granted = new Set(doc.apps ?? []);
@@ -683,9 +420,13 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
   const sync = () => {
     rules.setBurst(algorithm.value === "gcra" || algorithm.value === "token-bucket");
     instancesField.hidden = onStoreError.value !== "insurance";
+    // Leases serve these algorithms only (sliding-window and sliding-log are refused).
+    leaseField.hidden = !LEASE_ALGORITHMS.includes(algorithm.value as (typeof ALGORITHMS)[number]);
+    leaseTuning.hidden = !lease.checked;
   };
   algorithm.addEventListener("change", sync);
   onStoreError.addEventListener("change", sync);
+  lease.addEventListener("change", sync);
   sync();
 
   const read = (): PolicyDoc => {
@@ -704,6 +445,19 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
       ),
     };
     if (blockValue !== undefined) out.blockDuration = blockValue;
+    if (lease.checked && !leaseField.hidden) {
+      const t: Record<string, unknown> = {};
+      const share = numberOrRaw(leaseShare.value);
+      const ttl = durationOrRaw(leaseTtl.value);
+      const hot = numberOrRaw(leaseHot.value);
+      if (share !== undefined) t.maxShare = share;
+      if (ttl !== undefined) t.ttl = ttl;
+      if (hot !== undefined) t.hotAfter = hot;
+      out.lease = Object.keys(t).length > 0 ? t : true;
+    }
+    // Kept as they are: the form does not edit them.
+    if (doc.windowStart !== undefined) out.windowStart = doc.windowStart;
+    if (doc.resetOnBlock !== undefined) out.resetOnBlock = doc.resetOnBlock;
     if (onStoreError.value === "insurance" && inst !== undefined) out.insuranceInstances = inst;
     return out as unknown as PolicyDoc;
   };
@@ -756,6 +510,7 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     ),
     field("On store error", "onStoreError", onStoreError),
     instancesField,
+    leaseField,
     h(
       "div",
       { class: "field inline", "data-field": "shadow" },

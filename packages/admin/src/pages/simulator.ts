@@ -122,6 +122,16 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     placeholder: "off",
   });
   let policyAlgorithm: string = initial?.algorithm ?? "gcra";
+  // A policy with leases admits what it would without them (docs/leases.md): say so.
+  const leaseNote = h(
+    "p",
+    { class: "muted", id: "sim-lease-note" },
+    "This policy takes leases: with Redis counters, hot keys are decided in memory from capacity taken ahead — where a decision is made changes, what is admitted does not (a lease never goes over the limit). The simulation is the same.",
+  );
+  const syncLease = (p: PolicyDoc | undefined) => {
+    leaseNote.hidden = p?.lease === undefined || p.lease === false;
+  };
+  syncLease(initial);
 
   const kind = select(
     [
@@ -170,6 +180,7 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     } else {
       policyAlgorithm = "";
     }
+    syncLease(p);
     run();
   });
 
@@ -401,6 +412,7 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
         {},
         h("legend", {}, "Policy"),
         field("Start from", "policy", source),
+        leaseNote,
         rulesHost,
         field("Block after a denial", "blockDuration", block),
       ),

@@ -34,6 +34,11 @@ export interface DatabaseOptions {
   /** Run migrations (default true). */
   migrate?: boolean;
   /**
+   * Run the migrations up to this one (its name, `0007_changes`) and no later: a database as an
+   * earlier release left it, for tests of what the later migrations do to its rows.
+   */
+  migrateUntil?: string | undefined;
+  /**
    * Deadline of each statement, connection attempt and SQLite lock wait, in ms (default 5000);
    * see ./deadlines.ts.
    */
@@ -84,7 +89,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     db = new Kysely<Tables>({ dialect: new SqliteDialectWithTransactionalDdl({ database: file }) });
   }
   try {
-    if (options.migrate !== false) await migrate(db, dialect, { notice: options.notice });
+    if (options.migrate !== false)
+      await migrate(db, dialect, { notice: options.notice, until: options.migrateUntil });
   } catch (err) {
     await db.destroy();
     throw err;

@@ -3,7 +3,8 @@
  * takes a lock while migrating (an advisory lock on PostgreSQL, `GET_LOCK` on MySQL), so nodes
  * starting together on one server are safe. Never edit a released migration: add a new one.
  *
- * Each migration is a list of **steps**, one SQL statement each. On SQLite and PostgreSQL a
+ * Each migration is a list of **steps**, one SQL statement each (or one copy of rows that skips
+ * those already copied). On SQLite and PostgreSQL a
  * migration runs in one transaction: it applies whole or not at all. MySQL and MariaDB commit
  * each DDL statement as it runs, so there a migration that fails part-way leaves its earlier
  * steps applied. There every step is idempotent (`if not exists`, an index created only when
@@ -25,10 +26,16 @@ import {
   SqliteDialect,
   sql,
 } from "kysely";
+import type { DialectName } from "./dialect.js";
+import {
+  copyPolicies,
+  copyRows,
+  draftHighWater,
+  raiseDraftSequence,
+} from "./documents-migration.js";
 import type { Tables } from "./schema.js";
 
-/** Which SQL dialect a database speaks: `mysql` is MySQL and MariaDB. */
-export type DialectName = "sqlite" | "postgres" | "mysql";
+export type { DialectName } from "./dialect.js";
 
 /**
  * Kysely's SQLite dialect, but telling Kysely's Migrator that SQLite's DDL is transactional
@@ -55,6 +62,20 @@ interface Step {
 
 /** Where steps are recorded on MySQL (only while their migration is unfinished). */
 const STEP_TABLE = "sluice_migration_step";
+
+/** The columns of 0008's tables, in the order its copies select them. */
+const DOCUMENT_COLUMNS = [
+  "kind",
+  "name",
+  "spec",
+  "created_by",
+  "updated_by",
+  "created_at",
+  "updated_at",
+  "version",
+] as const;
+const VERSION_COLUMNS = ["kind", "name", "version", "spec", "action", "created_by", "created_at"];
+const DRAFT_COLUMNS = ["id", "kind", "name", "spec", "base_version", "created_by", "created_at"];
 
 /** Column types per dialect. */
 interface Types {
@@ -138,6 +159,18 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         .columns(typeof column === "string" ? [column] : column)
         .execute();
     },
+  });
+
+  /** 0008: copies the rows of `from` into `into` (`select`: the columns, in order). */
+  const copy = (
+    what: string,
+    into: string,
+    columns: readonly string[],
+    from: string,
+    select: ReturnType<typeof sql>,
+  ): Step => ({
+    name: `copy ${what}`,
+    run: (db) => copyRows(db, dialect, into, columns, select, from),
   });
 
   return {
@@ -374,6 +407,128 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         },
       },
     ],
+    // One set of tables for every versioned document (repository/documents.ts): policies and
+    // Envoy domains move in, every row, version, draft and count with them (see
+    // ./documents-migration.ts), and their own tables go.
+    "0008_documents": [
+      createTable("documents", (b) =>
+        b
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("name", t.key, (c) => c.notNull())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("updated_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull())
+          .addColumn("updated_at", t.short, (c) => c.notNull())
+          .addColumn("version", "integer", (c) => c.notNull())
+          .addPrimaryKeyConstraint("documents_pk", ["kind", "name"]),
+      ),
+      createTable("document_versions", (b) =>
+        b
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("name", t.key, (c) => c.notNull())
+          .addColumn("version", "integer", (c) => c.notNull())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("action", t.short, (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull())
+          .addPrimaryKeyConstraint("document_versions_pk", ["kind", "name", "version"]),
+      ),
+      createTable("document_drafts", (b) =>
+        b
+          .addColumn("id", t.serial, autoId)
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("name", t.key, (c) => c.notNull())
+          .addColumn("spec", t.doc, (c) => c.notNull())
+          .addColumn("base_version", "integer", (c) => c.notNull())
+          .addColumn("created_by", t.short, (c) => c.notNull())
+          .addColumn("created_at", t.short, (c) => c.notNull())
+          .addUniqueConstraint("document_drafts_name", ["kind", "name"]),
+      ),
+      { name: "copy policies", run: (db) => copyPolicies(db, dialect) },
+      copy(
+        "policy versions",
+        "document_versions",
+        VERSION_COLUMNS,
+        "policy_versions",
+        sql`'policy', policy_name, version, spec, action, created_by, created_at`,
+      ),
+      copy(
+        "policy drafts",
+        "document_drafts",
+        DRAFT_COLUMNS,
+        "policy_drafts",
+        sql`id, 'policy', policy_name, spec, base_version, created_by, created_at`,
+      ),
+      copy(
+        "Envoy domains",
+        "documents",
+        DOCUMENT_COLUMNS,
+        "envoy_domains",
+        sql`'envoy_domain', domain, spec, created_by, updated_by, created_at, updated_at, version`,
+      ),
+      copy(
+        "Envoy domain versions",
+        "document_versions",
+        VERSION_COLUMNS,
+        "envoy_domain_versions",
+        sql`'envoy_domain', domain, version, spec, action, created_by, created_at`,
+      ),
+      {
+        // Numbered after every policy draft id issued: the two were counted apart.
+        name: "copy Envoy domain drafts",
+        async run(db) {
+          const after = await draftHighWater(db, dialect, "policy_drafts", "draft_stats");
+          await copyRows(
+            db,
+            dialect,
+            "document_drafts",
+            DRAFT_COLUMNS,
+            sql`id + ${after}, 'envoy_domain', domain, spec, base_version, created_by, created_at`,
+            "envoy_domain_drafts",
+          );
+        },
+      },
+      {
+        name: "copy Envoy domain draft counts",
+        async run(db) {
+          const after = await draftHighWater(db, dialect, "policy_drafts", "draft_stats");
+          await copyRows(
+            db,
+            dialect,
+            "draft_stats",
+            ["draft_id", "evaluated", "would_deny", "would_deny_newly", "would_allow_newly"],
+            sql`draft_id + ${after}, evaluated, would_deny, would_deny_newly, would_allow_newly`,
+            "envoy_draft_stats",
+          );
+        },
+      },
+      {
+        name: "start the draft ids past every id issued",
+        async run(db) {
+          const policies = await draftHighWater(db, dialect, "policy_drafts", "draft_stats");
+          const envoy = await draftHighWater(
+            db,
+            dialect,
+            "envoy_domain_drafts",
+            "envoy_draft_stats",
+          );
+          await raiseDraftSequence(db, dialect, policies + envoy);
+        },
+      },
+      ...[
+        "policies",
+        "policy_versions",
+        "policy_drafts",
+        "envoy_domains",
+        "envoy_domain_versions",
+        "envoy_domain_drafts",
+        "envoy_draft_stats",
+      ].map((name): Step => ({
+        name: `drop table ${name}`,
+        run: (db) => db.schema.dropTable(name).ifExists().execute(),
+      })),
+    ],
   };
 }
 
@@ -485,10 +640,12 @@ export interface MigrateOptions {
    * Told when a migration left part-way by an earlier start (MySQL) is resumed. Default: none.
    */
   notice?: ((message: string) => void) | undefined;
+  /** Migrate up to this migration (its name) and no later. Default: every migration. */
+  until?: string | undefined;
 }
 
 /**
- * Brings the schema up to date; throws with the failing migration's error, naming the step
+ * Brings the schema up to date (or up to `options.until`); throws with the failing migration's error, naming the step
  * that failed and (on MySQL, where DDL is not transactional) which steps were applied.
  *
  * Kysely's migration lock serializes nodes that start together on PostgreSQL and MySQL, but
@@ -524,7 +681,9 @@ export async function migrate(
     let error: unknown;
     try {
       if (dialect === "mysql") await ensureStepTable(db);
-      ({ error } = await migrator.migrateToLatest());
+      ({ error } = await (options.until === undefined
+        ? migrator.migrateToLatest()
+        : migrator.migrateTo(options.until)));
     } catch (err) {
       error = err;
     }

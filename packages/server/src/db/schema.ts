@@ -1,22 +1,20 @@
 /**
- * The SQL tables, as Kysely sees them. Portable across SQLite and PostgreSQL: timestamps are
- * ISO-8601 text, booleans are integers 0/1, structured values are JSON text.
+ * The SQL tables, as Kysely sees them (after every migration: db/migrations.ts). Portable across
+ * SQLite, PostgreSQL and MySQL: timestamps are ISO-8601 text, booleans are integers 0/1,
+ * structured values are JSON text.
  */
 import type { Generated } from "kysely";
 
-/** One policy: the enforced (published) version. */
-export interface PoliciesTable {
+/**
+ * One versioned document (repository/documents.ts): the enforced version of a policy
+ * (`kind` `policy`) or an Envoy domain (`envoy_domain`), whatever is configured.
+ */
+export interface DocumentsTable {
+  /** The kind: `policy`, `envoy_domain`. */
+  kind: string;
   name: string;
-  description: string;
-  algorithm: string;
-  /** JSON: the rules as written (`[{ limit, period, burst? }]`). */
-  rules: string;
-  /** JSON: `{ blockDuration?, onStoreError?, insuranceInstances? }`. */
-  options: string;
-  /** JSON: names of the apps granted this policy. */
-  apps: string;
-  enabled: number;
-  shadow: number;
+  /** JSON: the whole document (a policy document; a domain's `{ domain, descriptors }`). */
+  spec: string;
   created_by: string;
   updated_by: string;
   created_at: string;
@@ -24,22 +22,27 @@ export interface PoliciesTable {
   version: number;
 }
 
-/** Every published version of every policy (kept after the policy is deleted, to restore it). */
-export interface PolicyVersionsTable {
-  policy_name: string;
+/** Every published version of every document (kept after a delete, to restore it). */
+export interface DocumentVersionsTable {
+  kind: string;
+  name: string;
   version: number;
-  /** JSON: the whole policy document of this version. */
+  /** JSON: the whole document of this version. */
   spec: string;
-  /** What made it: `create`, `update`, `restore`, `promote`, `import`, `delete`. */
+  /** What made it: `create`, `update`, `restore`, `promote`, `import`. */
   action: string;
   created_by: string;
   created_at: string;
 }
 
-/** At most one draft per policy, evaluated in shadow beside the enforced version. */
-export interface PolicyDraftsTable {
+/**
+ * At most one draft per document, evaluated in shadow beside the enforced version. Ids are
+ * unique over every kind: they name a draft's counters and its counts in {@link DraftStatsTable}.
+ */
+export interface DocumentDraftsTable {
   id: Generated<number>;
-  policy_name: string;
+  kind: string;
+  name: string;
   spec: string;
   /** The published version the draft was written against. */
   base_version: number;
@@ -137,51 +140,6 @@ export interface PolicyClientsTable {
 }
 
 /**
- * One domain of Envoy descriptor limits (the reference rate limit service's file): the enforced
- * version, as a canonical JSON document (see envoy/config.ts).
- */
-export interface EnvoyDomainsTable {
-  domain: string;
-  /** JSON: the domain's document (`{ domain, descriptors }`). */
-  spec: string;
-  created_by: string;
-  updated_by: string;
-  created_at: string;
-  updated_at: string;
-  version: number;
-}
-
-/** Every published version of every domain (kept after a delete, to restore it). */
-export interface EnvoyDomainVersionsTable {
-  domain: string;
-  version: number;
-  spec: string;
-  /** What made it: `create`, `update`, `restore`, `promote`, `import`. */
-  action: string;
-  created_by: string;
-  created_at: string;
-}
-
-/** At most one draft per domain, evaluated in shadow beside the enforced version. */
-export interface EnvoyDomainDraftsTable {
-  id: Generated<number>;
-  domain: string;
-  spec: string;
-  base_version: number;
-  created_by: string;
-  created_at: string;
-}
-
-/** What each domain draft would have done on live requests, summed over every node. */
-export interface EnvoyDraftStatsTable {
-  draft_id: number;
-  evaluated: number;
-  would_deny: number;
-  would_deny_newly: number;
-  would_allow_newly: number;
-}
-
-/**
  * Decisions per policy, app and time bucket, summed over every node: each node adds its counts
  * every second. `span` is the bucket's width in seconds: 1 (kept an hour) or 60 (kept a day).
  */
@@ -223,9 +181,9 @@ export interface TrafficKeysTable {
 
 /** The whole database. */
 export interface Tables {
-  policies: PoliciesTable;
-  policy_versions: PolicyVersionsTable;
-  policy_drafts: PolicyDraftsTable;
+  documents: DocumentsTable;
+  document_versions: DocumentVersionsTable;
+  document_drafts: DocumentDraftsTable;
   draft_stats: DraftStatsTable;
   apps: AppsTable;
   users: UsersTable;
@@ -233,10 +191,6 @@ export interface Tables {
   audit: AuditTable;
   meta: MetaTable;
   changes: ChangesTable;
-  envoy_domains: EnvoyDomainsTable;
-  envoy_domain_versions: EnvoyDomainVersionsTable;
-  envoy_domain_drafts: EnvoyDomainDraftsTable;
-  envoy_draft_stats: EnvoyDraftStatsTable;
   traffic: TrafficTable;
   traffic_keys: TrafficKeysTable;
   policy_clients: PolicyClientsTable;

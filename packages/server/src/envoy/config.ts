@@ -41,9 +41,10 @@ import {
   stringify,
 } from "yaml";
 import { nestingIssue } from "../json-body.js";
+import { ENVOY_UNITS } from "@sluice/api";
 
-/** The reference service's units, as its YAML writes them (case-insensitive there). */
-export const ENVOY_UNITS = ["second", "minute", "hour", "day", "week", "month", "year"] as const;
+export { ENVOY_UNITS } from "@sluice/api";
+
 /** One of {@link ENVOY_UNITS}. */
 export type EnvoyUnit = (typeof ENVOY_UNITS)[number];
 

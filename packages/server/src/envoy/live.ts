@@ -6,31 +6,43 @@
  */
 import type { Limiter, Policy } from "sluice";
 import type { Logger } from "pino";
+import type { DocumentRecord, DraftRecord } from "../repository/documents.js";
 import type { CorruptRecordError } from "../repository/rows.js";
-import type { EnvoyDomainRecord, EnvoyDraftRecord } from "../repository/envoy.js";
 import { ENVOY_POLICY_PREFIX, compileDomain } from "./compile.js";
+import type { EnvoyDomainDocument } from "./config.js";
 import type { LiveEnvoyDomain, LiveEnvoyDraft } from "./rls.js";
 
 /** The prefix of a draft's policy names: its counters are its own. */
 export const draftPrefix = (draftId: number): string => `sluice.draft.envoy.${draftId}.`;
 
+/** What a limit of a domain is for: the domain's enforced configuration, or its draft. */
+export interface LimitUse {
+  readonly domain: string;
+  readonly draft: boolean;
+}
+
 /** Builds the live domains of a snapshot, reusing what did not change. */
 export function loadEnvoyDomains(
   prev: ReadonlyMap<string, LiveEnvoyDomain>,
   snap: {
-    readonly envoyDomains: readonly EnvoyDomainRecord[];
-    readonly envoyDrafts: readonly EnvoyDraftRecord[];
+    readonly envoyDomains: readonly DocumentRecord<EnvoyDomainDocument>[];
+    readonly envoyDrafts: readonly DraftRecord<EnvoyDomainDocument>[];
     readonly corrupt: readonly CorruptRecordError[];
   },
-  options: { readonly limiter: (policy: Policy) => Limiter; readonly logger: Logger },
+  options: {
+    /** The limiter of one limit's policy (the registry's: the node's store, and traffic). */
+    readonly limiter: (policy: Policy, use: LimitUse) => Limiter;
+    readonly logger: Logger;
+  },
 ): Map<string, LiveEnvoyDomain> {
   const corruptDomains = new Set<string>();
   const corruptDrafts = new Set<string>();
   for (const err of snap.corrupt) {
-    if (err.table === "envoy_domains") corruptDomains.add(String(err.key.domain));
-    if (err.table === "envoy_domain_drafts") corruptDrafts.add(String(err.key.domain));
+    if (err.key.kind !== "envoy_domain") continue;
+    if (err.table === "documents") corruptDomains.add(String(err.key.name));
+    if (err.table === "document_drafts") corruptDrafts.add(String(err.key.name));
   }
-  const drafts = new Map(snap.envoyDrafts.map((d) => [d.domain, d]));
+  const drafts = new Map(snap.envoyDrafts.map((d) => [d.name, d]));
   const next = new Map<string, LiveEnvoyDomain>();
   for (const rec of snap.envoyDomains) {
     const name = rec.doc.domain;
@@ -39,7 +51,10 @@ export function loadEnvoyDomains(
       const compiled =
         before && before.version === rec.version
           ? before.compiled
-          : compileDomain(rec.doc, { prefix: ENVOY_POLICY_PREFIX, limiter: options.limiter });
+          : compileDomain(rec.doc, {
+              prefix: ENVOY_POLICY_PREFIX,
+              limiter: (policy) => options.limiter(policy, { domain: name, draft: false }),
+            });
       const d = drafts.get(name);
       let draft: LiveEnvoyDraft | undefined;
       if (!d && corruptDrafts.has(name)) draft = before?.draft;
@@ -47,7 +62,10 @@ export function loadEnvoyDomains(
       else if (d)
         draft = {
           id: d.id,
-          compiled: compileDomain(d.doc, { prefix: draftPrefix(d.id), limiter: options.limiter }),
+          compiled: compileDomain(d.doc, {
+            prefix: draftPrefix(d.id),
+            limiter: (policy) => options.limiter(policy, { domain: name, draft: true }),
+          }),
           stats: { evaluated: 0, wouldDeny: 0, wouldDenyNewly: 0, wouldAllowNewly: 0 },
         };
       next.set(name, { version: rec.version, compiled, draft });

@@ -3,7 +3,7 @@
  * know when to reload) and the audit log, one entry per change with actor, time and detail.
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
-import type { AuditAction } from "../audit-actions.js";
+import type { AuditAction } from "@sluice/api";
 import { sql } from "kysely";
 import { z } from "zod";
 import { type Db, appendAudit } from "./common.js";

@@ -4,7 +4,7 @@
  * Each write of the service is one {@link writeTransaction} that appends to the audit log with
  * {@link appendAudit}.
  */
-import type { AuditAction } from "../audit-actions.js";
+import type { AuditAction } from "@sluice/api";
 import type { Kysely, Transaction } from "kysely";
 import type { Tables } from "../db/schema.js";
 

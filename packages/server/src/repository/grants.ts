@@ -38,12 +38,19 @@ export async function checkAppsExist(
   }
 }
 
-const grantRow = z.object({ apps: jsonColumn(appListShape) });
+/** A policy's grants, as its stored document holds them (the rest is not read here). */
+const grantRow = z.object({ spec: jsonColumn(z.object({ apps: appListShape })) });
 
 /** Names of the policies granted to an app. */
 export async function policiesGrantedTo(trx: Db | Tx, app: string): Promise<string[]> {
-  const rows = await trx.selectFrom("policies").select(["name", "apps"]).execute();
+  const rows = await trx
+    .selectFrom("documents")
+    .select(["kind", "name", "spec"])
+    .where("kind", "=", "policy")
+    .execute();
   return rows
-    .filter((p) => readRow("policies", { name: p.name }, grantRow, p).apps.includes(app))
+    .filter((p) =>
+      readRow("documents", { kind: p.kind, name: p.name }, grantRow, p).spec.apps.includes(app),
+    )
     .map((p) => p.name);
 }

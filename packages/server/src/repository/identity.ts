@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { ApiError, invalid } from "../errors.js";
 import type { Tables } from "../db/schema.js";
-import type { Role } from "../model.js";
+import type { Role } from "@sluice/api";
 import {
   type IssuedSecret,
   SCRYPT_PARAMS,

@@ -12,7 +12,7 @@ import { ALGORITHMS, type Duration, type ValidationIssue } from "sluice";
 import { z } from "zod";
 import { ApiError, zodIssues } from "../errors.js";
 import type { Tables } from "../db/schema.js";
-import { ROLES } from "../model.js";
+import { ROLES } from "@sluice/api";
 
 /** A stored row that does not hold what the service writes (`error.code` `corrupt_record`, 500). */
 export class CorruptRecordError extends ApiError {
@@ -134,14 +134,28 @@ export const appListShape = z.array(z.string({ error: "must be an app name" }), 
   error: "must be a list of app names",
 });
 
-/** A whole policy document, as the `spec` column of versions and drafts holds it. */
+/** A whole policy document, as the `spec` column of documents, versions and drafts holds it. */
 export const policyDocumentShape = z.strictObject({
   name: text,
   description: text.optional(),
   algorithm: z.enum(ALGORITHMS).optional(),
-  rules: z.array(ruleShape).min(1),
+  rules: z.array(ruleShape, { error: "must be a list of rules" }).min(1, {
+    error: "must hold at least one rule",
+  }),
   ...policyOptionsShape.shape,
   shadow: z.boolean().optional(),
+  resetOnBlock: z.boolean().optional(),
+  windowStart: z.enum(["aligned", "first-request"]).optional(),
+  lease: z
+    .union([
+      z.boolean(),
+      z.strictObject({
+        maxShare: z.number().optional(),
+        ttl: duration.optional(),
+        hotAfter: z.number().optional(),
+      }),
+    ])
+    .optional(),
   apps: appListShape,
   enabled: z.boolean(),
 });

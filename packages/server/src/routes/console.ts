@@ -11,13 +11,13 @@ import {
   keyResetRequestSchema,
   topKeysQuerySchema,
   trafficQuerySchema,
-} from "../api-schemas.js";
+} from "@sluice/api";
 import { ApiError, parseOr400 } from "../errors.js";
 import type { LivePolicy } from "../registry.js";
 import { OVERVIEW } from "../traffic/queries.js";
-import type { ServiceContext } from "../service.js";
-import type { AuthHelpers } from "./admin.js";
-import { assertCanEditPolicy } from "./admin.js";
+import type { ServiceContext } from "../context.js";
+import type { AuthHelpers } from "./auth.js";
+import { assertCanEditPolicy } from "./kinds/policies.js";
 import { disabledAnswer } from "./decision.js";
 
 const nameParam = z.object({ name: z.string().min(1).max(128) });
@@ -42,7 +42,7 @@ export function consoleRoutes(app: FastifyInstance, ctx: ServiceContext, auth: A
   app.get("/v1/admin/traffic/overview", async (req) => {
     await auth.session(req);
     await flushed();
-    const list = await repo.listPolicies();
+    const list = await repo.policies.list();
     const o = await ctx.trafficQueries.overview(
       list.map((p) => ({
         name: p.doc.name,

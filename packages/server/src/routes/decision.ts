@@ -3,72 +3,30 @@
  * Apps authenticate with `Authorization: Bearer <api key>` and may use only the policies
  * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
  */
-import {
-  type DecideLiveHooks,
-  type Decision,
-  type Policy,
-  decideLive,
-  disabledDecision,
-  policyCapacity,
-} from "sluice";
+import { type Decision, type Policy, policyCapacity } from "sluice";
+import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   batchRequestSchema,
   limitRequestSchema,
   peekRequestSchema,
-  plainLimitRequest,
   releaseRequestSchema,
-} from "../api-schemas.js";
+} from "@sluice/api";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
+import { plainLimitRequest } from "../limit-request.js";
 import { decisionHeaders } from "../headers.js";
-import { counterChild } from "../metrics.js";
-import type { LivePolicy, Registry } from "../registry.js";
-import type { ServiceContext } from "../service.js";
+import type { LivePolicy } from "../registry.js";
+import type { ServiceContext } from "../context.js";
+import { trafficOutcome } from "../traffic/recorder.js";
+import { appOfRequest } from "./auth.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
+import { counterChild } from "../metrics.js";
 type Answer = Decision & { disabled?: true };
 
 /** The answer for a disabled policy: sluice's (allowed, nothing counted), flagged `disabled`. */
 export function disabledAnswer(policy: Policy, cost: number): Answer {
   return { ...disabledDecision(policy, cost), disabled: true };
-}
-
-/** The bearer token of a request, or undefined. */
-export function bearer(req: FastifyRequest): string | undefined {
-  const h = req.headers.authorization;
-  if (typeof h !== "string") return undefined;
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
-  return m?.[1];
-}
-
-/**
- * Why a request carries no bearer token, in words: no `Authorization` header, or one with
- * another scheme (`Basic …`), or a `Bearer` with no token. `what` names the token expected.
- */
-export function missingBearer(req: FastifyRequest, what: string): string {
-  const h = req.headers.authorization;
-  if (typeof h !== "string" || h.trim() === "")
-    return `missing Authorization: send Authorization: Bearer <${what}>`;
-  const scheme = /^\S+/.exec(h.trim())?.[0] ?? "";
-  if (scheme.toLowerCase() === "bearer")
-    return `Authorization: Bearer carries no token: send Authorization: Bearer <${what}>`;
-  return `Authorization uses the ${JSON.stringify(scheme)} scheme, not Bearer: send Authorization: Bearer <${what}>`;
-}
-
-/** The app whose API key the request carries; 401 without a known key. */
-export function appOfRequest(req: FastifyRequest, registry: Registry): string {
-  const token = bearer(req);
-  const name = token === undefined ? undefined : registry.appForKey(token);
-  if (!name) {
-    throw new ApiError(
-      "unauthorized",
-      token === undefined ? missingBearer(req, "api key") : "unknown or revoked API key",
-      {
-        headers: { "WWW-Authenticate": 'Bearer realm="sluice"' },
-      },
-    );
-  }
-  return name;
 }
 
 /** Registers the decision routes. */
@@ -119,12 +77,7 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
   /** Counts a decision: the metric, and the traffic history (memory only; see traffic/recorder.ts). */
   const record = (live: LivePolicy, appName: string, key: string, d: Decision): void => {
     count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
-    traffic.record(
-      live.policy.name,
-      appName,
-      !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed",
-      key,
-    );
+    traffic.record(live.policy.name, appName, trafficOutcome(d), key);
   };
 
   /** What a draft's evaluation tells the metrics and the log, per policy (made once). */

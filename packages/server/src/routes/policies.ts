@@ -18,12 +18,13 @@
  */
 import { createHash } from "node:crypto";
 import type { FastifyInstance, FastifyReply } from "fastify";
-import { policiesQuerySchema, policyReportSchema } from "../api-schemas.js";
+import { policiesQuerySchema, policyReportSchema } from "@sluice/api";
 import { parseOr400 } from "../errors.js";
 import type { PolicyDocument } from "../model.js";
 import type { LivePolicy, Registry } from "../registry.js";
-import type { ServiceContext } from "../service.js";
-import { appOfRequest } from "./decision.js";
+import type { ServiceContext } from "../context.js";
+import { trafficOutcome } from "../traffic/recorder.js";
+import { appOfRequest } from "./auth.js";
 
 /** A policy document as an app receives it: without the apps granted it. */
 type ServedDocument = Omit<PolicyDocument, "apps">;
@@ -229,8 +230,7 @@ export function policyRoutes(app: FastifyInstance, ctx: ServiceContext): void {
         d.count,
       );
       // The console's history, as the service's own decisions count there (without keys).
-      const outcome = !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed";
-      traffic.recordCount(d.policy, appName, outcome, d.count);
+      traffic.recordCount(d.policy, appName, trafficOutcome(d), d.count);
     }
     return { revision: registry.currentRevision, ignored };
   });

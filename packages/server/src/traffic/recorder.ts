@@ -23,6 +23,14 @@ export interface TrafficSink {
 /** What a decision was, for the counts: allowed, denied, or allowed only because of shadow mode. */
 export type TrafficOutcome = "allowed" | "denied" | "shadow";
 
+/** The outcome of a decision (or of decisions reported by outcome and reason). */
+export function trafficOutcome(d: {
+  readonly allowed: boolean;
+  readonly reason?: string;
+}): TrafficOutcome {
+  return !d.allowed ? "denied" : d.reason === "shadow" ? "shadow" : "allowed";
+}
+
 /** Options of {@link TrafficRecorder}. */
 export interface TrafficRecorderOptions {
   readonly sink: TrafficSink;

@@ -43,8 +43,16 @@ export type {
 } from "./index.js";
 export { evaluate } from "../evaluate.js";
 export type { Evaluation, KeyState } from "../evaluate.js";
-export { definePolicy, policyCapacity, policyToInput } from "../policy.js";
-export type { OnStoreError, Policy, PolicyInput, RuleInput, WindowStart } from "../policy.js";
+export { LEASE_ALGORITHMS, definePolicy, policyCapacity, policyToInput } from "../policy.js";
+export type {
+  LeaseInput,
+  LeaseSettings,
+  OnStoreError,
+  Policy,
+  PolicyInput,
+  RuleInput,
+  WindowStart,
+} from "../policy.js";
 export { parseDuration, formatDuration } from "../duration.js";
 export type { Duration } from "../duration.js";
 export { ERROR_CODES, SluiceError, ValidationError, isSluiceError } from "../errors.js";

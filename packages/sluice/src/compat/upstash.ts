@@ -1,7 +1,8 @@
 /**
- * `sluice/compat/upstash`: @upstash/ratelimit's `Ratelimit` over sluice — on a TCP Redis
- * through ioredis (standalone, Sentinel or Cluster), or in this process's memory. Change the
- * import and the `redis` you pass:
+ * `sluice/compat/upstash`: @upstash/ratelimit's `Ratelimit` over sluice — on Redis over HTTP
+ * through the same `@upstash/redis` client (Workers, Vercel Edge, Deno: `sluice/upstash`), on a
+ * TCP Redis through ioredis (standalone, Sentinel or Cluster), or in this process's memory.
+ * Change the import, and keep the `redis` you pass:
  *
  * ```ts
  * // import { Ratelimit } from "@upstash/ratelimit";
@@ -24,7 +25,8 @@ import { type Limiter, createLimiter } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
-import type { RedisClientLike } from "../stores/redis.js";
+import type { RedisClientLike, RedisStore } from "../stores/redis.js";
+import { type UpstashRedisLike, upstashStore } from "../stores/upstash.js";
 import { COUNTER_LIMIT, countOf, isStore, redisStoreOf } from "./shared.js";
 
 /** A duration as Upstash writes it: `"10 s"`, `"500ms"`, `"1.5 m"` (units ms, s, m, h, d, w). */
@@ -79,10 +81,11 @@ export interface Algorithm {
 /** Options of {@link Ratelimit} (@upstash/ratelimit's, with `redis` any Redis sluice speaks to). */
 export interface RatelimitConfig {
   /**
-   * An ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`), or a sluice store
+   * An `@upstash/redis` client (`Redis.fromEnv()`: Redis over HTTP, as with @upstash/ratelimit),
+   * an ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`), or a sluice store
    * (`redisStore(…)`, `memoryStore()`). Default: this process's memory.
    */
-  redis?: RedisClientLike | Store;
+  redis?: UpstashRedisLike | RedisClientLike | Store;
   /** The algorithm: `Ratelimit.fixedWindow(10, "10 s")`, … */
   limiter: Algorithm;
   /**
@@ -130,6 +133,15 @@ function positive(n: unknown, what: string): number {
   throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid Ratelimit algorithm", [
     { path: what, message: `must be a positive integer (got ${String(n)})` },
   ]);
+}
+
+const httpStores = new WeakMap<UpstashRedisLike, RedisStore>();
+
+/** One store per `@upstash/redis` client, as `redisStoreOf` keeps one per ioredis client. */
+function upstashStoreOf(redis: UpstashRedisLike): RedisStore {
+  let store = httpStores.get(redis);
+  if (store === undefined) httpStores.set(redis, (store = upstashStore({ redis })));
+  return store;
 }
 
 /** Upstash's ephemeral cache: identifiers blocked until a time, and the cached window counts. */
@@ -203,11 +215,21 @@ export class Ratelimit {
           message: "is not supported by sluice's Ratelimit (see docs/migrating.md)",
         });
     const r = config.redis;
-    if (r !== undefined && !isStore(r) && typeof (r as RedisClientLike | null)?.call !== "function")
+    const overHttp =
+      r !== undefined &&
+      !isStore(r) &&
+      typeof (r as Partial<RedisClientLike> | null)?.call !== "function" &&
+      typeof (r as Partial<UpstashRedisLike> | null)?.pipeline === "function";
+    if (
+      r !== undefined &&
+      !isStore(r) &&
+      !overHttp &&
+      typeof (r as RedisClientLike | null)?.call !== "function"
+    )
       issues.push({
         path: "redis",
         message:
-          "must be an ioredis client (Redis or Cluster) or a sluice store; @upstash/redis is not needed",
+          "must be an @upstash/redis client, an ioredis client (Redis or Cluster) or a sluice store",
       });
     const timeout = config.timeout ?? 5000;
     if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 0)
@@ -220,7 +242,13 @@ export class Ratelimit {
     this.timeout = timeout;
     this.algorithm = a;
     const store: Store =
-      r === undefined ? new MemoryStore() : isStore(r) ? r : redisStoreOf(r as RedisClientLike);
+      r === undefined
+        ? new MemoryStore()
+        : isStore(r)
+          ? r
+          : overHttp
+            ? upstashStoreOf(r as UpstashRedisLike)
+            : redisStoreOf(r as RedisClientLike);
     this.limiter = createLimiter({
       store,
       policy: policyOf(a, nameOf(this.prefix)),

@@ -48,7 +48,7 @@ export type {
   IpGrouping,
 } from "./ip.js";
 export { keys, digest } from "./keys.js";
-export type { KeyFn } from "./keys.js";
+export type { KeyFn } from "./types.js";
 export { RateLimitCore } from "./core.js";
 export type { Outcome, RequestInput, Finish } from "./core.js";
 export type {

@@ -1,3 +1,5 @@
+import { isIPv4, isIPv6 } from "node:net";
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   cidrContains,
@@ -134,5 +136,132 @@ describe("resolveClientIp", () => {
   });
   it("returns undefined without a peer", () => {
     expect(resolveClientIp(undefined, "1.2.3.4", compileTrust(true))).toBeUndefined();
+  });
+});
+
+/**
+ * parseIp as it was with `node:net` (isIPv4 / isIPv6 then the same byte layout): the oracle for
+ * the parser that runs without it, so that no client is counted under another identity.
+ */
+function parseIpWithNodeNet(input: string): { family: 4 | 6; bytes: number[] } | undefined {
+  let s = input.trim();
+  if (s.startsWith('"') && s.endsWith('"') && s.length >= 2) s = s.slice(1, -1);
+  if (s.startsWith("[")) {
+    const end = s.indexOf("]");
+    if (end < 0) return undefined;
+    s = s.slice(1, end);
+  } else if (s.indexOf(":") === s.lastIndexOf(":") && s.includes(".") && s.includes(":")) {
+    s = s.slice(0, s.indexOf(":"));
+  }
+  const zone = s.indexOf("%");
+  if (zone >= 0) s = s.slice(0, zone);
+  if (isIPv4(s)) return { family: 4, bytes: s.split(".").map(Number) };
+  if (!isIPv6(s)) return undefined;
+  let text = s;
+  const lastColon = text.lastIndexOf(":");
+  const tail = text.slice(lastColon + 1);
+  if (tail.includes(".")) {
+    const [a, b, c, d] = tail.split(".").map(Number) as [number, number, number, number];
+    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const halves = text.split("::");
+  const groups = (part: string | undefined) =>
+    part ? part.split(":").map((g) => parseInt(g, 16)) : [];
+  const head = groups(halves[0]);
+  const rest = halves.length === 2 ? groups(halves[1]) : [];
+  const all = [...head, ...new Array<number>(8 - head.length - rest.length).fill(0), ...rest];
+  const bytes = all.flatMap((g) => [g >> 8, g & 0xff]);
+  if (bytes.slice(0, 10).every((b) => b === 0) && bytes[10] === 0xff && bytes[11] === 0xff)
+    return { family: 4, bytes: bytes.slice(12) };
+  return { family: 6, bytes };
+}
+
+describe("parseIp without node:net", () => {
+  const plain = (p: ReturnType<typeof parseIp>) =>
+    p === undefined ? undefined : { family: p.family, bytes: Array.from(p.bytes) };
+  const check = (s: string): void => {
+    expect(plain(parseIp(s)), JSON.stringify(s)).toEqual(parseIpWithNodeNet(s));
+  };
+
+  it("accepts and reads exactly what it read with Node's isIPv4 / isIPv6", () => {
+    const group = fc.oneof(
+      fc.integer({ min: 0, max: 0xffff }).map((n) => n.toString(16)),
+      fc.constantFrom(
+        "0",
+        "00000",
+        "ffff",
+        "FFFF",
+        "g",
+        "",
+        "1.2.3.4",
+        "255.255.255.255",
+        "01.2.3.4",
+      ),
+    );
+    const v6 = fc
+      .tuple(
+        fc.array(group, { maxLength: 9 }),
+        fc.nat(9),
+        fc.boolean(),
+        fc.constantFrom("", "%eth0", "%"),
+      )
+      .map(([gs, at, gap, zone]) => {
+        const parts = [...gs];
+        if (gap) parts.splice(Math.min(at, parts.length), 0, "");
+        return parts.join(":") + zone;
+      });
+    const octet = fc.oneof(fc.nat(300).map(String), fc.constantFrom("00", "01", "", "a"));
+    const v4 = fc
+      .tuple(fc.array(octet, { minLength: 3, maxLength: 5 }), fc.constantFrom("", ":80", ":"))
+      .map(([os, port]) => os.join(".") + port);
+    const noise = fc.string({
+      unit: fc.constantFrom("0", "1", "f", ":", ".", "%", "[", "]", " "),
+      maxLength: 16,
+    });
+    let valid = 0;
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.ipV4(),
+          fc.ipV6(),
+          fc.ipV6().map((s) => s.toUpperCase()),
+          v6,
+          v4,
+          noise,
+          v6.map((s) => `[${s}]:443`),
+        ),
+        (s) => {
+          check(s);
+          if (parseIp(s) !== undefined) valid++;
+        },
+      ),
+      { numRuns: 20_000 },
+    );
+    // The generators reach real addresses, not only garbage.
+    expect(valid).toBeGreaterThan(5000);
+  });
+
+  it("agrees on the edge cases", () => {
+    for (const s of [
+      "::",
+      "::1",
+      "1::",
+      ":::",
+      "1:2:3:4:5:6:7::",
+      "::1:2:3:4:5:6:7",
+      "1::2:3:4:5:6:7:8",
+      "1:2:3:4:5:6:7:8:9",
+      "1:2:3:4:5:6:1.2.3.4",
+      "1:2:3:4:5:6:7:1.2.3.4",
+      "::1.2.3.4",
+      "1.2.3.4::",
+      "::ffff:1.2.3.04",
+      "1.2.3.4%eth0",
+      "fe80::1%",
+      "0x1.2.3.4",
+      "1e1.2.3.4",
+      " 1.2.3.4",
+    ])
+      check(s);
   });
 });

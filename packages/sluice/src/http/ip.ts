@@ -4,9 +4,9 @@
  *
  * Addresses are handled as bytes (4 or 16), never as strings, so `::ffff:1.2.3.4`,
  * `0:0:0:0:0:ffff:102:304` and `1.2.3.4` are one client, and `2001:db8::1` and
- * `2001:DB8:0::1` are one address.
+ * `2001:DB8:0::1` are one address. Parsed here, without `node:net`, so that this runs on every
+ * runtime (Workers, Edge, Deno, Bun); `ip.test.ts` checks it against Node's `isIP`.
  */
-import { isIPv4, isIPv6 } from "node:net";
 import { ValidationError } from "../errors.js";
 
 /** A parsed address. IPv4-mapped IPv6 addresses (`::ffff:a.b.c.d`) are returned as IPv4. */
@@ -40,8 +40,8 @@ export function parseIp(input: string): ParsedIp | undefined {
   }
   const zone = s.indexOf("%");
   if (zone >= 0) s = s.slice(0, zone);
-  if (isIPv4(s)) return { family: 4, bytes: Uint8Array.from(s.split(".").map(Number)) };
-  if (!isIPv6(s)) return undefined;
+  const v4 = parseIPv4(s);
+  if (v4 !== undefined) return { family: 4, bytes: v4 };
   const bytes = parseIPv6(s);
   if (bytes === undefined) return undefined;
   // ::ffff:0:0/96 — an IPv4 client seen through a dual-stack socket counts as that IPv4 client.
@@ -51,26 +51,46 @@ export function parseIp(input: string): ParsedIp | undefined {
   return { family: 6, bytes };
 }
 
+/** One decimal octet without leading zeros: 0–255. */
+const OCTET = /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9][0-9]|[0-9])$/;
+
+/** One IPv6 group: 1–4 hex digits. */
+const GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/** Dotted-quad IPv4 (`1.2.3.4`; no leading zeros, as Node's `isIPv4`), or undefined. */
+function parseIPv4(s: string): Uint8Array | undefined {
+  const parts = s.split(".");
+  if (parts.length !== 4 || !parts.every((p) => OCTET.test(p))) return undefined;
+  return Uint8Array.from(parts.map(Number));
+}
+
+/** IPv6 text (groups, one `::` at most, an IPv4 tail) as 16 bytes, or undefined. */
 function parseIPv6(s: string): Uint8Array | undefined {
-  let text = s;
-  const lastColon = text.lastIndexOf(":");
-  const maybeV4 = text.slice(lastColon + 1);
-  if (maybeV4.includes(".")) {
-    // An embedded IPv4 tail (`::ffff:1.2.3.4`) is two 16-bit groups.
-    if (!isIPv4(maybeV4)) return undefined;
-    const [a, b, c, d] = maybeV4.split(".").map(Number) as [number, number, number, number];
-    text = `${text.slice(0, lastColon + 1)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const halves = text.split("::");
+  const halves = s.split("::");
   if (halves.length > 2) return undefined;
-  const groups = (part: string | undefined) =>
-    part ? part.split(":").map((g) => parseInt(g, 16)) : [];
-  const head = groups(halves[0]);
-  const rest = halves.length === 2 ? groups(halves[1]) : [];
+  const groups = (part: string | undefined, last: boolean): number[] | undefined => {
+    if (part === undefined || part === "") return [];
+    const out: number[] = [];
+    const texts = part.split(":");
+    for (let i = 0; i < texts.length; i++) {
+      const g = texts[i]!;
+      if (GROUP.test(g)) out.push(parseInt(g, 16));
+      else if (last && i === texts.length - 1 && g.includes(".")) {
+        // An embedded IPv4 tail (`::ffff:1.2.3.4`) is two 16-bit groups.
+        const v4 = parseIPv4(g);
+        if (v4 === undefined) return undefined;
+        out.push((v4[0]! << 8) | v4[1]!, (v4[2]! << 8) | v4[3]!);
+      } else return undefined;
+    }
+    return out;
+  };
+  const head = groups(halves[0], halves.length === 1);
+  const rest = halves.length === 2 ? groups(halves[1], true) : [];
+  if (head === undefined || rest === undefined) return undefined;
   const fill = 8 - head.length - rest.length;
-  if (fill < 0 || (halves.length === 1 && fill !== 0)) return undefined;
+  // With `::`, it stands for at least one group; without, there are exactly eight.
+  if (halves.length === 2 ? fill < 1 : fill !== 0) return undefined;
   const all = [...head, ...new Array<number>(fill).fill(0), ...rest];
-  if (all.some((g) => !Number.isInteger(g) || g < 0 || g > 0xffff)) return undefined;
   const out = new Uint8Array(16);
   all.forEach((g, i) => {
     out[i * 2] = (g >> 8) & 0xff;

@@ -2,25 +2,12 @@
  * Who a request counts against. A key function maps a request to an identifier; the limiter's
  * policy name keeps identifiers of different policies apart, so keys need no policy prefix.
  */
-import { createHash } from "node:crypto";
-import type { HttpRequest } from "./types.js";
-
-/**
- * Maps a request to the identifier it is counted against. It receives the framework's own
- * request first (Express `req`, Fastify `request`, Koa `ctx`, Hono `c`, node:http `req`: write
- * it as you would for that framework) and sluice's framework-free view of it second (the client
- * IP after the trusted-proxy walk, the route pattern, headers). `undefined` or `""` means "no
- * identity here": the request is then counted against its client IP (never let through
- * unlimited, or leaving out an API key would escape the limit).
- */
-export type KeyFn<Raw = unknown> = (
-  req: Raw,
-  http: HttpRequest<Raw>,
-) => string | undefined | Promise<string | undefined>;
+import { sha256Base64url } from "../hash.js";
+import type { HttpRequest, KeyFn } from "./types.js";
 
 /** A short, stable digest: secrets (API keys, tokens) never reach the store or logs in clear. */
 export function digest(value: string): string {
-  return createHash("sha256").update(value).digest("base64url").slice(0, 27);
+  return sha256Base64url(value).slice(0, 27);
 }
 
 /** Key helpers for the common identities. Compose them: `keys.route(keys.user(...))`. */

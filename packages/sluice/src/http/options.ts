@@ -15,7 +15,7 @@ import { type MiddlewareError, ValidationError, type ValidationIssue } from "../
 import type { Limiter } from "../limiter.js";
 import { HEADER_FORMATS, type HeaderFormat } from "./headers.js";
 import { type Cidr, type ProxyHeader, type TrustFn, compileTrust, parseCidrList } from "./ip.js";
-import type { KeyFn } from "./keys.js";
+import type { KeyFn } from "./types.js";
 import type {
   CostFn,
   DecisionEvent,

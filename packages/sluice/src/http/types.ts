@@ -8,7 +8,6 @@ import type { MiddlewareError } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import type { HeaderFormat } from "./headers.js";
 import type { IpGrouping, ProxyHeader, TrustProxy } from "./ip.js";
-import type { KeyFn } from "./keys.js";
 
 /**
  * A request as the core sees it, whatever the framework: the second argument of every request
@@ -43,6 +42,20 @@ export interface HttpRequest<Raw = unknown> {
  * the route pattern, headers).
  */
 export type RequestFn<Raw, T> = (req: Raw, http: HttpRequest<Raw>) => T | Promise<T>;
+
+/**
+ * Maps a request to the identifier it is counted against. It receives the framework's own
+ * request first (Express `req`, Fastify `request`, Koa `ctx`, Hono `c`, node:http `req`: write
+ * it as you would for that framework) and sluice's framework-free view of it second (the client
+ * IP after the trusted-proxy walk, the route pattern, headers). `undefined` or `""` means "no
+ * identity here": the request is then counted against its client IP (never let through
+ * unlimited, or leaving out an API key would escape the limit). Helpers for the common
+ * identities: `keys` (./keys.ts).
+ */
+export type KeyFn<Raw = unknown> = (
+  req: Raw,
+  http: HttpRequest<Raw>,
+) => string | undefined | Promise<string | undefined>;
 
 /** Units a request costs: a positive integer no larger than the policy's capacity. */
 export type CostFn<Raw = unknown> = RequestFn<Raw, number>;

@@ -13,15 +13,15 @@ import { ManualTime } from "../../../../test/support/manual-time.js";
 import { type SluiceError, ValidationError, isSluiceError } from "../errors.js";
 import { createLimiter } from "../limiter.js";
 import { MemoryStore } from "../stores/memory.js";
-import {
-  type ConnectPoliciesOptions,
-  type PolicyClient,
-  type PolicyFetch,
-  type PolicyFetchInit,
-  type PolicyFetchResponse,
-  type PolicyUpdate,
-  connectPolicies,
-} from "./client.js";
+import { connectPolicies } from "./client.js";
+import type {
+  ConnectPoliciesOptions,
+  PolicyClient,
+  PolicyFetch,
+  PolicyFetchInit,
+  PolicyFetchResponse,
+  PolicyUpdate,
+} from "./types.js";
 
 const KEY = `sk_0123456789abcdef_${"a".repeat(43)}`;
 const URL_ = "http://sluice.test:8080";

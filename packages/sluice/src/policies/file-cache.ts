@@ -3,6 +3,7 @@
  * used, so the main entry runs where there is no file system as long as no file cache is asked
  * for).
  */
+import { importBuiltin } from "../platform.js";
 
 /**
  * Where a policy client keeps the last policy set it received, to start from when the service
@@ -25,7 +26,7 @@ interface Fs {
 }
 
 let fsModule: Promise<Fs> | undefined;
-const fs = (): Promise<Fs> => (fsModule ??= import("node:fs/promises") as Promise<Fs>);
+const fs = (): Promise<Fs> => (fsModule ??= importBuiltin<Fs>("fs/promises"));
 
 /**
  * A {@link PolicyCache} in a file (Node). Each save writes a temporary file beside it and

@@ -220,10 +220,16 @@ export function disabledDecision(policy: Policy, cost: number): Decision {
   };
 }
 
+/** Anything that may have a draft whose counts are taken: a live policy, or another kind's live form. */
+export interface WithDraft {
+  readonly draft?: { readonly id: number; readonly stats: DraftStats } | undefined;
+}
+
 /** One draft's counts taken by {@link takeDraftStats}. */
-export interface TakenDraftStats {
-  readonly policy: LivePolicy;
-  readonly draft: LiveDraft;
+export interface TakenDraftStats<P extends WithDraft = LivePolicy> {
+  /** What the draft belongs to. */
+  readonly policy: P;
+  readonly draft: NonNullable<P["draft"]>;
   /** The counts taken (the draft's own were zeroed). */
   readonly delta: DraftStats;
 }
@@ -233,10 +239,10 @@ export interface TakenDraftStats {
  * add to the shared totals; when that fails, {@link restoreDraftStats} puts them back for the
  * next time.
  */
-export function takeDraftStats(policies: Iterable<LivePolicy>): TakenDraftStats[] {
-  const taken: TakenDraftStats[] = [];
+export function takeDraftStats<P extends WithDraft>(policies: Iterable<P>): TakenDraftStats<P>[] {
+  const taken: TakenDraftStats<P>[] = [];
   for (const live of policies) {
-    const draft = live.draft;
+    const draft = live.draft as NonNullable<P["draft"]> | undefined;
     if (!draft || draft.stats.evaluated === 0) continue;
     const s = draft.stats;
     taken.push({ policy: live, draft, delta: { ...s } });
@@ -246,7 +252,7 @@ export function takeDraftStats(policies: Iterable<LivePolicy>): TakenDraftStats[
 }
 
 /** Adds counts taken by {@link takeDraftStats} back to their drafts (their report failed). */
-export function restoreDraftStats(taken: Iterable<TakenDraftStats>): void {
+export function restoreDraftStats(taken: Iterable<TakenDraftStats<WithDraft>>): void {
   for (const { draft, delta } of taken) {
     const s = draft.stats;
     s.evaluated += delta.evaluated;

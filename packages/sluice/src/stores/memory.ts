@@ -8,7 +8,13 @@ import {
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
 import { ValidationError } from "../errors.js";
-import { type Evaluation, type KeyState, adjustState, evaluate } from "../evaluate.js";
+import {
+  type Evaluation,
+  type KeyState,
+  adjustState,
+  evaluate,
+  setCountState,
+} from "../evaluate.js";
 import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
 
@@ -525,14 +531,10 @@ export class MemoryStore implements SyncStore {
     const from = sp.found;
     const current =
       offset !== undefined && sp.live(offset, nowMs) ? sp.keyState(offset, n) : undefined;
-    const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
-    const end = windowMs > 0 ? nowMs + windowMs : 0;
-    // The window [end − period, end) for every rule: the layout of fixed-window's [start, count].
-    const states = policy.rules.map((r) => (end > 0 ? [end - r.periodMs, count] : undefined));
-    const expiresAt = Math.max(end, blockUntil);
-    if (expiresAt > nowMs) {
+    const { next, ttlMs } = setCountState(policy, current, nowMs, count, windowMs);
+    if (ttlMs > 0) {
       offset ??= this.insert(sp, key, nowMs, CALM);
-      sp.setKeyState(offset, { states, blockUntil }, n, expiresAt);
+      sp.setKeyState(offset, next, n, nowMs + ttlMs);
       sp.classify(key, offset, from, sp.classOf(offset, nowMs));
     } else if (offset !== undefined) sp.expire(offset, nowMs);
   }

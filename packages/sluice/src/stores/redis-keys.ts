@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto";
 import type { AlgorithmName } from "../algorithms/index.js";
+import { sha1Base64url, utf8Bytes } from "../hash.js";
 
 /**
  * Key layout of the Redis store (see docs/redis.md):
@@ -47,8 +47,7 @@ export function identifierTag(identifier: string): string {
   }
   // UTF-8 would turn every lone surrogate into U+FFFD (two identifiers, one key): hash the
   // UTF-16 code units of such identifiers instead.
-  const bytes = lone ? Buffer.from(identifier, "utf16le") : Buffer.from(identifier, "utf8");
-  return "#" + createHash("sha1").update(bytes).digest("base64url");
+  return "#" + sha1Base64url(identifier, lone ? "utf16le" : "utf8");
 }
 
 /**
@@ -100,10 +99,20 @@ const CRC16_TABLE = (() => {
  * as in the Redis Cluster specification.
  */
 export function slotOfTag(tag: string): number {
-  const bytes = Buffer.from(tag, "utf8");
+  let crc = 0;
+  for (let i = 0; i < tag.length; i++) {
+    const c = tag.charCodeAt(i);
+    // ASCII is its own UTF-8; anything else takes the encoder.
+    if (c >= 0x80) return crc16(utf8Bytes(tag)) % 16384;
+    crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ c) & 0xff]!;
+  }
+  return crc % 16384;
+}
+
+function crc16(bytes: Uint8Array): number {
   let crc = 0;
   for (const b of bytes) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ b) & 0xff]!;
-  return crc % 16384;
+  return crc;
 }
 
 /** {@link tagForSlot}'s answers, by slot. */

@@ -1,6 +1,6 @@
-import { randomBytes } from "node:crypto";
 import type { RuleDecision } from "../decision.js";
 import { type Clock, systemClock } from "../clock.js";
+import { randomId, unrefTimer } from "../platform.js";
 import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "../errors.js";
 import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
@@ -205,8 +205,14 @@ const MAX_FAILOVER_HOLD_MS = 10_000;
  */
 export class RedisStore implements Store {
   readonly kind = "redis";
-  /** This store's random id (used for instance counting). */
-  readonly instanceId: string;
+  /**
+   * This store's random id (instance counting, lease ids). Made on first use: Workers refuse
+   * random values outside a request, and a store is often made at a module's top level.
+   */
+  get instanceId(): string {
+    return (this.randomId ??= randomId(9));
+  }
+  private randomId: string | undefined;
   private readonly o: ResolvedOptions;
   private readonly cluster: boolean;
   private readonly policies = new WeakMap<Policy, PolicyInfo>();
@@ -259,7 +265,6 @@ export class RedisStore implements Store {
     this.o = resolveOptions(options);
     const client = this.o.client;
     this.cluster = client.isCluster === true;
-    this.instanceId = randomBytes(9).toString("base64url");
     this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
     this.offsets = new ClockOffsets(this.cluster);
     this.connected = client.status === "ready";
@@ -276,7 +281,7 @@ export class RedisStore implements Store {
     if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
       this.heartbeat();
       this.heartbeatTimer = setInterval(() => this.heartbeat(), this.o.heartbeatMs);
-      this.heartbeatTimer.unref();
+      unrefTimer(this.heartbeatTimer);
     }
   }
 
@@ -1132,9 +1137,11 @@ export class RedisStore implements Store {
     // A failover that never ends (the sentinels gave up without saying so) stops holding
     // calls after this long; each held call is answered by its own deadline meanwhile.
     const f = this.failover;
-    setTimeout(() => {
-      if (this.failover === f) this.failoverEnded();
-    }, MAX_FAILOVER_HOLD_MS).unref();
+    unrefTimer(
+      setTimeout(() => {
+        if (this.failover === f) this.failoverEnded();
+      }, MAX_FAILOVER_HOLD_MS),
+    );
   }
 
   private masterSwitched(host: string, port: number): void {

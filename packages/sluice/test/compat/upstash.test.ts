@@ -309,7 +309,7 @@ describe("Ratelimit's own behaviour (documented by Upstash)", () => {
     );
     expect(() => new Ratelimit({ limiter, enableProtection: true })).toThrow(/enableProtection/);
     expect(() => new Ratelimit({ limiter, redis: {} as never })).toThrow(
-      /redis: must be an ioredis client/,
+      /redis: must be an @upstash\/redis client, an ioredis client/,
     );
     expect(() => Ratelimit.fixedWindow(1, "soon" as Duration)).toThrow(
       /window: must be a duration/,

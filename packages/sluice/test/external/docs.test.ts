@@ -23,6 +23,7 @@ const DOCS = [
   "docs/http.md",
   "docs/redis.md",
   "docs/platform.md",
+  "docs/runtimes.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];

@@ -159,9 +159,10 @@ void connectPolicies({ url: "http://sluice:8080", apiKey: "k", store: memoryStor
     }
   });
 
-  // Which entry points need @types/node: sluice, sluice/algorithms and sluice/http are
-  // Node-free in their types (a browser, Deno or edge project compiles them with `types: []`),
-  // sluice/hono needs only the DOM lib Hono itself needs; sluice/node, sluice/express,
+  // Which entry points need @types/node: sluice, sluice/algorithms, sluice/http and
+  // sluice/upstash are Node-free in their types (a browser, Deno or edge project compiles them
+  // with `types: []`), sluice/hono and sluice/durable-object need only the DOM lib (Request,
+  // Response; Workers' own types declare them too); sluice/node, sluice/express,
   // sluice/koa and sluice/fastify describe Node servers and need @types/node.
   const nodeFree: Array<[entry: string, lib: string[], program: string]> = [
     [
@@ -221,6 +222,21 @@ export const r: Promise<ThrottlerStorageRecord> = s.increment("k", 1000, 5, 1000
 import type { RedisClientLike } from "sluice";
 export const r = (redis: RedisClientLike) => new Ratelimit({ redis, limiter: Ratelimit.tokenBucket(5, "10 s", 10) });
 export const p: Promise<RatelimitResponse> = new Ratelimit({ limiter: Ratelimit.fixedWindow(5, "1m") }).limit("k", { rate: 2 });`,
+    ],
+    [
+      "sluice/upstash",
+      ["es2023"],
+      `import { upstashClient, upstashStore, type UpstashRedisLike } from "sluice/upstash";
+import type { RedisClientLike } from "sluice";
+export const s = (redis: UpstashRedisLike) => upstashStore({ redis, timeoutMs: 1000 });
+export const c = (redis: UpstashRedisLike): RedisClientLike => upstashClient(redis);`,
+    ],
+    [
+      "sluice/durable-object",
+      ["es2023", "dom"],
+      `import { SluiceDurableObject, durableObjectStore, type DurableObjectNamespaceLike } from "sluice/durable-object";
+export const s = (namespace: DurableObjectNamespaceLike) => durableObjectStore({ namespace, shards: 4 });
+export { SluiceDurableObject };`,
     ],
     [
       "sluice/hono",

@@ -11,6 +11,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import express from "express";
+import express4 from "express4";
 import Fastify from "fastify";
 import { Hono } from "hono";
 import Koa from "koa";
@@ -45,7 +46,7 @@ export interface Running {
 }
 
 export interface Harness {
-  readonly name: "node" | "express" | "fastify" | "koa" | "hono";
+  readonly name: "node" | "express" | "express4" | "fastify" | "koa" | "hono";
   start(options: HarnessOptions): Promise<Running>;
 }
 
@@ -93,6 +94,28 @@ function split<F>(o: HarnessOptions, fallback: F): { opts: RateLimitOptions<unkn
   };
 }
 
+/** The Express server of the table, on `make` (Express 5, or Express 4 under its alias). */
+function expressHarness(name: "express" | "express4", make: typeof express): Harness {
+  return {
+    name,
+    async start(o) {
+      const { opts } = split(o, (_req: express.Request, res: express.Response) => {
+        res.set("x-degraded", "1").send("degraded");
+      });
+      const app = make();
+      app.use(expressLimit(opts));
+      app.get("/", (_req, res) => void res.send("ok"));
+      app.get("/fail", (_req, res) => void res.status(500).send("fail"));
+      app.get("/hold", async (_req, res) => {
+        await holdGate.promise;
+        res.send("held");
+      });
+      app.get("/users/:id", (_req, res) => void res.send("user"));
+      return listen(createServer(app), o.host ?? "127.0.0.1");
+    },
+  };
+}
+
 export const harnesses: Harness[] = [
   {
     name: "node",
@@ -118,24 +141,9 @@ export const harnesses: Harness[] = [
       return listen(server, o.host ?? "127.0.0.1");
     },
   },
-  {
-    name: "express",
-    async start(o) {
-      const { opts } = split(o, (_req: express.Request, res: express.Response) => {
-        res.set("x-degraded", "1").send("degraded");
-      });
-      const app = express();
-      app.use(expressLimit(opts));
-      app.get("/", (_req, res) => void res.send("ok"));
-      app.get("/fail", (_req, res) => void res.status(500).send("fail"));
-      app.get("/hold", async (_req, res) => {
-        await holdGate.promise;
-        res.send("held");
-      });
-      app.get("/users/:id", (_req, res) => void res.send("user"));
-      return listen(createServer(app), o.host ?? "127.0.0.1");
-    },
-  },
+  expressHarness("express", express),
+  // Express 4 (the npm alias express4): the same adapter, the same table.
+  expressHarness("express4", express4),
   {
     name: "fastify",
     async start(o) {

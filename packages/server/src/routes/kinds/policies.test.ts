@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { ApiError } from "../errors.js";
-import type { PolicyDocument } from "../model.js";
-import { assertCanEditPolicy } from "./admin.js";
+import { ApiError } from "../../errors.js";
+import type { PolicyDocument } from "../../model.js";
+import { assertCanEditPolicy } from "./policies.js";
 
 const doc = (apps: string[]): PolicyDocument => ({
   name: "p",

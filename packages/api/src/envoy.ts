@@ -3,9 +3,11 @@
  * routes validate with them, `/openapi.json` shows them, the admin page takes its types from
  * them and test/api-answers.test.ts parses real answers with them.
  */
-import { ALGORITHMS } from "sluice";
+import { ALGORITHMS } from "sluice/algorithms";
 import { z } from "zod";
-import { ENVOY_UNITS } from "./config.js";
+
+/** The reference service's units, as its YAML writes them (case-insensitive there). */
+export const ENVOY_UNITS = ["second", "minute", "hour", "day", "week", "month", "year"] as const;
 
 const timestamp = z.string().meta({ description: "ISO 8601 time (UTC)." });
 const names = z.array(z.string());

@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { limitRequestSchema, plainLimitRequest } from "./api-schemas.js";
+import { limitRequestSchema } from "@sluice/api";
+import { plainLimitRequest } from "./limit-request.js";
 
 describe("plainLimitRequest (the decision route's shortcut)", () => {
   it("accepts only what limitRequestSchema accepts, as the same value", () => {

@@ -1,8 +1,9 @@
 /**
- * Request and response schemas of the HTTP API, in zod: requests are validated with them and
- * the OpenAPI document is generated from them.
+ * Request and answer schemas of the HTTP API, in zod: the service validates requests with them
+ * and generates `/openapi.json` from them; the console takes its types from them; and the
+ * server's test/api-answers.test.ts parses a real answer of every admin route with them.
  */
-import { ALGORITHMS } from "sluice";
+import { ALGORITHMS } from "sluice/algorithms";
 import {
   envoyCounterAnswerSchema,
   envoyCounterRequestSchema,
@@ -15,9 +16,9 @@ import {
   envoyImportResultSchema,
   envoyVersionListSchema,
   envoyVersionSchema,
-} from "./envoy/api-schemas.js";
+} from "./envoy.js";
 import { z } from "zod";
-import { APP_NAME, ROLES, USERNAME, policyDocumentSchema, ruleSchema } from "./model.js";
+import { APP_NAME, ROLES, USERNAME, policyDocumentSchema, ruleSchema } from "./documents.js";
 
 const positiveInt = z
   .number({ error: "must be a positive integer" })
@@ -39,29 +40,6 @@ export const limitRequestSchema = z.strictObject({
   key,
   cost: positiveInt.optional().meta({ description: "Units to charge (default 1)." }),
 });
-
-/**
- * The common shape of a `POST /v1/limit` body, recognised without zod: exactly `policy` and
- * `key` (1–128 and 1–4096 characters) and maybe a positive integer `cost`. Anything else
- * returns undefined, and the route validates with {@link limitRequestSchema}, which names every
- * problem. (A test checks that whatever this accepts, the schema accepts as the same value.)
- */
-export function plainLimitRequest(body: unknown): z.output<typeof limitRequestSchema> | undefined {
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined;
-  const b = body as { policy?: unknown; key?: unknown; cost?: unknown };
-  const { policy, key, cost } = b;
-  if (typeof policy !== "string" || policy.length === 0 || policy.length > 128) return undefined;
-  if (typeof key !== "string" || key.length === 0 || key.length > 4096) return undefined;
-  let fields = 2;
-  if (cost !== undefined) {
-    if (typeof cost !== "number" || !Number.isSafeInteger(cost) || cost <= 0) return undefined;
-    fields = 3;
-  }
-  for (const k in b)
-    if (--fields < 0 || (k !== "policy" && k !== "key" && k !== "cost")) return undefined;
-  if (fields !== 0 || Object.getPrototypeOf(b) !== Object.prototype) return undefined;
-  return cost === undefined ? { policy, key } : { policy, key, cost };
-}
 
 /** `POST /v1/limit/batch`. */
 export const batchRequestSchema = z.strictObject({

@@ -1,0 +1,86 @@
+/**
+ * The documents the API exchanges: a policy document (a sluice policy input plus the apps
+ * granted it and `enabled`) and its rules, and the names of apps, users and roles. The schemas
+ * describe; the service validates policy fields with sluice's own `definePolicy`.
+ */
+import { ALGORITHMS } from "sluice/algorithms";
+import { z } from "zod";
+
+/** Names of apps: letters, digits, `.`, `_`, `-`; 1–64 characters. */
+export const APP_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+/** Usernames: letters, digits, `.`, `_`, `-`, `@`; 1–64 characters. */
+export const USERNAME = /^[A-Za-z0-9._@-]{1,64}$/;
+/** Admin roles: `viewer` reads, `owner` edits the policies granted to its apps, `admin` does everything. */
+export const ROLES = ["viewer", "owner", "admin"] as const;
+/** An admin role, see {@link ROLES}. */
+export type Role = (typeof ROLES)[number];
+
+const duration = z.union([z.number().int().positive(), z.string()]).meta({
+  description: 'Milliseconds, or a string such as "500ms", "1s", "1m", "1h", "1d".',
+});
+
+/** Schema of a rule (documentation; values are checked by sluice's `definePolicy`). */
+export const ruleSchema = z.strictObject({
+  limit: z
+    .number()
+    .int()
+    .positive()
+    .meta({ description: "Requests (cost units) per period; for concurrency, leases in flight." }),
+  period: duration,
+  burst: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .meta({ description: "gcra and token-bucket: bucket capacity (default: limit)." }),
+});
+
+/** An app's name. */
+export const appNameSchema = z
+  .string({ error: "must be a string" })
+  .regex(APP_NAME, { error: "must be 1–64 letters, digits, '.', '_' or '-'" });
+
+/** Schema of a policy document as the admin API, YAML files and the database hold it. */
+export const policyDocumentSchema = z.strictObject({
+  name: z
+    .string()
+    .meta({ description: "Unique name: letters, digits, '.', '_', '-', ':' (1–128)." }),
+  description: z.string().max(2000).optional(),
+  algorithm: z.enum(ALGORITHMS).optional().meta({ description: "Default gcra." }),
+  rules: z.array(ruleSchema).min(1).max(16),
+  blockDuration: duration.optional(),
+  onStoreError: z.enum(["allow", "deny", "insurance"]).optional(),
+  insuranceInstances: z.number().int().positive().optional(),
+  shadow: z
+    .boolean()
+    .optional()
+    .meta({ description: "Allow everything, but report what would have been denied." }),
+  resetOnBlock: z.boolean().optional().meta({
+    description: "With blockDuration: the denial that starts a block forgets the key's counts.",
+  }),
+  windowStart: z.enum(["aligned", "first-request"]).optional().meta({
+    description:
+      "fixed-window: windows aligned to the clock (default) or opened by a key's first request.",
+  }),
+  lease: z
+    .union([
+      z.boolean(),
+      z.strictObject({
+        maxShare: z.number().gt(0).lte(1).optional(),
+        ttl: duration.optional(),
+        hotAfter: z.number().int().positive().optional(),
+      }),
+    ])
+    .optional()
+    .meta({
+      description:
+        "Redis counters: decide hot keys in memory from leases of capacity (docs/leases.md): true, or { maxShare, ttl, hotAfter }.",
+    }),
+  apps: z
+    .array(appNameSchema)
+    .optional()
+    .meta({ description: "Apps granted this policy (default none)." }),
+  enabled: z.boolean().optional().meta({
+    description: "A disabled policy allows every request without counting (default true).",
+  }),
+});

@@ -1,0 +1,179 @@
+/**
+ * A policy's stable limiter, as `PolicyClient.limiter(name)` hands it out: every call goes to
+ * the policy's current version (swapped in whole by the client), decided as the service decides
+ * (`decideLive`: enabled switch, draft in shadow), and counted for the client's reports.
+ */
+import type { Decision } from "../decision.js";
+import { type SluiceError, ValidationError } from "../errors.js";
+import {
+  type Lease,
+  type LimitOptions,
+  type Limiter,
+  type Reservation,
+  type SetCountOptions,
+  checkSettle,
+  leaseOf,
+} from "../limiter.js";
+import { type Policy, policyCapacity } from "../policy.js";
+import type { Store } from "../store.js";
+import {
+  type DecideLiveHooks,
+  type LivePolicy,
+  type ManagedPolicyDocument,
+  decideLive,
+  disabledDecision,
+} from "./live.js";
+
+/** A policy as the client enforces it. */
+export type Live = LivePolicy<ManagedPolicyDocument>;
+
+/** What a managed limiter asks of the client that made it. */
+export interface LimiterOwner {
+  /** The set in force (replaced whole, never changed in place). */
+  readonly live: ReadonlyMap<string, Live>;
+  /** The store every version decides on. */
+  readonly store: Store;
+  /** Told when a draft could not be evaluated. */
+  readonly hooks: DecideLiveHooks;
+  /** The error for a policy that is not granted (never a silent allow). */
+  notFound(name: string): SluiceError;
+}
+
+/** A policy's stable limiter: every call goes to the policy's current version. */
+export class ManagedLimiter implements Limiter {
+  /** Decisions since the last report, by `outcome|reason`. */
+  counts = new Map<string, number>();
+  /** The last version seen (its policy answers `policy` after a revocation). */
+  private last: Live;
+
+  constructor(
+    private readonly client: LimiterOwner,
+    readonly name: string,
+    first: Live,
+  ) {
+    this.last = first;
+  }
+
+  private current(): Live {
+    const live = this.client.live.get(this.name);
+    if (!live) throw this.client.notFound(this.name);
+    this.last = live;
+    return live;
+  }
+
+  /** The current version's policy (the last one seen when the policy is no longer granted). */
+  get policy(): Policy {
+    return (this.client.live.get(this.name) ?? this.last).policy;
+  }
+
+  get store(): Store {
+    return this.client.store;
+  }
+
+  ready(): Promise<void> {
+    return this.client.store.ready?.() ?? Promise.resolve();
+  }
+
+  tryLimitSync(key: string, options?: LimitOptions): Decision | undefined {
+    const live = this.current();
+    if (!live.enabled || live.draft !== undefined) return undefined;
+    const d = live.limiter.tryLimitSync(key, options);
+    if (d !== undefined) {
+      const k = `${d.allowed ? "allowed" : "denied"}|${d.reason ?? ""}`;
+      this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+    }
+    return d;
+  }
+
+  limit(key: string, options?: LimitOptions): Promise<Decision> {
+    let live: Live;
+    let cost: number;
+    try {
+      live = this.current();
+      cost = options?.cost ?? 1;
+      // The limiter checks key and cost; a disabled policy has no limiter call, so check here.
+      if (!live.enabled) checkInput(live.policy, key, cost);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return decideLive(live, key, cost, this.client.hooks).then((d) => {
+      const k = `${d.allowed ? "allowed" : "denied"}|${d.reason ?? ""}`;
+      this.counts.set(k, (this.counts.get(k) ?? 0) + 1);
+      return d;
+    });
+  }
+
+  peek(key: string, options?: LimitOptions): Promise<Decision> {
+    try {
+      const live = this.current();
+      if (!live.enabled) {
+        const cost = options?.cost ?? 1;
+        checkInput(live.policy, key, cost);
+        return Promise.resolve(disabledDecision(live.policy, cost));
+      }
+      return live.limiter.peek(key, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  async reset(key: string): Promise<void> {
+    await this.current().limiter.reset(key);
+  }
+
+  async refund(key: string, cost?: number): Promise<void> {
+    await this.current().limiter.refund(key, cost);
+  }
+
+  async acquire(key: string, options?: LimitOptions): Promise<Lease> {
+    const live = this.current();
+    if (live.policy.algorithm !== "concurrency") return live.limiter.acquire(key, options);
+    return leaseOf(await this.limit(key, options), (id) => this.release(key, id));
+  }
+
+  async release(key: string, leaseId: string): Promise<boolean> {
+    return this.current().limiter.release(key, leaseId);
+  }
+
+  async setCount(key: string, count: number, options?: SetCountOptions): Promise<void> {
+    await this.current().limiter.setCount(key, count, options);
+  }
+
+  async reserve(key: string, estimate: number): Promise<Reservation> {
+    const live = this.current();
+    if (live.enabled) return live.limiter.reserve(key, estimate);
+    checkInput(live.policy, key, estimate);
+    const decision = disabledDecision(live.policy, estimate);
+    return {
+      decision,
+      settle: async (actual: number) => checkSettle(actual),
+      cancel: async () => {},
+    };
+  }
+}
+
+/** The key and cost checks of a limiter, for a disabled policy (which calls none). */
+function checkInput(policy: Policy, key: unknown, cost: unknown): void {
+  if (typeof key !== "string" || key.length === 0)
+    throw new ValidationError("SLUICE_ERR_KEY", "Invalid key", [
+      {
+        path: "key",
+        message: `must be a non-empty string (got ${typeof key === "string" ? "an empty string" : typeof key})`,
+      },
+    ]);
+  if (typeof cost !== "number" || !Number.isInteger(cost) || cost <= 0)
+    throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
+      {
+        path: "cost",
+        message: `must be a positive integer (got ${typeof cost === "number" ? String(cost) : typeof cost})`,
+      },
+    ]);
+  const capacity = policyCapacity(policy);
+  if (cost > capacity)
+    throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
+      {
+        path: "cost",
+        message: `${cost} can never fit policy "${policy.name}", whose capacity is ${capacity}`,
+      },
+    ]);
+}
