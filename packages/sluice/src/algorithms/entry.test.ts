@@ -24,6 +24,7 @@ describe("sluice/algorithms", () => {
     expect(Object.keys(pure).sort()).toEqual([
       "ALGORITHMS",
       "ERROR_CODES",
+      "LEASE_ALGORITHMS",
       "SluiceError",
       "ValidationError",
       "algorithms",
