@@ -85,6 +85,19 @@ interface Held {
   /** A lease call is in flight; calls meanwhile wait. */
   busy: boolean;
   waiters: Waiter[];
+  /**
+   * The last denial from Redis, and until when (lease clock) it holds for its cost or more:
+   * a denial changes nothing in Redis, so the same request is denied until then (as the store's
+   * deny cache answers keys without a lease).
+   */
+  denied:
+    | {
+        readonly decision: StoreDecision;
+        readonly cost: number;
+        readonly at: number;
+        readonly until: number;
+      }
+    | undefined;
   /** Decisions since `since` (lease clock), for the next lease's size. */
   recent: number;
   since: number;
@@ -172,6 +185,7 @@ export class LeaseBook {
         grantedAt: now,
         busy: false,
         waiters: [],
+        denied: undefined,
         recent: policy.lease!.hotAfter,
         since: now - 1000,
         lastUse: now,
@@ -184,7 +198,7 @@ export class LeaseBook {
       const held = h;
       return new Promise((resolve, reject) => held.waiters.push({ cost, resolve, reject }));
     }
-    const local = this.spend(h, cost, now);
+    const local = this.spend(h, cost, now) ?? this.stillDenied(h, cost, now);
     if (local !== undefined) return local;
     return new Promise((resolve, reject) => this.refill(h!, { cost, resolve, reject }));
   }
@@ -197,12 +211,32 @@ export class LeaseBook {
     const h = this.held.get(policy.name)?.get(key);
     if (h === undefined || h.policy !== policy || h.busy) return undefined;
     const now = this.calls.now();
-    const d = this.spend(h, cost, now);
+    const d = this.spend(h, cost, now) ?? this.stillDenied(h, cost, now);
     if (d !== undefined) {
       h.recent++;
       h.lastUse = now;
     }
     return d;
+  }
+
+  /**
+   * The key's last denial, counted down, when it still holds for `cost` (no lease can cover it
+   * and Redis said no until then), else undefined.
+   */
+  private stillDenied(h: Held, cost: number, now: number): StoreDecision | undefined {
+    const dn = h.denied;
+    if (dn === undefined || cost < dn.cost) return undefined;
+    if (now >= dn.until || now < dn.at) {
+      h.denied = undefined;
+      return undefined;
+    }
+    const elapsed = Math.round(now - dn.at);
+    const rules = dn.decision.rules.map((r): RuleDecision => ({
+      ...r,
+      resetAfterMs: Math.max(0, r.resetAfterMs - elapsed),
+      retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
+    }));
+    return { allowed: false, rules, blockedForMs: 0, reason: "deny-cache" };
   }
 
   /** A decision from what `h` holds, or undefined when it cannot cover `cost`. */
@@ -319,7 +353,16 @@ export class LeaseBook {
             for (const r of d.rules) ttl = Math.min(ttl, r.resetAfterMs);
           h.expires = grantedAt + ttl;
           h.grantedAt = grantedAt;
-        } else first.resolve(d);
+        } else {
+          let retry = 0;
+          for (const r of d.rules) if (!r.allowed && r.retryAfterMs > retry) retry = r.retryAfterMs;
+          // Not for concurrency: a release, here or anywhere, frees a slot at any time (the
+          // store's deny cache leaves it out too).
+          if (retry > 0 && d.blockedForMs === 0 && !concurrency)
+            h.denied = { decision: d, cost: first.cost, at: now, until: now + retry };
+          first.resolve(d);
+        }
+        if (d.allowed) h.denied = undefined;
         this.serveWaiters(h);
       },
       (err: unknown) => {
@@ -344,7 +387,7 @@ export class LeaseBook {
     const now = this.calls.now();
     while (h.waiters.length > 0) {
       const w = h.waiters[0]!;
-      const d = this.spend(h, w.cost, now);
+      const d = this.spend(h, w.cost, now) ?? this.stillDenied(h, w.cost, now);
       if (d === undefined) {
         h.waiters.shift();
         this.refill(h, w);
@@ -407,6 +450,12 @@ export class LeaseBook {
     const h = this.held.get(policy.name)?.get(key);
     if (h === undefined || h.policy !== policy || this.calls.now() >= h.expires) return 0;
     return policy.algorithm === "concurrency" ? h.units - h.used : h.units;
+  }
+
+  /** A refund or forced charge of the key: a denial remembered no longer holds. */
+  changed(policy: Policy, key: string): void {
+    const h = this.held.get(policy.name)?.get(key);
+    if (h !== undefined) h.denied = undefined;
   }
 
   /** Forgets the key (after a reset: Redis no longer counts what was leased). */

@@ -337,6 +337,7 @@ export class RedisStore implements Store {
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
     this.forget(policy, key);
+    this.leases?.changed(policy, key);
     await this.enqueue(OP_ADJUST, policy, key, delta, "", false);
   }
 

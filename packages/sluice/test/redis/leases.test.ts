@@ -160,6 +160,28 @@ describe("one process", () => {
     expect(c.local).toBeGreaterThan(c.remote * 10);
   });
 
+  it("a hot key over its limit: denials are answered in memory until Redis's retry time, not one call each", async () => {
+    const limiter = createLimiter({
+      store,
+      policy: {
+        name: `ld${run}`,
+        algorithm: "fixed-window",
+        rules: [{ limit: 100, period: "24h" }],
+        lease: { hotAfter: 5 },
+      },
+    });
+    const first = await Promise.all(Array.from({ length: 300 }, () => limiter.limit("flood")));
+    expect(first.filter((d) => d.allowed)).toHaveLength(100);
+    calls = 0;
+    const flood = await Promise.all(Array.from({ length: 2000 }, () => limiter.limit("flood")));
+    expect(flood.filter((d) => d.allowed)).toHaveLength(0);
+    expect(flood.every((d) => d.retryAfterMs > 0)).toBe(true);
+    expect(calls).toBeLessThanOrEqual(2);
+    // A refund from this process lifts the remembered denial: the next request asks Redis.
+    await limiter.refund("flood", 1);
+    expect((await limiter.limit("flood")).allowed).toBe(true);
+  });
+
   it("cold keys (round robin over 20,000) take no lease", async () => {
     const limiter = createLimiter({
       store,
