@@ -117,7 +117,7 @@ export interface LeaseCounters {
   returned: number;
   /** Leases that ended with units unspent (given back at their end). */
   expired: number;
-  /** Decisions answered in memory from a lease. */
+  /** Decisions answered in memory: from a lease, or a denial Redis gave that still holds. */
   local: number;
   /** Decisions of leased policies answered by Redis. */
   remote: number;
@@ -236,6 +236,7 @@ export class LeaseBook {
       resetAfterMs: Math.max(0, r.resetAfterMs - elapsed),
       retryAfterMs: Math.max(0, r.retryAfterMs - elapsed),
     }));
+    this.counters.local++;
     return { allowed: false, rules, blockedForMs: 0, reason: "deny-cache" };
   }
 

@@ -187,6 +187,9 @@ const MIN_CHUNK = 4;
 /** How often leases are looked over: idle or expired ones give their units back (ms). */
 const LEASE_SWEEP_MS = 100;
 
+/** ioredis's message for a connection closed under a command or a connect. */
+const CONNECTION_CLOSED = "Connection is closed.";
+
 /** Longest a Sentinel failover holds calls back when the sentinels never say it ended (ms). */
 const MAX_FAILOVER_HOLD_MS = 10_000;
 
@@ -252,6 +255,10 @@ export class RedisStore implements Store {
   private connectDeadline = 0;
   /** Set while a Sentinel failover is under way: calls wait for the new master. */
   private failover: { readonly since: number; to?: { host: string; port: number } } | undefined;
+  /** When (monotonic ms) the sentinels last announced a failover step; -Infinity before. */
+  private lastFailoverEvent = -Infinity;
+  /** The client's last error was a connect cut short ("Connection is closed."), not by its user. */
+  private connectCut = false;
   /** Fires when the first held call is due (see `hold`). */
   private holdTimer: Deadline | undefined;
   private readyWaiters: Array<{ resolve: () => void; reject: (err: StoreError) => void }> = [];
@@ -1097,6 +1104,8 @@ export class RedisStore implements Store {
   /** @internal The client's events (see redis-health.ts `followClient`). */
   onClientEvent(event: ClientEvent, err?: Error): void {
     if (this.closed) return;
+    if (event === "error" || event === "ready")
+      this.connectCut = err?.message === CONNECTION_CLOSED;
     if (event === "ready") {
       if (!this.connected) {
         this.connected = true;
@@ -1111,6 +1120,19 @@ export class RedisStore implements Store {
       this.reopen();
     } else if (event === "refresh") {
       this.breakers.retryNow();
+    } else if (
+      event === "end" &&
+      this.connectCut &&
+      this.connected &&
+      monoNow() - this.lastFailoverEvent < MAX_FAILOVER_HOLD_MS
+    ) {
+      // ioredis's own failover detector (`failoverDetector: true`) disconnects the client on
+      // `+switch-master`; when that lands while the client is reconnecting through the
+      // sentinels (its master crashed), the connect in flight fails with "Connection is
+      // closed." and the client ends for good (ioredis 5). Neither the store nor the client's
+      // user closed it (a user's `disconnect()` emits no such error): connect again.
+      this.connectCut = false;
+      this.o.client.connect?.().catch(() => undefined);
     } else if (!this.connected && this.connectError === undefined) {
       // Before the first connection: an address where nothing listens fails at once; a server
       // that is slow to answer is waited for (connectTimeoutMs).
@@ -1133,6 +1155,7 @@ export class RedisStore implements Store {
   }
 
   private failoverStarted(): void {
+    this.lastFailoverEvent = monoNow();
     if (this.closed || this.failover !== undefined) return;
     this.failover = { since: monoNow() };
     // A failover that never ends (the sentinels gave up without saying so) stops holding
@@ -1146,6 +1169,7 @@ export class RedisStore implements Store {
   }
 
   private masterSwitched(host: string, port: number): void {
+    this.lastFailoverEvent = monoNow();
     if (this.closed) return;
     const f = this.failover ?? { since: monoNow() };
     f.to = { host, port };
