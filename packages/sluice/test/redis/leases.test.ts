@@ -193,6 +193,22 @@ describe("one process", () => {
     expect(store.leaseCounters!.taken).toBe(taken);
   });
 
+  it("a hot key among a flood of cold keys (20,000) still takes its lease", async () => {
+    await oldEpoch("x");
+    const limiter = createLimiter({
+      store,
+      policy: { ...policyFor("gcra", `lf${run}`, 1_000_000), lease: true },
+    });
+    const taken = store.leaseCounters?.taken ?? 0;
+    for (let i = 0; i < 20_000; i += 500)
+      await Promise.all([
+        ...Array.from({ length: 500 }, (_, j) => limiter.limit(`f${i + j}`)),
+        ...Array.from({ length: 10 }, () => limiter.limit("hot")),
+      ]);
+    expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
+    expect(limiter.tryLimitSync("hot")?.allowed).toBe(true);
+  });
+
   it("tryLimitSync answers from a lease, and says so when it cannot", async () => {
     const limiter = createLimiter({
       store,
