@@ -129,12 +129,12 @@ export class LeaseBook {
   private readonly held = new Map<string, Map<string, Held>>();
   /**
    * Keys on their way to a lease, by policy name: their decisions in the current second
-   * (`heatSecond` of this book's clock). The maps are dropped when the second changes, never
-   * pruned key by key: a Map used as a queue (delete the oldest, add the newest) makes V8 skip
+   * (`heatSecond` of this book's clock). The maps are dropped when the second changes or they
+   * hold {@link HEAT_KEYS} keys, never pruned key by key: a Map used as a queue (delete the oldest, add the newest) makes V8 skip
    * a growing run of deleted entries, which cost cold keys ~5 µs a decision.
    */
   private heat = new Map<string, Map<string, number>>();
-  /** Keys counted in the current second (at most {@link HEAT_KEYS}). */
+  /** Keys counted since the count last started again (at most {@link HEAT_KEYS}). */
   private heatSize = 0;
   private heatSecond = -1;
   private readonly heatOrigin: number;
@@ -406,7 +406,7 @@ export class LeaseBook {
   /**
    * True once a key has been decided `hotAfter` times within a second (the same second of this
    * book's clock). One map lookup and one write of a small integer: a cold key costs no more.
-   * At most {@link HEAT_KEYS} keys are counted in a second; later new keys wait for the next.
+   * At most {@link HEAT_KEYS} keys are counted at once: the next new key starts the count again.
    */
   private isHot(policy: string, key: string, hotAfter: number, now: number): boolean {
     if (hotAfter <= 1) return true;
@@ -420,7 +420,12 @@ export class LeaseBook {
     if (m === undefined) this.heat.set(policy, (m = new Map()));
     const n = (m.get(key) ?? 0) + 1;
     if (n === 1) {
-      if (this.heatSize >= HEAT_KEYS) return false;
+      if (this.heatSize >= HEAT_KEYS) {
+        // Full: counting starts again, so a hot key is counted again at once (a flood of new
+        // keys costs a fresh map every HEAT_KEYS of them, and blinds nothing).
+        this.heat = new Map([[policy, (m = new Map())]]);
+        this.heatSize = 0;
+      }
       this.heatSize++;
     }
     if (n < hotAfter) {

@@ -200,6 +200,8 @@ describe("one process", () => {
       policy: { ...policyFor("gcra", `lf${run}`, 1_000_000), lease: true },
     });
     const taken = store.leaseCounters?.taken ?? 0;
+    // More new keys at once than a node counts (10,000): counting must go on after them.
+    await Promise.all(Array.from({ length: 12_000 }, (_, j) => limiter.limit(`g${j}`)));
     // Each round: 500 new keys, then the hot key 25 times (more than `hotAfter` in the same
     // instant, so it is hot however slowly a busy machine runs the rounds).
     for (let i = 0; i < 20_000; i += 500)
