@@ -90,7 +90,7 @@ export function expressSnippet(doc: PolicyDoc): string {
     `// A copy of the policy "${doc.name}" as the service holds it now. Pointed at the Redis the`,
     `// service counts in (if it runs Redis counters), this app and the service use the same`,
     `// keys and count one limit; a service on memory counters counts apart. Changes made in the`,
-    `// console do not reach this copy: connectPolicies (below) follows them in this process.`,
+    `// console do not reach this copy: the connectPolicies snippet follows them in this process.`,
     `const limiter = createLimiter({`,
     `  store: redisStore({ client: new Redis(process.env.REDIS_URL) }),`,
     `  policy: ${ts(libraryPolicy(doc))},`,

@@ -303,7 +303,7 @@ describe("the console in Chromium", () => {
     expect(express).not.toContain("on the service's Redis");
     // A copy does not follow the console: the snippet says so and names connectPolicies, which
     // does, and the next snippet is that program.
-    expect(express).toContain("connectPolicies (below) follows them");
+    expect(express).toContain("the connectPolicies snippet follows them");
     const connect = (await page.textContent("#snippet-express-connect")) ?? "";
     expect(connect).toContain("await connectPolicies({");
     expect(connect).toContain(`url: "${base}"`);

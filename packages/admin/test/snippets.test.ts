@@ -29,7 +29,7 @@ afterEach(() => vi.unstubAllGlobals());
 
 describe("the console's Express snippets", () => {
   it("the library snippet points at connectPolicies, which follows the console", () => {
-    expect(expressSnippet(doc)).toMatch(/connectPolicies \(below\) follows them/);
+    expect(expressSnippet(doc)).toMatch(/the connectPolicies snippet follows them/);
     const connect = expressConnectSnippet(doc.name);
     expect(connect).toContain(`url: "http://127.0.0.1:8080"`);
     expect(connect).toContain(`policies.limiter("api.search")`);
