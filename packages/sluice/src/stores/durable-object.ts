@@ -35,16 +35,19 @@ import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "
 import { type KeyState, adjustState, evaluate, releaseState, setCountState } from "../evaluate.js";
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
-import { ALGORITHM_CODES, identifierTag, slotOfTag } from "./redis-keys.js";
+import {
+  ALGORITHM_CODES,
+  OP_ADJUST,
+  OP_DECIDE,
+  OP_PEEK,
+  OP_RELEASE,
+  OP_RESET,
+  OP_SET,
+  identifierTag,
+  slotOfTag,
+} from "./redis-keys.js";
 
 // ─── the wire between the store and its objects ───
-
-const OP_DECIDE = 0;
-const OP_PEEK = 1;
-const OP_ADJUST = 2;
-const OP_RELEASE = 3;
-const OP_RESET = 4;
-const OP_SET = 5;
 
 /** One operation: [op, policy index, key, cost (delta, count), lease id or window (ms)]. */
 type WireOp = [op: number, policy: number, key: string, cost: number, extra: number];

@@ -12,6 +12,19 @@ import { sha1Base64url, utf8Bytes } from "../hash.js";
  * old algorithm's state.
  */
 
+/**
+ * The operation codes of the script (lua/sluice.lua), also the wire codes of the Durable
+ * Object store: one list for both.
+ */
+export const OP_DECIDE = 0;
+export const OP_PEEK = 1;
+export const OP_ADJUST = 2;
+export const OP_RELEASE = 3;
+export const OP_RESET = 4;
+export const OP_SET = 5;
+export const OP_LEASE = 6;
+export const OP_GIVE_BACK = 7;
+
 /** One-letter code of each algorithm, used in keys and in the script's arguments. */
 export const ALGORITHM_CODES: Readonly<Record<AlgorithmName, string>> = {
   gcra: "g",

@@ -5,7 +5,20 @@ import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "
 import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
-import { ALGORITHM_CODES, identifierTag, slotOfTag, tagForSlot } from "./redis-keys.js";
+import {
+  ALGORITHM_CODES,
+  OP_ADJUST,
+  OP_DECIDE,
+  OP_GIVE_BACK,
+  OP_LEASE,
+  OP_PEEK,
+  OP_RELEASE,
+  OP_RESET,
+  OP_SET,
+  identifierTag,
+  slotOfTag,
+  tagForSlot,
+} from "./redis-keys.js";
 import {
   Breakers,
   type ClientEvent,
@@ -127,16 +140,6 @@ interface ResolvedOptions {
   readonly heartbeatMs: number;
   readonly ttlPadMs: number;
 }
-
-/** The script's operation codes (see lua/sluice.lua). */
-const OP_DECIDE = 0;
-const OP_PEEK = 1;
-const OP_ADJUST = 2;
-const OP_RELEASE = 3;
-const OP_RESET = 4;
-const OP_SET = 5;
-const OP_LEASE = 6;
-const OP_GIVE_BACK = 7;
 
 /** One queued operation, waiting for its batch. */
 interface Pending {
