@@ -22,7 +22,7 @@ import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
-import { MemoryStore } from "../stores/memory.js";
+import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
 import { counterPolicy, countOf, policyName, storeOf } from "./shared.js";
 
@@ -83,6 +83,9 @@ const OPTION_KEYS: { readonly [K in keyof Required<SluiceStoreOptions>]: true } 
 /** express-rate-limit's default `windowMs` (one minute), used before `init`. */
 const DEFAULT_WINDOW_MS = 60_000;
 
+/** Slots of the table of windows' end Dates (a power of 2). */
+const DATE_SLOTS = 1024;
+
 /** Most keys remembered as denied-but-not-counted (for `skipFailedRequests` with `algorithm`). */
 const MAX_UNCOUNTED = 10_000;
 
@@ -100,6 +103,12 @@ export class SluiceStore {
   /** Whether `store` is this store's own memory store (which `resetAll` may replace). */
   private readonly ownMemory: boolean;
   private limiter: Limiter | undefined;
+  /** The memory store when it counts (no `algorithm`): increments take its counting path. */
+  private counter: MemoryStore | undefined;
+  /** Window ends' Dates, by end (see {@link dateOf}). */
+  private readonly dates = new Array<Date | undefined>(DATE_SLOTS).fill(undefined);
+  /** What the counting path answers (reused). */
+  private readonly count: WindowCount = { allowed: true, count: 0, resetAfterMs: 0, nowMs: 0 };
   private windowMs = 0;
   /** With `algorithm` and `skipFailedRequests`: keys' denied hits, which a decrement must not refund. */
   private uncounted: Map<string, number> | undefined;
@@ -140,6 +149,7 @@ export class SluiceStore {
     this.store = store;
     this.ownMemory = own;
     this.localKeys = this.store.kind === "memory";
+    this.counter = this.counterOf(store);
   }
 
   /** Called by express-rate-limit with its options: builds the policy from `windowMs` (and `limit`). */
@@ -199,6 +209,13 @@ export class SluiceStore {
 
   /** Counts a hit (or, with `algorithm`, decides it) and answers the client's count. */
   async increment(key: string): Promise<ClientRateLimitInfo> {
+    const counter = this.counter;
+    if (counter !== undefined && typeof key === "string" && key !== "") {
+      // In memory: the store's counting path (the same count, no decision to build).
+      const c = this.count;
+      counter.countSync((this.limiter ?? this.ready()).policy, key, 1, c);
+      return { totalHits: c.count, resetTime: this.dateOf(c.nowMs + c.resetAfterMs) };
+    }
     const limiter = this.ready();
     // In memory, decided at once (no promise to wait for).
     const d = isSyncStore(this.store)
@@ -242,6 +259,7 @@ export class SluiceStore {
         ]),
       );
     this.store = new MemoryStore();
+    this.counter = this.counterOf(this.store);
     this.uncounted?.clear();
     if (this.limiter)
       this.limiter = createLimiter({
@@ -271,6 +289,26 @@ export class SluiceStore {
         message: "pass it to express-rate-limit's rateLimit({ store }), which calls init(options)",
       },
     ]);
+  }
+
+  /**
+   * The `Date` of epoch ms `ms`, shared with the calls whose windows end then, as
+   * express-rate-limit's MemoryStore shares one per client (the middleware copies it before
+   * changing it): a key counted many times in its window gets the same one back, not a new one
+   * per hit. One per slot of a small table by `ms`.
+   */
+  private dateOf(ms: number): Date {
+    const slot = ms & (DATE_SLOTS - 1);
+    const d = this.dates[slot];
+    if (d !== undefined && d.getTime() === ms) return d;
+    const fresh = new Date(ms);
+    this.dates[slot] = fresh;
+    return fresh;
+  }
+
+  /** `store` when increments may take its counting path: a memory store, counting. */
+  private counterOf(store: Store): MemoryStore | undefined {
+    return store instanceof MemoryStore && this.options.algorithm === undefined ? store : undefined;
   }
 
   private info(totalHits: number, ms: number): ClientRateLimitInfo {

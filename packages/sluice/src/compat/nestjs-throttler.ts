@@ -19,10 +19,11 @@
  * storage's window, opened by a key's first hit: a first-request `fixed-window` count under
  * `<prefix>:<throttler name>:window`. Differences that remain: docs/migrating.md.
  */
+import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
-import { MemoryStore } from "../stores/memory.js";
+import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClientLike } from "../stores/redis.js";
 import { counterPolicy, policyName, storeOf } from "./shared.js";
 
@@ -55,8 +56,11 @@ export interface SluiceThrottlerStorageOptions {
 interface Throttle {
   readonly hits: Limiter;
   readonly window: Limiter;
-  /** The same limiters when the store decides in this process (no promise per call). */
-  readonly sync: { readonly hits: SyncLimiter; readonly window: SyncLimiter } | undefined;
+  /**
+   * The same when the store decides in this process (no promise per call): the hits' limiter,
+   * and the memory store that counts the window.
+   */
+  readonly sync: { readonly hits: SyncLimiter; readonly counter: MemoryStore } | undefined;
   readonly blockMs: number;
   readonly ttlMs: number;
 }
@@ -82,6 +86,8 @@ export class SluiceThrottlerStorage {
     | { ttl: number; limit: number; blockDuration: number; name: string; throttle: Throttle }
     | undefined;
   private lastError: unknown;
+  /** What the window's counting path answers (reused). */
+  private readonly count: WindowCount = { allowed: true, count: 0, resetAfterMs: 0, nowMs: 0 };
   private readonly onError = (err: unknown): void => {
     this.lastError = err;
   };
@@ -112,14 +118,24 @@ export class SluiceThrottlerStorage {
     throttlerName: string,
   ): Promise<ThrottlerStorageRecord> {
     const t = this.throttle(ttl, limit, blockDuration, throttlerName);
-    // In memory, decided at once; in Redis, asked in one tick: one script call for both.
-    const [d, w] =
-      t.sync !== undefined
-        ? [t.sync.hits.limitSync(key), t.sync.window.limitSync(key)]
-        : await Promise.all([t.hits.limit(key), t.window.limit(key)]);
-    if (d.reason === "store-error" || w.reason === "store-error")
+    let d: Decision;
+    let windowMs: number;
+    if (t.sync !== undefined && typeof key === "string" && key !== "") {
+      // In memory, decided at once; the window counted on the store's counting path.
+      d = t.sync.hits.limitSync(key);
+      t.sync.counter.countSync(t.window.policy, key, 1, this.count);
+      windowMs = this.count.resetAfterMs;
+    } else {
+      // In Redis, asked in one tick: one script call for both.
+      const [h, w] = await Promise.all([t.hits.limit(key), t.window.limit(key)]);
+      if (w.reason === "store-error")
+        throw this.lastError ?? new Error("SluiceThrottlerStorage: the store failed");
+      d = h;
+      windowMs = w.resetAfterMs;
+    }
+    if (d.reason === "store-error")
       throw this.lastError ?? new Error("SluiceThrottlerStorage: the store failed");
-    const timeToExpire = Math.ceil(w.resetAfterMs / 1000);
+    const timeToExpire = Math.ceil(windowMs / 1000);
     const used = d.limit - d.remaining;
     if (d.allowed) return { totalHits: used, timeToExpire, isBlocked: false, timeToBlockExpire: 0 };
     if (t.blockMs <= 0) {
@@ -203,10 +219,11 @@ export class SluiceThrottlerStorage {
       policy: counterPolicy(policyName(`${base}:window`, "throttler name", subject), ttlMs),
       onError: this.onError,
     });
+    const store = this.store;
     t = {
       hits,
       window,
-      sync: isSync(hits) && isSync(window) ? { hits, window } : undefined,
+      sync: isSync(hits) && store instanceof MemoryStore ? { hits, counter: store } : undefined,
       blockMs,
       ttlMs,
     };

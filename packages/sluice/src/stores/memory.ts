@@ -4,6 +4,7 @@ import {
   type ResolvedRule,
   type Step,
   concurrency,
+  fixedWindowFromFirstRequest,
 } from "../algorithms/index.js";
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
@@ -30,6 +31,21 @@ export interface MemoryStoreOptions {
    * blocked, or its last unit taken) only when no other is left. Default 1,000,000.
    */
   maxKeys?: number;
+}
+
+/**
+ * What {@link MemoryStore.countSync} answers: a first-request `fixed-window` key's count after
+ * the charge, and when its window ends. @internal
+ */
+export interface WindowCount {
+  /** Whether the charge was taken (false: it would pass the limit; nothing was counted). */
+  allowed: boolean;
+  /** Units counted in the key's window (with this charge, when allowed). */
+  count: number;
+  /** Until the window ends (ms). */
+  resetAfterMs: number;
+  /** The store's clock when it decided (epoch ms). */
+  nowMs: number;
 }
 
 /**
@@ -458,6 +474,64 @@ export class MemoryStore implements SyncStore {
     return this.run(policy, key, cost, false);
   }
 
+  /**
+   * {@link decideSync} for a first-request `fixed-window` policy of one rule without penalty
+   * (how the drop-in faces count), told as the key's count and window instead of a decision:
+   * the same state and outcome, without building the decision's objects. Another policy is
+   * decided by {@link decideSync} and told the same way. The answer is written to `out` (one
+   * object per caller, reused: no allocation per call). @internal
+   */
+  countSync(policy: Policy, key: string, cost: number, out: WindowCount): void {
+    const nowMs = this.now();
+    const sp = this.space(policy);
+    const rule = policy.rules[0]!;
+    if (
+      sp instanceof FixedSpace &&
+      sp.alg === fixedWindowFromFirstRequest &&
+      sp.blockAt < 0 &&
+      policy.rules.length === 1 &&
+      cost > 0
+    ) {
+      // fixedWindowFromFirstRequest.decide on the slot, in place (state [start, count]).
+      let offset = sp.get(key);
+      const from = sp.found;
+      const at = sp.rulesAt;
+      const period = rule.periodMs;
+      let start = nowMs;
+      let count = 0;
+      if (offset !== undefined && sp.live(offset, nowMs)) {
+        const s = sp.data[offset + at]!;
+        if (nowMs < s + period) {
+          // (NaN, no state, fails the test.)
+          start = s;
+          count = sp.data[offset + at + 1]!;
+        }
+      }
+      const used = count + cost;
+      if (used <= rule.limit) {
+        const resetAfterMs = start + period - nowMs;
+        const to = classOfRule(rule.limit - used, rule.limit);
+        if (offset === undefined) offset = this.insert(sp, key, nowMs, to);
+        else sp.classify(key, offset, from, to);
+        const data = sp.data; // insert may have grown it
+        data[offset] = nowMs + resetAfterMs;
+        data[offset + at] = start;
+        data[offset + at + 1] = used;
+        out.allowed = true;
+        out.count = used;
+        out.resetAfterMs = resetAfterMs;
+        out.nowMs = nowMs;
+        return;
+      }
+    }
+    const sd = this.run(policy, key, cost, true, nowMs);
+    const r = sd.rules[0]!;
+    out.allowed = sd.allowed;
+    out.count = r.limit - r.remaining;
+    out.resetAfterMs = Math.max(r.resetAfterMs, sd.blockedForMs);
+    out.nowMs = nowMs;
+  }
+
   adjustSync(policy: Policy, key: string, delta: number): void {
     const nowMs = this.now();
     const sp = this.space(policy);
@@ -549,8 +623,13 @@ export class MemoryStore implements SyncStore {
     return Promise.resolve();
   }
 
-  private run(policy: Policy, key: string, cost: number, commit: boolean): StoreDecision {
-    const nowMs = this.now();
+  private run(
+    policy: Policy,
+    key: string,
+    cost: number,
+    commit: boolean,
+    nowMs = this.now(),
+  ): StoreDecision {
     const sp = this.space(policy);
     if (sp instanceof FixedSpace) {
       if (sp.blockAt < 0 && policy.rules.length === 1)
@@ -561,19 +640,10 @@ export class MemoryStore implements SyncStore {
     const from = sp.found;
     const current = entry !== undefined && entry.e > nowMs ? entry.s : undefined;
     const leaseId = policy.algorithm === "concurrency" && commit ? ++this.leaseSeq : 0;
-    if (policy.rules.length === 1 && policy.blockMs === 0)
-      return this.runSingleVar(
-        sp,
-        policy.rules[0]!,
-        key,
-        entry,
-        from,
-        current,
-        cost,
-        commit,
-        nowMs,
-        leaseId,
-      );
+    // One rule, and no penalty block in force (a policy with a penalty whose key is not
+    // blocked decides as one without, until a denial starts the block).
+    if (policy.rules.length === 1 && (current === undefined || !(current.blockUntil > nowMs)))
+      return this.runSingleVar(sp, policy, key, entry, from, current, cost, commit, nowMs, leaseId);
     const ev = evaluate(policy, current, nowMs, cost, commit, leaseId);
     if (commit) {
       const to = classOf(sp.alg, policy, ev);
@@ -638,10 +708,13 @@ export class MemoryStore implements SyncStore {
     };
   }
 
-  /** {@link runSingle} for sliding-log and concurrency: the key's entry is updated in place. */
+  /**
+   * {@link runSingle} for sliding-log and concurrency, the key not blocked: the key's entry is
+   * updated in place. A denial starts the policy's penalty block, as {@link evaluate} does.
+   */
   private runSingleVar(
     sp: VarSpace,
-    rule: ResolvedRule,
+    policy: Policy,
     key: string,
     entry: Entry | undefined,
     from: KeyClass,
@@ -652,6 +725,7 @@ export class MemoryStore implements SyncStore {
     leaseId: number,
   ): StoreDecision {
     const alg = sp.alg;
+    const rule = policy.rules[0]!;
     let step: Step;
     if (leaseId > 0) step = concurrency.decide(current?.states[0], nowMs, rule, cost, leaseId);
     else if (commit && cost > 0 && "decideInPlace" in alg) {
@@ -670,6 +744,8 @@ export class MemoryStore implements SyncStore {
         return { allowed: true, rules: [ruleDecision(rule, step)], blockedForMs: 0 };
       }
     } else step = alg.decide(current?.states[0], nowMs, rule, cost);
+    if (!step.allowed && commit && policy.blockMs > 0)
+      return this.blockVar(sp, policy, key, entry, from, current, step, nowMs);
     const rules = [ruleDecision(rule, step)];
     if (!commit || cost <= 0) return { allowed: step.allowed, rules, blockedForMs: 0 };
     if (!step.allowed) {
@@ -688,6 +764,33 @@ export class MemoryStore implements SyncStore {
     return leaseId > 0
       ? { allowed: true, rules, blockedForMs: 0, leaseId: String(leaseId) }
       : { allowed: true, rules, blockedForMs: 0 };
+  }
+
+  /**
+   * A denial of a one-rule policy with a penalty (sliding-log, concurrency) starts the block,
+   * as {@link evaluate} does: the counts are kept (forgotten with `resetOnBlock`, which also
+   * caps the rule's wait at the block) and the key waits `blockMs`.
+   */
+  private blockVar(
+    sp: VarSpace,
+    policy: Policy,
+    key: string,
+    entry: Entry | undefined,
+    from: KeyClass,
+    current: KeyState | undefined,
+    step: Step,
+    nowMs: number,
+  ): StoreDecision {
+    const blockMs = policy.blockMs;
+    const rule = policy.rules[0]!;
+    const capped = policy.resetOnBlock && step.retryAfterMs > blockMs;
+    const outcome = capped ? { ...step, retryAfterMs: blockMs } : step;
+    const next: KeyState = {
+      states: policy.resetOnBlock || current === undefined ? [undefined] : current.states,
+      blockUntil: nowMs + blockMs,
+    };
+    this.writeEntry(sp, key, entry, from, HELD, next, Math.max(step.ttlMs, blockMs), nowMs);
+    return { allowed: false, rules: [ruleDecision(rule, outcome)], blockedForMs: blockMs };
   }
 
   /** Several rules or a penalty over fixed-size state: evaluate() on the key's slot. */
