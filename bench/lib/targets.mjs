@@ -124,12 +124,17 @@ export const LIMITS = {
     const svc = r.service ?? {};
     const s = svc[t?.id === "service-sluiceMemory" ? "sluiceMemory" : "sluice"] ?? {};
     const f = svc.fastify ?? {};
+    const pct = (x) => (x?.rps && f.rps ? `${Math.round((100 * x.rps) / f.rps)}%` : "?");
     return (
       `This run: \`sluice serve\` ${fmtRate(s.rps)}/s (p50 ${s.p50 ?? "?"} ms) vs the bare route ` +
       `${fmtRate(f.rps)}/s (p50 ${f.p50 ?? "?"} ms). Per request the service authenticates the ` +
       `app's API key, validates the body, decides through the limiter, counts metrics and writes ` +
       `rate-limit headers; the bare route only parses the JSON body. autocannon, the servers and ` +
-      `Redis share the machine's cores: profile the server under load to see which step costs most.`
+      `Redis share the machine's cores: autocannon needs most of one to read these answers (six ` +
+      `rate-limit headers more than the bare route's), and the same server answers the Envoy JSON ` +
+      `door, whose answers are smaller, at ${pct(svc.json)} with Redis counters and ` +
+      `${pct(svc.jsonMemory)} with memory counters (POST /v1/limit: ${pct(svc.sluice)} and ` +
+      `${pct(svc.sluiceMemory)}). Profile the server under load to see which step costs most.`
     );
   },
   service: () => "",
