@@ -85,28 +85,13 @@ export function evaluate(
     return { allowed, rules, blockedForMs: 0, next, ttlMs: ttl, changed: commit && cost > 0 };
   }
   if (commit && policy.blockMs > 0) {
-    const until = nowMs + policy.blockMs;
-    if (policy.resetOnBlock) {
-      // The counts are gone: no rule makes the key wait longer than the block.
-      for (let i = 0; i < n; i++) {
-        const r = rules[i]!;
-        if (r.retryAfterMs > policy.blockMs) rules[i] = { ...r, retryAfterMs: policy.blockMs };
-      }
-    }
-    const next: KeyState = {
-      // resetOnBlock: the block replaces the counts (the key is fresh when it ends).
-      states:
-        policy.resetOnBlock || current === undefined
-          ? new Array<number[] | undefined>(n).fill(undefined)
-          : current.states,
-      blockUntil: until,
-    };
+    const block = startBlock(policy, current, nowMs, rules, ttl);
     return {
       allowed,
       rules,
       blockedForMs: policy.blockMs,
-      next,
-      ttlMs: Math.max(ttl, policy.blockMs),
+      next: block.next,
+      ttlMs: block.ttlMs,
       changed: true,
     };
   }
@@ -118,6 +103,35 @@ export function evaluate(
     ttlMs: ttl,
     changed: false,
   };
+}
+
+/**
+ * What a denial that starts the policy's penalty block leaves (`ttlMs`: the rules' own): the
+ * key blocked for `blockMs`, its counts kept — or, with `resetOnBlock`, forgotten (the key is
+ * fresh when the block ends), and then no rule in `rules` waits longer than the block (they
+ * are capped in place). Shared by {@link evaluate} and the memory store's one-rule path.
+ */
+export function startBlock(
+  policy: Policy,
+  current: KeyState | undefined,
+  nowMs: number,
+  rules: RuleOutcome[],
+  ttlMs: number,
+): { next: KeyState; ttlMs: number } {
+  const blockMs = policy.blockMs;
+  if (policy.resetOnBlock)
+    for (let i = 0; i < rules.length; i++) {
+      const r = rules[i]!;
+      if (r.retryAfterMs > blockMs) rules[i] = { ...r, retryAfterMs: blockMs };
+    }
+  const next: KeyState = {
+    states:
+      policy.resetOnBlock || current === undefined
+        ? new Array<number[] | undefined>(policy.rules.length).fill(undefined)
+        : current.states,
+    blockUntil: nowMs + blockMs,
+  };
+  return { next, ttlMs: Math.max(ttlMs, blockMs) };
 }
 
 /** Charge `delta` to every rule unconditionally. Returns the new state and its TTL. */

@@ -2,6 +2,7 @@ import {
   type Algorithm,
   type InPlaceAlgorithm,
   type ResolvedRule,
+  type RuleOutcome,
   type Step,
   concurrency,
   fixedWindowFromFirstRequest,
@@ -15,6 +16,7 @@ import {
   adjustState,
   evaluate,
   setCountState,
+  startBlock,
 } from "../evaluate.js";
 import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
@@ -492,7 +494,10 @@ export class MemoryStore implements SyncStore {
       policy.rules.length === 1 &&
       cost > 0
     ) {
-      // fixedWindowFromFirstRequest.decide on the slot, in place (state [start, count]).
+      // fixedWindowFromFirstRequest.decide on the slot, in place (state [start, count]),
+      // written out: through the algorithm's decide (a Step and a state array per call) the
+      // express-rate-limit face ran at 0.76–0.81× of its peer against 0.95× this way.
+      // test/memory/fast-paths.test.ts holds the two to the same answers.
       let offset = sp.get(key);
       const from = sp.found;
       const at = sp.rulesAt;
@@ -766,11 +771,7 @@ export class MemoryStore implements SyncStore {
       : { allowed: true, rules, blockedForMs: 0 };
   }
 
-  /**
-   * A denial of a one-rule policy with a penalty (sliding-log, concurrency) starts the block,
-   * as {@link evaluate} does: the counts are kept (forgotten with `resetOnBlock`, which also
-   * caps the rule's wait at the block) and the key waits `blockMs`.
-   */
+  /** A denial of a one-rule policy with a penalty (sliding-log, concurrency) starts the block. */
   private blockVar(
     sp: VarSpace,
     policy: Policy,
@@ -781,16 +782,14 @@ export class MemoryStore implements SyncStore {
     step: Step,
     nowMs: number,
   ): StoreDecision {
-    const blockMs = policy.blockMs;
-    const rule = policy.rules[0]!;
-    const capped = policy.resetOnBlock && step.retryAfterMs > blockMs;
-    const outcome = capped ? { ...step, retryAfterMs: blockMs } : step;
-    const next: KeyState = {
-      states: policy.resetOnBlock || current === undefined ? [undefined] : current.states,
-      blockUntil: nowMs + blockMs,
+    const outcomes: RuleOutcome[] = [step];
+    const block = startBlock(policy, current, nowMs, outcomes, step.ttlMs);
+    this.writeEntry(sp, key, entry, from, HELD, block.next, block.ttlMs, nowMs);
+    return {
+      allowed: false,
+      rules: [ruleDecision(policy.rules[0]!, outcomes[0]!)],
+      blockedForMs: policy.blockMs,
     };
-    this.writeEntry(sp, key, entry, from, HELD, next, Math.max(step.ttlMs, blockMs), nowMs);
-    return { allowed: false, rules: [ruleDecision(rule, outcome)], blockedForMs: blockMs };
   }
 
   /** Several rules or a penalty over fixed-size state: evaluate() on the key's slot. */

@@ -130,8 +130,9 @@ export class LeaseBook {
   /**
    * Keys on their way to a lease, by policy name: their decisions in the current second
    * (`heatSecond` of this book's clock). The maps are dropped when the second changes or they
-   * hold {@link HEAT_KEYS} keys, never pruned key by key: a Map used as a queue (delete the oldest, add the newest) makes V8 skip
-   * a growing run of deleted entries, which cost cold keys ~5 µs a decision.
+   * hold {@link HEAT_KEYS} keys, never pruned key by key: a Map used as a queue (delete the
+   * oldest, add the newest) makes V8 skip a growing run of deleted entries, which cost cold
+   * keys ~5 µs a decision.
    */
   private heat = new Map<string, Map<string, number>>();
   /** Keys counted since the count last started again (at most {@link HEAT_KEYS}). */

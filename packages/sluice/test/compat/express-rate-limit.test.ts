@@ -18,14 +18,13 @@ import { Redis } from "ioredis";
 import { RedisStore } from "rate-limit-redis";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
 
 interface App {
   readonly url: string;
   readonly limiter: RateLimitRequestHandler;
-  /** Hits the store has taken back so far (`decrement` calls finished). */
-  takenBack(): number;
+  /** Resolves once the store has taken back `n` hits (`decrement` calls finished) in all. */
+  takenBack(n: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -34,10 +33,15 @@ async function app(store: Store, config: Partial<Options>): Promise<App> {
   // express-rate-limit takes a failed request back once its response has finished, which may
   // be after the client has read it: count the take-backs, for tests to wait for them.
   let takenBack = 0;
+  const waiting: Array<{ n: number; resolve: () => void }> = [];
   const decrement = store.decrement.bind(store);
   store.decrement = async (key: string) => {
     await decrement(key);
     takenBack++;
+    for (const w of waiting.splice(0)) {
+      if (takenBack >= w.n) w.resolve();
+      else waiting.push(w);
+    }
   };
   const limiter = rateLimit({
     windowMs: 10_000,
@@ -63,7 +67,8 @@ async function app(store: Store, config: Partial<Options>): Promise<App> {
   return {
     url: `http://127.0.0.1:${port}`,
     limiter,
-    takenBack: () => takenBack,
+    takenBack: (n) =>
+      takenBack >= n ? Promise.resolve() : new Promise((resolve) => waiting.push({ n, resolve })),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -104,18 +109,6 @@ async function hit(base: string, path = "/", user = "u1"): Promise<Seen> {
 async function passed(base: string): Promise<number> {
   const rs = await Promise.all(Array.from({ length: 100 }, () => hit(base)));
   return rs.filter((r) => r.status === 200).length;
-}
-
-/**
- * Waits (real timers, a few ms at a time) until `a` and `b` have taken back `want` hits each:
- * with `skipFailedRequests`, one per answer of status 400 or more.
- */
-async function takenBack(a: App, b: App, want: number): Promise<void> {
-  for (let i = 0; i < 2_000; i++) {
-    if (a.takenBack() >= want && b.takenBack() >= want) return;
-    await new Promise((r) => setTimeout(r, 1));
-  }
-  throw new Error(`express-rate-limit took back ${a.takenBack()} and ${b.takenBack()} of ${want}`);
 }
 
 /** Reset figures (seconds, or epoch seconds) of `got` taken from `want` when within 1 s. */
@@ -228,7 +221,10 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
                 const [x, y] = [await hit(a.url, o.path, o.user), await hit(b.url, o.path, o.user)];
                 expect(y, JSON.stringify(o)).toEqual(x);
                 // A failed request is taken back once its response has finished: let both land.
-                if (skipFailedRequests && x.status >= 400) await takenBack(a, b, ++failed);
+                if (skipFailedRequests && x.status >= 400) {
+                  failed++;
+                  await Promise.all([a.takenBack(failed), b.takenBack(failed)]);
+                }
                 compared++;
               }
             }
@@ -299,20 +295,13 @@ describe("SluiceStore with a sluice algorithm (sluice decides; no peer has it)",
 
   it("skipFailedRequests: a 429 taken back refunds nothing (denials are not counted)", async () => {
     const store = new SluiceStore({ algorithm: "sliding-log", prefix: "sl" });
-    // express-rate-limit takes a failed request back once its response has finished: count
-    // the takes-back that are done, and wait for the three 429s' before looking.
-    let takenBack = 0;
-    const decrement = store.decrement.bind(store);
-    store.decrement = async (key: string) => {
-      await decrement(key);
-      takenBack++;
-    };
     const b = await app(store, { limit: 2, windowMs: 60_000, skipFailedRequests: true });
     apps.push(b);
     expect((await hit(b.url)).status).toBe(200);
     expect((await hit(b.url)).status).toBe(200);
     for (let i = 0; i < 3; i++) expect((await hit(b.url)).status).toBe(429);
-    await waitFor(() => takenBack === 3, 5_000, 1);
+    // Taken back once each response has finished: wait for the three 429s' before looking.
+    await b.takenBack(3);
     expect((await hit(b.url)).status).toBe(429);
     expect(await store.get("u1")).toMatchObject({ totalHits: 2 });
   });
@@ -369,7 +358,10 @@ describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
     for (const [path, user] of script) {
       const [x, y] = [await hit(a.url, path, user), await hit(b.url, path, user)];
       expect(withinASecond(y, x), `${path} ${user}`).toEqual(x);
-      if (x.status >= 400) await takenBack(a, b, ++failed);
+      if (x.status >= 400) {
+        failed++;
+        await Promise.all([a.takenBack(failed), b.takenBack(failed)]);
+      }
     }
     await Promise.resolve(a.limiter.resetKey("u"));
     await Promise.resolve(b.limiter.resetKey("u"));

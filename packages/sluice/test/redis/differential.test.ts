@@ -9,17 +9,13 @@ import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   ALGORITHMS,
-  type AlgorithmName,
-  type Policy,
   type RedisStore,
-  type StoreDecision,
-  ValidationError,
-  definePolicy,
   memoryStore,
   policyCapacity,
   redisStore,
 } from "../../src/index.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { policyOfCase, storeCaseArb, strip } from "../store-cases.js";
 
 let server: RedisServer;
 let client: Redis;
@@ -39,78 +35,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const ruleArb = fc.record({
-  limit: fc.integer({ min: 1, max: 12 }),
-  period: fc.oneof(fc.integer({ min: 7, max: 5000 }), fc.constantFrom(1000, 60_000, 333, 1001)),
-  burstExtra: fc.integer({ min: -3, max: 6 }),
-});
-
-const caseArb = fc.record({
-  algorithm: fc.constantFrom<AlgorithmName>(...ALGORITHMS),
-  rules: fc.array(ruleArb, { minLength: 1, maxLength: 3 }),
-  block: fc.oneof(fc.constant(0), fc.integer({ min: 1, max: 3000 })),
-  /** For fixed-window: windows started by the first request. */
-  firstRequest: fc.boolean(),
-  /** With a block: the block forgets the counts. */
-  resetOnBlock: fc.boolean(),
-  ops: fc.array(
-    fc.oneof(
-      {
-        weight: 8,
-        arbitrary: fc.record({
-          kind: fc.constant("limit" as const),
-          dt: fc.integer({ min: 0, max: 700 }),
-          cost: fc.integer({ min: 1, max: 4 }),
-        }),
-      },
-      {
-        weight: 2,
-        arbitrary: fc.record({
-          kind: fc.constant("peek" as const),
-          dt: fc.integer({ min: 0, max: 700 }),
-        }),
-      },
-      {
-        weight: 2,
-        arbitrary: fc.record({
-          kind: fc.constant("adjust" as const),
-          dt: fc.integer({ min: 0, max: 700 }),
-          delta: fc.integer({ min: -4, max: 4 }).filter((d) => d !== 0),
-        }),
-      },
-      {
-        weight: 1,
-        arbitrary: fc.record({
-          kind: fc.constant("reset" as const),
-          dt: fc.integer({ min: 0, max: 3000 }),
-        }),
-      },
-      {
-        weight: 1,
-        arbitrary: fc.record({
-          kind: fc.constant("setCount" as const),
-          dt: fc.integer({ min: 0, max: 700 }),
-          count: fc.nat(15),
-          windowMs: fc.integer({ min: 1, max: 4000 }),
-        }),
-      },
-      {
-        weight: 2,
-        arbitrary: fc.record({
-          kind: fc.constant("release" as const),
-          dt: fc.integer({ min: 0, max: 700 }),
-          lease: fc.nat(5),
-        }),
-      },
-    ),
-    { minLength: 5, maxLength: 40 },
-  ),
-});
-
-function strip(d: StoreDecision): unknown {
-  return { allowed: d.allowed, rules: d.rules, blockedForMs: d.blockedForMs };
-}
-
 describe("differential: memory store vs Redis store", () => {
   it("identical decisions for random policies and operations", async () => {
     let t = 1_700_006_400_000;
@@ -124,38 +48,16 @@ describe("differential: memory store vs Redis store", () => {
       prefix: `df${run}:`,
     });
     await fc.assert(
-      fc.asyncProperty(caseArb, async (c) => {
-        const usesBurst = c.algorithm === "gcra" || c.algorithm === "token-bucket";
-        const rules = (c.algorithm === "concurrency" ? c.rules.slice(0, 1) : c.rules).map((r) => ({
-          limit: r.limit,
-          period: r.period,
-          ...(usesBurst ? { burst: Math.max(1, r.limit + r.burstExtra) } : {}),
-        }));
-        let policy: Policy;
-        try {
-          policy = definePolicy({
-            name: `d${++seq}`,
-            algorithm: c.algorithm,
-            rules,
-            ...(c.block > 0 ? { blockDuration: c.block } : {}),
-            ...(c.block > 0 && c.resetOnBlock && c.algorithm !== "concurrency"
-              ? { resetOnBlock: true }
-              : {}),
-            ...(c.firstRequest && c.algorithm === "fixed-window"
-              ? { windowStart: "first-request" as const }
-              : {}),
-          });
-        } catch (err) {
-          if (err instanceof ValidationError) return; // not a valid policy
-          throw err;
-        }
+      fc.asyncProperty(storeCaseArb, async (c) => {
+        const policy = policyOfCase(c, `d${++seq}`);
+        if (policy === undefined) return; // not a valid policy
         const cap = policyCapacity(policy);
         const mem = memoryStore({ now: () => t });
         const leases: { mem: string[]; redis: string[] } = { mem: [], redis: [] };
         const key = `key-${seq}`;
         for (const [i, op] of c.ops.entries()) {
           t += op.dt;
-          const where = `${policy.algorithm} ${JSON.stringify(rules)} block ${policy.blockMs}, op ${i} ${JSON.stringify(op)}`;
+          const where = `${policy.algorithm} ${JSON.stringify(policy.rules)} block ${policy.blockMs}, op ${i} ${JSON.stringify(op)}`;
           switch (op.kind) {
             case "limit": {
               const req = { policy, key, cost: Math.min(op.cost, cap) };
