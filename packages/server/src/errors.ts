@@ -1,5 +1,7 @@
 import { API_ERROR_CODES, type ApiErrorBody, type ApiErrorCode } from "@sluice/api";
-import type { ValidationIssue } from "sluice";
+import type { FastifyError } from "fastify";
+import type { Logger } from "pino";
+import { StoreError, type ValidationIssue, ValidationError } from "sluice";
 
 export { API_ERROR_CODES } from "@sluice/api";
 export type { ApiErrorBody, ApiErrorCode } from "@sluice/api";
@@ -178,4 +180,72 @@ export function databaseOutageMessage(err: unknown): string {
   return reason === undefined
     ? "the policy database is unavailable; retry later"
     : `the policy database is unavailable: ${reason}`;
+}
+
+const CLIENT_STATUS_CODES: Partial<Record<number, ApiErrorCode>> = {
+  401: "unauthorized",
+  404: "not_found",
+  413: "payload_too_large",
+  415: "unsupported_media_type",
+};
+
+/**
+ * Maps anything thrown in a request to an {@link ApiError}: caller mistakes are 4xx, never 500.
+ * `contentType` (the request's) names what was refused in a 415.
+ */
+export function toApiError(err: unknown, contentType?: string): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ValidationError) {
+    return new ApiError("invalid_request", err.message, { issues: [...err.issues], cause: err });
+  }
+  if (err instanceof StoreError)
+    return new ApiError("store_unavailable", "the counter store is unavailable; retry later", {
+      cause: err,
+    });
+  if (isDatabaseOutage(err))
+    return new ApiError("database_unavailable", databaseOutageMessage(err), { cause: err });
+  // Fastify's own 4xx (bad JSON, empty body, wrong content type, body too large…).
+  const fe = err as Partial<FastifyError> | undefined;
+  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return unsupportedMediaType(contentType);
+  const status = typeof fe?.statusCode === "number" ? fe.statusCode : 500;
+  if (status >= 400 && status < 500) {
+    const code = CLIENT_STATUS_CODES[status] ?? "invalid_request";
+    const message = fe?.message ?? "bad request";
+    return new ApiError(code, message, {
+      issues: code === "invalid_request" ? [{ path: "", message }] : undefined,
+      cause: err,
+    });
+  }
+  return new ApiError("internal", "internal error", { cause: err });
+}
+
+/** The 415 for a body whose type is not accepted, naming the type that was sent. */
+export function unsupportedMediaType(contentType: string | undefined): ApiError {
+  return new ApiError(
+    "unsupported_media_type",
+    `Content-Type ${contentType ? `"${contentType}"` : "(none)"} is not accepted: send JSON with Content-Type: application/json (or YAML with application/yaml to import policies)`,
+  );
+}
+
+/**
+ * Logs a request that failed with `e` (mapped from `err` by {@link toApiError}): the counter
+ * store's outage at warn, any other 5xx but a shutting-down node's at error; 4xx not here
+ * (the request line of {@link logRequest} says them).
+ */
+export function logRequestError(log: Logger, e: ApiError, err: unknown, url: string): void {
+  if (e.code === "store_unavailable") log.warn({ err, url }, "counter store unavailable");
+  else if (e.status >= 500 && e.code !== "shutting_down")
+    log.error({ err, url }, "request failed");
+}
+
+/** The one log line of an answered request: at info when it failed (4xx, 5xx), else at debug. */
+export function logRequest(
+  log: Logger,
+  method: string,
+  url: string,
+  status: number,
+  ms: number,
+): void {
+  if (status >= 400 || log.isLevelEnabled("debug"))
+    log[status >= 400 ? "info" : "debug"]({ method, url, status, ms: Math.round(ms) }, "request");
 }

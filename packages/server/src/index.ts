@@ -3,7 +3,7 @@
  * MySQL/MariaDB), admin API and CLI. Most users run the `sluice` command; this module is for
  * embedding and tests.
  */
-export { createService, buildApp, toApiError } from "./service.js";
+export { createService, buildApp } from "./service.js";
 export type { Service, ServiceContext, ServiceOptions } from "./service.js";
 export { loadConfig, configSchema, ConfigError, CONFIG_KEYS } from "./config.js";
 export type { ServerConfig, ConfigSources } from "./config.js";
@@ -32,7 +32,7 @@ export type {
 } from "./repository.js";
 export { Registry } from "./registry.js";
 export type { LivePolicy, LiveDraft } from "./registry.js";
-export { API_ERROR_CODES, ApiError } from "./errors.js";
+export { API_ERROR_CODES, ApiError, toApiError } from "./errors.js";
 export type { ApiErrorCode, ApiErrorBody } from "./errors.js";
 export { ROLES, policyDocumentSchema } from "@sluice/api";
 export type { Role } from "@sluice/api";

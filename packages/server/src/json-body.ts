@@ -8,7 +8,7 @@
 import type { FastifyInstance } from "fastify";
 import secureJson from "secure-json-parse";
 import type { ValidationIssue } from "sluice";
-import { ApiError, invalid } from "./errors.js";
+import { type ApiError, invalid } from "./errors.js";
 
 /**
  * How deep objects and arrays may nest in a body. Real documents nest a few levels (an Envoy
@@ -118,12 +118,4 @@ export function registerBodyParsers(app: FastifyInstance): void {
       done(err as ApiError, undefined);
     }
   });
-}
-
-/** The 415 for a body whose type is not accepted, naming the type that was sent. */
-export function unsupportedMediaType(contentType: string | undefined): ApiError {
-  return new ApiError(
-    "unsupported_media_type",
-    `Content-Type ${contentType ? `"${contentType}"` : "(none)"} is not accepted: send JSON with Content-Type: application/json (or YAML with application/yaml to import policies)`,
-  );
 }

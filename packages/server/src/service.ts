@@ -4,16 +4,16 @@
  */
 import Fastify, {
   type FastifyBaseLogger,
-  type FastifyError,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
   LogController,
 } from "fastify";
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
 import { type Logger, pino } from "pino";
 import type { Registry as MetricsRegistry } from "prom-client";
-import { type Policy, StoreError, ValidationError, createLimiter } from "sluice";
+import { type Policy, createLimiter } from "sluice";
 import { clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
@@ -23,17 +23,19 @@ import { withDeadline } from "./deadline.js";
 import {
   ApiError,
   type ApiErrorCode,
-  databaseOutageMessage,
   databaseOutageReason,
   isDatabaseOutage,
+  logRequest,
+  logRequestError,
+  toApiError,
 } from "./errors.js";
 import { counterChild, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
-import { registerBodyParsers, unsupportedMediaType } from "./json-body.js";
+import { registerBodyParsers } from "./json-body.js";
 import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
-import { decisionRoutes } from "./routes/decision.js";
+import { type FastRoute, decisionRoutes } from "./routes/decision.js";
 import { envoyJsonRoute } from "./routes/envoy.js";
 import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
 import { RateLimitService } from "./envoy/rls.js";
@@ -303,6 +305,8 @@ function readRestOfBody(raw: FastifyRequest["raw"], reply: FastifyReply): void {
 /** Builds the Fastify app with every route and the error mapping. */
 export function buildApp(ctx: ServiceContext): FastifyInstance {
   const { config } = ctx;
+  // `POST /v1/limit` is served before Fastify routes a request (see routes/decision.ts).
+  let fast: FastRoute | undefined;
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
     // One line per failed request (onResponse below) instead of two per request.
@@ -310,19 +314,27 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     bodyLimit: config.bodyLimit,
     // `request.ip` (in logs) through the same trusted-proxy walk as the sign-in limits.
     trustProxy: ctx.clientIp.fastifyTrust,
-    // Limits and timeouts (docs/server.md): a request must arrive whole — headers, then body —
-    // within its deadlines, or Node answers 408 and closes the connection.
-    requestTimeout: config.requestTimeoutMs,
-    keepAliveTimeout: config.keepAliveTimeoutMs,
-    http: {
-      headersTimeout: config.headersTimeoutMs,
-      requestTimeout: config.requestTimeoutMs,
-      // How often Node looks for requests past those deadlines (its default, 30 s, would let a
-      // slow client stay that much longer).
-      connectionsCheckingInterval: Math.max(
-        25,
-        Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
-      ),
+    serverFactory: (handler) => {
+      // Limits and timeouts (docs/server.md): a request must arrive whole — headers, then
+      // body — within its deadlines, or Node answers 408 and closes the connection. They are
+      // the server's, so they hold for the fast route too.
+      const server = createServer(
+        {
+          headersTimeout: config.headersTimeoutMs,
+          requestTimeout: config.requestTimeoutMs,
+          // How often Node looks for requests past those deadlines (its default, 30 s, would
+          // let a slow client stay that much longer).
+          connectionsCheckingInterval: Math.max(
+            25,
+            Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
+          ),
+        },
+        (req, res) => {
+          if (fast === undefined || !fast(req, res)) handler(req, res);
+        },
+      );
+      server.keepAliveTimeout = config.keepAliveTimeoutMs;
+      return server;
     },
     // While closing, requests that still arrive (on kept-alive connections) get our own 503
     // `shutting_down` body from the hook below, not Fastify's.
@@ -356,10 +368,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   app.setErrorHandler((err: unknown, req, reply) => {
     const e = toApiError(err, req.headers["content-type"]);
     if (REFUSED_BODY.has(e.code) && !req.raw.complete) readRestOfBody(req.raw, reply);
-    if (e.code === "store_unavailable")
-      req.log.warn({ err, url: req.url }, "counter store unavailable");
-    else if (e.status >= 500 && e.code !== "shutting_down")
-      req.log.error({ err, url: req.url }, "request failed");
+    logRequestError(req.log as Logger, e, err, req.url);
     for (const [k, v] of Object.entries(e.headers)) void reply.header(k, v);
     return reply.status(e.status).send(e.toBody());
   });
@@ -376,17 +385,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     done();
   });
   app.addHook("onResponse", (req, reply, done) => {
-    if (reply.statusCode >= 400 || ctx.logger.isLevelEnabled("debug")) {
-      req.log[reply.statusCode >= 400 ? "info" : "debug"](
-        {
-          method: req.method,
-          url: req.url,
-          status: reply.statusCode,
-          ms: Math.round(reply.elapsedTime),
-        },
-        "request",
-      );
-    }
+    logRequest(req.log as Logger, req.method, req.url, reply.statusCode, reply.elapsedTime);
     done();
   });
 
@@ -423,7 +422,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   const openapi = buildOpenApi();
   app.get("/openapi.json", () => openapi);
 
-  decisionRoutes(app, ctx);
+  fast = decisionRoutes(app, ctx, () => closing);
   envoyJsonRoute(app, ctx);
   policyRoutes(app, ctx);
   adminRoutes(app, ctx);
@@ -436,41 +435,4 @@ function readinessMessage(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
   const reason = isDatabaseOutage(err) ? databaseOutageReason(err) : undefined;
   return reason === undefined || reason === message ? message : `${reason} (${message})`;
-}
-
-const CLIENT_STATUS_CODES: Partial<Record<number, ApiErrorCode>> = {
-  401: "unauthorized",
-  404: "not_found",
-  413: "payload_too_large",
-  415: "unsupported_media_type",
-};
-
-/**
- * Maps anything thrown in a request to an {@link ApiError}: caller mistakes are 4xx, never 500.
- * `contentType` (the request's) names what was refused in a 415.
- */
-export function toApiError(err: unknown, contentType?: string): ApiError {
-  if (err instanceof ApiError) return err;
-  if (err instanceof ValidationError) {
-    return new ApiError("invalid_request", err.message, { issues: [...err.issues], cause: err });
-  }
-  if (err instanceof StoreError)
-    return new ApiError("store_unavailable", "the counter store is unavailable; retry later", {
-      cause: err,
-    });
-  if (isDatabaseOutage(err))
-    return new ApiError("database_unavailable", databaseOutageMessage(err), { cause: err });
-  // Fastify's own 4xx (bad JSON, empty body, wrong content type, body too large…).
-  const fe = err as Partial<FastifyError> | undefined;
-  if (fe?.code === "FST_ERR_CTP_INVALID_MEDIA_TYPE") return unsupportedMediaType(contentType);
-  const status = typeof fe?.statusCode === "number" ? fe.statusCode : 500;
-  if (status >= 400 && status < 500) {
-    const code = CLIENT_STATUS_CODES[status] ?? "invalid_request";
-    const message = fe?.message ?? "bad request";
-    return new ApiError(code, message, {
-      issues: code === "invalid_request" ? [{ path: "", message }] : undefined,
-      cause: err,
-    });
-  }
-  return new ApiError("internal", "internal error", { cause: err });
 }

@@ -5,6 +5,7 @@
  * callers from here.
  */
 import type { FastifyRequest } from "fastify";
+import type { IncomingHttpHeaders } from "node:http";
 import type { ServiceContext } from "../context.js";
 import { ApiError } from "../errors.js";
 import type { Role } from "@sluice/api";
@@ -20,8 +21,13 @@ export interface Session {
 /** A 403 with its reason. */
 export const forbidden = (message: string): ApiError => new ApiError("forbidden", message);
 
+/** A request as far as authentication reads it: a Fastify request or a node:http one. */
+export interface Credentials {
+  readonly headers: IncomingHttpHeaders;
+}
+
 /** The bearer token of a request, or undefined. */
-export function bearer(req: FastifyRequest): string | undefined {
+export function bearer(req: Credentials): string | undefined {
   const h = req.headers.authorization;
   if (typeof h !== "string") return undefined;
   const m = /^Bearer\s+(\S+)\s*$/i.exec(h);
@@ -32,7 +38,7 @@ export function bearer(req: FastifyRequest): string | undefined {
  * Why a request carries no bearer token, in words: no `Authorization` header, or one with
  * another scheme (`Basic …`), or a `Bearer` with no token. `what` names the token expected.
  */
-export function missingBearer(req: FastifyRequest, what: string): string {
+export function missingBearer(req: Credentials, what: string): string {
   const h = req.headers.authorization;
   if (typeof h !== "string" || h.trim() === "")
     return `missing Authorization: send Authorization: Bearer <${what}>`;
@@ -43,7 +49,7 @@ export function missingBearer(req: FastifyRequest, what: string): string {
 }
 
 /** The app whose API key the request carries; 401 without a known key. */
-export function appOfRequest(req: FastifyRequest, registry: Registry): string {
+export function appOfRequest(req: Credentials, registry: Registry): string {
   const token = bearer(req);
   const name = token === undefined ? undefined : registry.appForKey(token);
   if (!name) {

@@ -2,7 +2,12 @@
  * The decision API for apps: `POST /v1/limit`, `/v1/limit/batch`, `/v1/peek`, `/v1/release`.
  * Apps authenticate with `Authorization: Bearer <api key>` and may use only the policies
  * granted to them. A policy's draft, when there is one, is evaluated in shadow beside it.
+ *
+ * `POST /v1/limit`, which apps call once per request they limit, is also served straight from
+ * node:http ({@link FastRoute}): the same validation, grant and cost checks, decision, headers,
+ * error bodies, metrics and log lines, without Fastify's routing, hooks and reply objects.
  */
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
@@ -12,25 +17,54 @@ import {
   peekRequestSchema,
   releaseRequestSchema,
 } from "@sluice/api";
-import { ApiError, invalid, parseOr400 } from "../errors.js";
+import {
+  ApiError,
+  invalid,
+  logRequest,
+  logRequestError,
+  parseOr400,
+  toApiError,
+} from "../errors.js";
+import { parseJsonBody } from "../json-body.js";
 import { plainLimitRequest } from "../limit-request.js";
 import { decisionHeaders } from "../headers.js";
 import type { LivePolicy } from "../registry.js";
 import type { ServiceContext } from "../context.js";
+import { counterChild } from "../metrics.js";
 import { trafficOutcome } from "../traffic/recorder.js";
-import { appOfRequest } from "./auth.js";
+import { appOfRequest, bearer } from "./auth.js";
 
 /** A decision as answered: the library's, or an "everything allowed" one for a disabled policy. */
-import { counterChild } from "../metrics.js";
 type Answer = Decision & { disabled?: true };
+
+/**
+ * A route served on node:http before Fastify sees the request. It answers true when it took
+ * the request (and will answer it), false — having read and written nothing — when Fastify
+ * should serve it as any other.
+ */
+export type FastRoute = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** The content type of every JSON answer, as Fastify writes it. */
+const JSON_TYPE = "application/json; charset=utf-8";
+
+/** The request content types the fast route takes (anything else goes to Fastify's parsers). */
+const FAST_BODY_TYPE = /^application\/json(\s*;\s*charset=utf-8)?$/i;
 
 /** The answer for a disabled policy: sluice's (allowed, nothing counted), flagged `disabled`. */
 export function disabledAnswer(policy: Policy, cost: number): Answer {
   return { ...disabledDecision(policy, cost), disabled: true };
 }
 
-/** Registers the decision routes. */
-export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void {
+/**
+ * Registers the decision routes, and returns `POST /v1/limit`'s {@link FastRoute}. `closing`
+ * tells whether the service is shutting down (the fast route then leaves every request to
+ * Fastify, which answers 503).
+ */
+export function decisionRoutes(
+  app: FastifyInstance,
+  ctx: ServiceContext,
+  closing: () => boolean = () => false,
+): FastRoute {
   const { registry, metrics, traffic } = ctx;
   const authApp = (req: FastifyRequest): string => appOfRequest(req, registry);
 
@@ -119,15 +153,19 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     return d;
   };
 
-  app.post("/v1/limit", async (req, reply) => {
-    const appName = authApp(req);
+  /** `POST /v1/limit` once the caller is known and its body parsed (both routes). */
+  const limit = async (appName: string, value: unknown): Promise<[LivePolicy, Answer]> => {
     const body =
-      plainLimitRequest(req.body) ??
-      parseOr400(limitRequestSchema, req.body, "Invalid limit request");
+      plainLimitRequest(value) ?? parseOr400(limitRequestSchema, value, "Invalid limit request");
     const live = granted(appName, body.policy, "policy");
     const cost = body.cost ?? 1;
     checkCost(live, cost, "cost");
-    return send(reply, live, await decide(live, body.key, cost, appName));
+    return [live, await decide(live, body.key, cost, appName)];
+  };
+
+  app.post("/v1/limit", async (req, reply) => {
+    const [live, d] = await limit(authApp(req), req.body);
+    return send(reply, live, d);
   });
 
   app.post("/v1/limit/batch", async (req) => {
@@ -177,4 +215,71 @@ export function decisionRoutes(app: FastifyInstance, ctx: ServiceContext): void 
     // `released: false`: the lease was unknown, already released or expired (nothing freed).
     return { released: await live.limiter.release(body.key, body.leaseId) };
   });
+
+  /** Answers a request the fast route took, whose body is `text`. */
+  const answer = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    appName: string,
+    text: string,
+    started: number,
+  ): Promise<void> => {
+    let status = 200;
+    let json: string;
+    const headers: string[] = [];
+    try {
+      const [live, d] = await limit(appName, parseJsonBody(text));
+      json = JSON.stringify(d);
+      if (!d.disabled)
+        for (const [name, value] of decisionHeaders(d, live.policy.algorithm, Date.now()))
+          headers.push(name.toLowerCase(), value);
+    } catch (err) {
+      const e = toApiError(err, req.headers["content-type"]);
+      logRequestError(ctx.logger, e, err, "/v1/limit");
+      status = e.status;
+      json = JSON.stringify(e.toBody());
+      for (const [name, value] of Object.entries(e.headers)) headers.push(name.toLowerCase(), value);
+    }
+    headers.push("content-type", JSON_TYPE, "content-length", String(Buffer.byteLength(json)));
+    res.writeHead(status, headers);
+    res.end(json);
+    logRequest(ctx.logger, "POST", "/v1/limit", status, performance.now() - started);
+  };
+
+  return (req, res) => {
+    if (req.method !== "POST" || req.url !== "/v1/limit" || closing()) return false;
+    const h = req.headers;
+    const type = h["content-type"];
+    const length = Number(h["content-length"]);
+    // Only a whole JSON body of a known length within the limit, sent without `Expect`, from a
+    // known app: any other request — and so every refusal before the body (401, 413, 415) —
+    // is Fastify's, answered as before.
+    if (
+      type === undefined ||
+      !FAST_BODY_TYPE.test(type) ||
+      !(length > 0 && length <= ctx.config.bodyLimit) ||
+      h["transfer-encoding"] !== undefined ||
+      h.expect !== undefined
+    )
+      return false;
+    const token = bearer(req);
+    const appName = token === undefined ? undefined : registry.appForKey(token);
+    if (appName === undefined) return false;
+    const started = performance.now();
+    metrics.inFlight.inc();
+    // "close" fires once, when the response is finished or the connection dropped.
+    res.once("close", () => metrics.inFlight.dec());
+    let text = "";
+    req.setEncoding("utf8");
+    req.on("data", (chunk: string) => (text += chunk));
+    // A request cut off before its body ends gets no answer: its connection is gone.
+    req.on("error", () => {});
+    req.once("end", () => {
+      answer(req, res, appName, text, started).catch((err: unknown) => {
+        ctx.logger.error({ err, url: req.url }, "request failed");
+        res.destroy();
+      });
+    });
+    return true;
+  };
 }
