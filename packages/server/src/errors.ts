@@ -234,8 +234,7 @@ export function unsupportedMediaType(contentType: string | undefined): ApiError 
  */
 export function logRequestError(log: Logger, e: ApiError, err: unknown, url: string): void {
   if (e.code === "store_unavailable") log.warn({ err, url }, "counter store unavailable");
-  else if (e.status >= 500 && e.code !== "shutting_down")
-    log.error({ err, url }, "request failed");
+  else if (e.status >= 500 && e.code !== "shutting_down") log.error({ err, url }, "request failed");
 }
 
 /** The one log line of an answered request: at info when it failed (4xx, 5xx), else at debug. */

@@ -306,7 +306,7 @@ function readRestOfBody(raw: FastifyRequest["raw"], reply: FastifyReply): void {
 export function buildApp(ctx: ServiceContext): FastifyInstance {
   const { config } = ctx;
   // `POST /v1/limit` is served before Fastify routes a request (see routes/decision.ts).
-  let fast: FastRoute | undefined;
+  const early: { route?: FastRoute } = {};
   const app = Fastify({
     loggerInstance: ctx.logger as FastifyBaseLogger,
     // One line per failed request (onResponse below) instead of two per request.
@@ -330,7 +330,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
           ),
         },
         (req, res) => {
-          if (fast === undefined || !fast(req, res)) handler(req, res);
+          if (early.route === undefined || !early.route(req, res)) handler(req, res);
         },
       );
       server.keepAliveTimeout = config.keepAliveTimeoutMs;
@@ -422,7 +422,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   const openapi = buildOpenApi();
   app.get("/openapi.json", () => openapi);
 
-  fast = decisionRoutes(app, ctx, () => closing);
+  early.route = decisionRoutes(app, ctx, () => closing);
   envoyJsonRoute(app, ctx);
   policyRoutes(app, ctx);
   adminRoutes(app, ctx);

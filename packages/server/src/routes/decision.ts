@@ -148,7 +148,7 @@ export function decisionRoutes(
 
   const send = (reply: FastifyReply, live: LivePolicy, d: Answer): Answer => {
     if (!d.disabled)
-      for (const [name, value] of decisionHeaders(d, live.policy.algorithm, Date.now()))
+      for (const [name, value] of decisionHeaders(d, live.policy.algorithm, ctx.now()))
         void reply.header(name, value);
     return d;
   };
@@ -231,14 +231,15 @@ export function decisionRoutes(
       const [live, d] = await limit(appName, parseJsonBody(text));
       json = JSON.stringify(d);
       if (!d.disabled)
-        for (const [name, value] of decisionHeaders(d, live.policy.algorithm, Date.now()))
+        for (const [name, value] of decisionHeaders(d, live.policy.algorithm, ctx.now()))
           headers.push(name.toLowerCase(), value);
     } catch (err) {
       const e = toApiError(err, req.headers["content-type"]);
       logRequestError(ctx.logger, e, err, "/v1/limit");
       status = e.status;
       json = JSON.stringify(e.toBody());
-      for (const [name, value] of Object.entries(e.headers)) headers.push(name.toLowerCase(), value);
+      for (const [name, value] of Object.entries(e.headers))
+        headers.push(name.toLowerCase(), value);
     }
     headers.push("content-type", JSON_TYPE, "content-length", String(Buffer.byteLength(json)));
     res.writeHead(status, headers);
