@@ -25,8 +25,12 @@ export async function load({ url, token, policy, domain, distinct, durationS, co
         }
       : { method: "POST", path: "/v1/limit", headers, body: JSON.stringify({ policy, key }) },
   );
+  const cpu = process.cpuUsage();
   const result = await autocannon({ url, connections, duration: durationS, requests });
+  const used = process.cpuUsage(cpu);
   return {
+    // autocannon's own CPU (this process) per request, in µs.
+    loadUs: (used.user + used.system) / Math.max(1, result.requests.total),
     rps: result.requests.average,
     total: result.requests.total,
     p50: result.latency.p50,

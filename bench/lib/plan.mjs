@@ -110,7 +110,7 @@ const FULL = {
   ceiling: { n: 200_000, clients: 50, pipeline: 16, keyCount: 100_000 },
   redisMemory: { count: 100_000, idLength: 16 },
   hotKey: { requests: 100_000, inflight: 16 },
-  service: { durationS: 10, warmupS: 3, connections: 64, distinct: 2000, workers: 2 },
+  service: { durationS: 6, warmupS: 3, rounds: 3, connections: 64, distinct: 2000, workers: 2 },
   compat: { durationMs: 3000, warmupMs: 700, keyCount: 100_000, inflight: 64 },
   leases: { durationMs: 3000, warmupMs: 1000, inflight: 256, hotKeys: 100, coldKeys: 100_000 },
   // As issue 21 measured it: 4 connections × 32 calls in flight, three interleaved rounds.
@@ -136,7 +136,7 @@ const QUICK = {
   ceiling: { n: 10_000, clients: 50, pipeline: 16, keyCount: 1000 },
   redisMemory: { count: 2000, idLength: 16 },
   hotKey: { requests: 2000, inflight: 16 },
-  service: { durationS: 1, warmupS: 1, connections: 16, distinct: 500, workers: 2 },
+  service: { durationS: 1, warmupS: 1, rounds: 1, connections: 16, distinct: 500, workers: 2 },
   compat: { durationMs: 200, warmupMs: 50, keyCount: 10_000, inflight: 64 },
   leases: { durationMs: 200, warmupMs: 100, inflight: 256, hotKeys: 100, coldKeys: 10_000 },
   grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 2 },

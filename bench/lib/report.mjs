@@ -6,6 +6,7 @@ import { ALGORITHMS, SYNC_ALGORITHMS } from "./plan.mjs";
 import { ROOT, fmtMs, fmtRate, fmtRatio, memoryPeer, packageVersion } from "./util.mjs";
 import { LIMITS } from "./targets.mjs";
 import { GRPC_CONTESTANTS } from "./grpc.mjs";
+import { SERVICE_CONTESTANTS } from "./service.mjs";
 
 const NAMES = {
   sluice: "sluice",
@@ -192,18 +193,19 @@ function evaluateTargets(r, config) {
 
   // Service.
   const svc = r.service;
-  const ratioOf = (a, b) => `${((a / b) * 100).toFixed(0)}% (${fmtRate(a)}/s vs ${fmtRate(b)}/s)`;
+  // The median of the rounds' ratios (each against the bare route of the same round).
+  const shareOf = (v, base) =>
+    `${((v.ratio ?? v.rps / base) * 100).toFixed(0)}% (${fmtRate(v.rps)}/s vs ${fmtRate(base)}/s${v.serverUs === undefined ? "" : `; ${us(v.serverUs)} server CPU per request`})`;
   const share = (id, text, v, base, min) => {
     if (!v || v.error || !base) return notMeasured(id, text);
-    const x = v.rps / base;
-    if (min === undefined)
-      return add({ id, text, measured: ratioOf(v.rps, base), status: "shown" });
+    const x = v.ratio ?? v.rps / base;
+    if (min === undefined) return add({ id, text, measured: shareOf(v, base), status: "shown" });
     target(
       id,
       text,
       x,
       x >= min,
-      ratioOf(v.rps, base),
+      shareOf(v, base),
       `${((min - x) * 100).toFixed(0)} points short of ${min * 100}%`,
     );
   };
@@ -516,29 +518,42 @@ function sections(r, config) {
       parts.push(`### Service over HTTP\n\n${svc.skipped}.`);
     } else {
       const rows = [];
-      const add = (label, v) => {
-        if (!v) return;
-        if (v.error) rows.push([label, `not measured: ${v.error}`, "", "", ""]);
+      const base = svc.fastify?.rps;
+      for (const [id, label] of Object.entries(SERVICE_CONTESTANTS)) {
+        const v = svc[id];
+        if (!v) continue;
+        if (v.error) rows.push([label, `not measured: ${v.error}`, "", "", "", "", ""]);
         else
           rows.push([
             label,
             `${fmtRate(v.rps)}/s`,
             `${v.p50} ms`,
             `${v.p99} ms`,
-            svc.fastify ? `${((v.rps / svc.fastify.rps) * 100).toFixed(0)}%` : "",
+            base ? `${((v.ratio ?? v.rps / base) * 100).toFixed(0)}%` : "",
+            v.serverUs === undefined ? "–" : us(v.serverUs),
+            v.loadUs === undefined ? "–" : us(v.loadUs),
           ]);
-      };
-      add("bare Fastify route", svc.fastify);
-      add("`sluice serve`, Redis counters", svc.sluice);
-      add("`sluice serve`, memory counters", svc.sluiceMemory);
-      add("`sluice serve --workers 2`, Redis counters", svc.sluiceWorkers);
-      add("`sluice serve` POST /json (Envoy), Redis counters", svc.json);
-      add("`sluice serve` POST /json (Envoy), memory counters", svc.jsonMemory);
+      }
       parts.push(
-        `### Service over HTTP\n\nautocannon, ${svc.connections} connections, ${svc.durationS} s each after ${svc.warmupS ?? 0} s of warm-up, POST /v1/limit with \`{ policy, key }\` over ` +
-          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis. autocannon itself needs about a core: near its ceiling the ratio understates how much faster the bare route is. ` +
+        `### Service over HTTP\n\nautocannon, ${svc.connections} connections, POST /v1/limit with \`{ policy, key }\` over ` +
+          `${config.service.distinct.toLocaleString("en")} identifiers, each connection cycling through prebuilt requests (GCRA 1000 per minute, never exceeded), on the same machine as the servers and Redis; ` +
+          (svc.rounds
+            ? `every server started once, ${svc.durationS} s per round after ${svc.warmupS ?? 0} s of warm-up, median of ${svc.rounds} interleaved round(s); "of bare Fastify" is the median of the rounds' ratios to the bare route of the same round. `
+            : `${svc.durationS} s each after ${svc.warmupS ?? 0} s of warm-up. `) +
+          `CPU per request: user + system time of the server's processes (/proc/<pid>/stat, workers included) and of autocannon's over the round, divided by the requests. autocannon is single-threaded and needs about a core: near its ceiling it, not the server, sets the pace (the bare route's answers are smaller than sluice's, which carry six rate-limit headers and the decision). ` +
           `The POST /json rows are the Envoy rate limit service's JSON door on the same servers: a RateLimitRequest with one descriptor \`remote_address=<identifier>\` over the same identifiers (the same GCRA, in the reference format with \`algorithm: gcra\`); "of bare Fastify" compares them with the bare route too.\n\n` +
-          table(["server", "requests/s", "p50", "p99", "of bare Fastify"], rows),
+          table(
+            [
+              "server",
+              "requests/s",
+              "p50",
+              "p99",
+              "of bare Fastify",
+              "server CPU per request",
+              "autocannon CPU per request",
+            ],
+            rows,
+          ),
       );
     }
   }

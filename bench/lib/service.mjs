@@ -6,7 +6,8 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCaseRetry } from "./children.mjs";
-import { BENCH_DIR, ROOT, freePort, run, runVisible, sleep } from "./util.mjs";
+import { treeCpuMs } from "./h2load.mjs";
+import { BENCH_DIR, ROOT, freePort, median, run, runVisible, sleep } from "./util.mjs";
 
 const CLI = join(ROOT, "packages/server/dist/cli.js");
 const POLICY = "bench";
@@ -208,6 +209,7 @@ export async function startBare() {
   });
   return {
     url: `http://127.0.0.1:${port}`,
+    pid: child.pid,
     stop: async () => {
       child.kill("SIGTERM");
       await Promise.race([new Promise((r) => child.once("exit", r)), sleep(2000)]);
@@ -215,15 +217,29 @@ export async function startBare() {
   };
 }
 
+/** The service figure's contestants, in table order: id → label. */
+export const SERVICE_CONTESTANTS = {
+  fastify: "bare Fastify route",
+  sluice: "`sluice serve`, Redis counters",
+  sluiceMemory: "`sluice serve`, memory counters",
+  sluiceWorkers: "`sluice serve --workers 2`, Redis counters",
+  json: "`sluice serve` POST /json (Envoy), Redis counters",
+  jsonMemory: "`sluice serve` POST /json (Envoy), memory counters",
+};
+
 /**
- * Requests/s of `sluice serve` (Redis counters, then memory counters, then Redis counters with
- * `workers` processes) and of the bare Fastify route, one after another, same autocannon
- * settings: POST /v1/limit, and on the first two servers the Envoy service's POST /json.
- * Resolves `{ skipped }` when the service cannot be built or started yet.
+ * Requests/s of `sluice serve` (Redis counters, memory counters, and Redis counters with
+ * `workers` processes; POST /v1/limit, and on the first two the Envoy service's POST /json) and
+ * of the bare Fastify route, every server started once and measured in `rounds` interleaved
+ * rounds of `durationS` seconds (after `warmupS` seconds of warm-up each), same autocannon
+ * settings. Each row: the median requests/s, the median of its rounds' ratios to the bare route
+ * in the same round, and the median CPU per request of the server's processes (/proc) and of
+ * autocannon. Resolves `{ skipped }` when the service cannot be built or started yet.
  */
 export async function measureService({
   durationS,
   warmupS,
+  rounds = 1,
   connections,
   distinct,
   workers = 1,
@@ -241,52 +257,87 @@ export async function measureService({
       durationS: seconds,
       connections,
     });
-  const loadOf = async (target, domain) => {
-    // Warm up first: the JIT of a fresh server is not what is measured.
-    if (warmupS > 0) await load(target, warmupS, domain);
-    const r = await load(target, durationS, domain);
-    if (r.errors > 0 || r.non2xx > 0) {
-      throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers out of ${r.total}`);
-    }
-    return r;
+  const out = { connections, durationS, warmupS, rounds };
+  const servers = {};
+  const starters = {
+    bare: () => startBare(),
+    redis: () => startSluice({ counters: "redis", redisPort }),
+    memory: () => startSluice({ counters: "memory", redisPort }),
+    ...(workers > 1
+      ? { workers: () => startSluice({ counters: "redis", redisPort, workers }) }
+      : {}),
   };
-  const out = { connections, durationS, warmupS };
-  const bare = await startBare();
+  // id → [server, domain (POST /json) or undefined (POST /v1/limit)]
+  const plan = {
+    fastify: ["bare"],
+    sluice: ["redis"],
+    json: ["redis", DOMAIN],
+    sluiceMemory: ["memory"],
+    jsonMemory: ["memory", DOMAIN],
+    sluiceWorkers: ["workers"],
+  };
+  const samples = {};
   try {
-    out.fastify = await loadOf(bare);
-  } finally {
-    await bare.stop();
-  }
-  const runs = [
-    { counters: "redis", id: "sluice", json: "json" },
-    { counters: "memory", id: "sluiceMemory", json: "jsonMemory" },
-    ...(workers > 1 ? [{ counters: "redis", id: "sluiceWorkers", workers }] : []),
-  ];
-  for (const { counters, id, json, workers: n = 1 } of runs) {
-    let svc;
-    try {
-      svc = await startSluice({ counters, redisPort, workers: n });
-    } catch (err) {
-      log(`\nbench: sluice serve (${counters}) not measured: ${err.message}`);
-      out[id] = { error: String(err.message) };
-      continue;
+    for (const [name, start] of Object.entries(starters)) {
+      try {
+        servers[name] = await start();
+      } catch (err) {
+        log(
+          `\nbench: ${name === "bare" ? "bare Fastify" : `sluice serve (${name})`} not measured: ${err.message}`,
+        );
+      }
     }
-    try {
-      out[id] = await loadOf(svc);
-      if (json) {
+    const ids = Object.keys(plan).filter((id) => servers[plan[id][0]] !== undefined);
+    for (const id of Object.keys(plan))
+      if (!ids.includes(id) && starters[plan[id][0]]) out[id] = { error: "server did not start" };
+    // Warm up first: the JIT of a fresh server is not what is measured.
+    if (warmupS > 0)
+      for (const id of ids) await load(servers[plan[id][0]], warmupS, plan[id][1]).catch(() => {});
+    for (let round = 1; round <= rounds; round++) {
+      const base = {};
+      for (const id of ids) {
+        const [name, domain] = plan[id];
+        const s = servers[name];
         try {
-          out[json] = await loadOf(svc, DOMAIN);
+          const cpu0 = await treeCpuMs(s.pid);
+          const r = await load(s, durationS, domain);
+          const cpu1 = await treeCpuMs(s.pid);
+          if (r.errors > 0 || r.non2xx > 0)
+            throw new Error(`${r.errors} errors, ${r.non2xx} non-2xx answers out of ${r.total}`);
+          if (id === "fastify") base.rps = r.rps;
+          (samples[id] ??= []).push({
+            ...r,
+            ratio: base.rps ? r.rps / base.rps : undefined,
+            serverUs: cpu0 === undefined ? undefined : ((cpu1 - cpu0) * 1000) / r.total,
+          });
+          log(`\n  round ${round}/${rounds} ${id}: ${r.rps.toFixed(0)}/s`);
         } catch (err) {
-          log(`\nbench: POST /json (${counters}) not measured: ${err.message}`);
-          out[json] = { error: String(err.message) };
+          log(`\nbench: ${id} not measured: ${err.message}`);
+          out[id] = { error: String(err.message) };
         }
       }
-    } finally {
-      await svc.stop();
     }
+  } finally {
+    await Promise.all(Object.values(servers).map((s) => s.stop()));
   }
-  if (out.sluice?.error && out.sluiceMemory?.error) {
-    return { skipped: `not measured: service not ready (${out.sluice.error})` };
+  const mid = (xs, f) => {
+    const v = xs.map(f).filter((x) => x !== undefined);
+    return v.length ? median(v) : undefined;
+  };
+  for (const [id, xs] of Object.entries(samples)) {
+    if (out[id]?.error) continue;
+    out[id] = {
+      rps: mid(xs, (x) => x.rps),
+      ratio: mid(xs, (x) => x.ratio),
+      p50: mid(xs, (x) => x.p50),
+      p99: mid(xs, (x) => x.p99),
+      serverUs: mid(xs, (x) => x.serverUs),
+      loadUs: mid(xs, (x) => x.loadUs),
+      rounds: xs.length,
+    };
+  }
+  if (!out.sluice?.rps && !out.sluiceMemory?.rps) {
+    return { skipped: `not measured: service not ready (${out.sluice?.error ?? "no server"})` };
   }
   return out;
 }
