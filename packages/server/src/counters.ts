@@ -93,7 +93,10 @@ export function openCounters(options: {
   const client = redisClientFromUrl(options.redisUrl);
   // Connection errors surface through the store as StoreErrors; ioredis also emits them here.
   client.on("error", () => {});
-  const store = redisStore({ client, ...now });
+  // Two script calls in flight, not the library's four: a decision service is busy when it
+  // matters, and then fewer, larger calls cost less CPU per decision in Node and in Redis
+  // (bench, 5 interleaved rounds: +5% decisions/s over gRPC and over POST /v1/limit).
+  const store = redisStore({ client, maxInFlight: 2, ...now });
   options.metrics.leases.source = () => store.leaseCounters;
   return {
     store: instrument(store, options.metrics),

@@ -85,6 +85,14 @@ export interface RedisStoreOptions {
   watchSentinels?: boolean;
   /** Most decisions carried by one script call. Default 128. */
   maxBatch?: number;
+  /**
+   * Most script calls in flight at once (per slot in a Cluster); calls made meanwhile wait and
+   * go together. More lets Redis run one call while Node sends or reads another, which lowers
+   * latency when the process has CPU to spare; fewer makes fewer, larger calls, which costs
+   * less CPU per decision on both sides when the process is busy (a decision service under
+   * load: `sluice serve` uses 2). Default 4.
+   */
+  maxInFlight?: number;
   /** Answer keys known to be denied locally until their retry time. Default true. */
   denyCache?: boolean;
   /** Most entries in the deny cache (oldest dropped first). Default 10,000. */
@@ -115,6 +123,7 @@ const OPTION_KEYS: { readonly [K in keyof Required<RedisStoreOptions>]: true } =
   connectTimeoutMs: true,
   watchSentinels: true,
   maxBatch: true,
+  maxInFlight: true,
   denyCache: true,
   denyCacheSize: true,
   breakerFailures: true,
@@ -132,6 +141,7 @@ interface ResolvedOptions {
   readonly connectTimeoutMs: number;
   readonly watchSentinels: boolean;
   readonly maxBatch: number;
+  readonly maxInFlight: number;
   readonly denyCache: boolean;
   readonly denyCacheSize: number;
   readonly breakerFailures: number;
@@ -181,9 +191,6 @@ interface DenyEntry {
   readonly rules: readonly RuleDecision[];
 }
 
-/** Most script calls in flight at once (see {@link RedisStore}). */
-const MAX_IN_FLIGHT = 4;
-
 /** Fewest operations a batch is split into when it is spread over several calls. */
 const MIN_CHUNK = 4;
 
@@ -202,8 +209,8 @@ const MAX_FAILOVER_HOLD_MS = 10_000;
  *
  * Calls travel in batches: a call is queued and the queue is sent as one EVALSHA (per Cluster
  * slot, at most `maxBatch` operations) at the end of the current microtask checkpoint. At most
- * four script calls are in flight: while they are, new calls wait for one of them to come back
- * and then go together. With fewer in flight a queue is spread over the free calls (at least 4
+ * `maxInFlight` (default four) script calls are in flight: while they are, new calls wait for
+ * one of them to come back and then go together. With fewer in flight a queue is spread over the free calls (at least 4
  * operations each), so that Redis runs one while Node reads another's answer. A lone call goes
  * at once (one round trip).
  * The script decides a batch's operations one after another, each atomically. Failures reject
@@ -556,7 +563,7 @@ export class RedisStore implements Store {
     this.scheduled = false;
     // Every call busy: what is queued goes when one of them comes back (see `sent`). In a
     // Cluster, `flush` decides per slot.
-    if (this.cluster || this.inFlight < MAX_IN_FLIGHT || this.queue.length >= this.o.maxBatch)
+    if (this.cluster || this.inFlight < this.o.maxInFlight || this.queue.length >= this.o.maxBatch)
       this.flush();
   };
 
@@ -579,7 +586,10 @@ export class RedisStore implements Store {
       }
       for (const [slot, group] of bySlot) {
         // A slot with every call busy keeps its operations until one comes back.
-        if ((this.inFlightBySlot.get(slot) ?? 0) < MAX_IN_FLIGHT || group.length >= this.o.maxBatch)
+        if (
+          (this.inFlightBySlot.get(slot) ?? 0) < this.o.maxInFlight ||
+          group.length >= this.o.maxBatch
+        )
           this.sendChunks(group, slot);
         else for (const p of group) this.queue.push(p);
       }
@@ -588,14 +598,14 @@ export class RedisStore implements Store {
 
   /**
    * Sends a batch (one slot) as calls of at most `maxBatch`, spread over the calls still free
-   * (at most {@link MAX_IN_FLIGHT} in flight) in chunks of at least {@link MIN_CHUNK}: with
+   * (at most `maxInFlight` in flight) in chunks of at least {@link MIN_CHUNK}: with
    * little in flight, several calls run at once, so Redis works on one while Node encodes the
    * next or reads the previous one's answer.
    */
   private sendChunks(batch: Pending[], slot: number): void {
     const n = batch.length;
     const free =
-      MAX_IN_FLIGHT - (this.cluster ? (this.inFlightBySlot.get(slot) ?? 0) : this.inFlight);
+      this.o.maxInFlight - (this.cluster ? (this.inFlightBySlot.get(slot) ?? 0) : this.inFlight);
     const parts = Math.max(
       1,
       Math.min(free, Math.floor(n / MIN_CHUNK)),
@@ -1345,6 +1355,7 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
     connectTimeoutMs: int("connectTimeoutMs", options.connectTimeoutMs, 1, 5000),
     watchSentinels: options.watchSentinels ?? true,
     maxBatch: int("maxBatch", options.maxBatch, 1, 128),
+    maxInFlight: int("maxInFlight", options.maxInFlight, 1, 4),
     denyCache: options.denyCache ?? true,
     denyCacheSize: int("denyCacheSize", options.denyCacheSize, 1, 10_000),
     breakerFailures: int("breakerFailures", options.breakerFailures, 1, 5),

@@ -82,6 +82,47 @@ describe("batching", () => {
     expect(ds.every((d) => d.allowed && d.reason === undefined)).toBe(true);
   });
 
+  it("maxInFlight: decisions made in one tick travel in that many script calls, never more at once", async () => {
+    for (const maxInFlight of [1, 2]) {
+      let inFlight = 0;
+      let most = 0;
+      const spy: RedisClientLike = {
+        ...spyClient(),
+        async call(command, args) {
+          const script = command === "EVALSHA" || command === "EVAL";
+          if (script) most = Math.max(most, ++inFlight);
+          try {
+            return await client.call(command, args as string[]);
+          } finally {
+            if (script) inFlight--;
+          }
+        },
+      };
+      const l = createLimiter({
+        store: store({ client: spy, maxInFlight }),
+        policy: { name: `p${run}-${++seq}`, rules: [{ limit: 1000, period: "1m" }] },
+      });
+      const before = await scriptCalls();
+      const first = await Promise.all(Array.from({ length: 120 }, (_, i) => l.limit(`k${i}`)));
+      expect(await scriptCalls()).toBe(before + maxInFlight);
+      // Under a steady load (each call asks again as soon as it is answered) the cap holds.
+      let left = 2000;
+      const worker = async () => {
+        while (left-- > 0) await l.limit(`k${left % 50}`);
+      };
+      await Promise.all(Array.from({ length: 64 }, worker));
+      expect(most).toBe(maxInFlight);
+      expect(first.every((d) => d.allowed && d.reason === undefined)).toBe(true);
+    }
+  });
+
+  it("refuses a maxInFlight that is not an integer ≥ 1, naming the field", () => {
+    expect(() => store({ maxInFlight: 0 })).toThrow(
+      /maxInFlight: must be an integer ≥ 1 \(got 0\)/,
+    );
+    expect(() => store({ maxInFlight: 1.5 })).toThrow(/maxInFlight/);
+  });
+
   it("a call carries at most maxBatch operations, in the order they were asked", async () => {
     const sizes: number[] = [];
     const spy = spyClient((args) => sizes.push(Number(args[1])));
