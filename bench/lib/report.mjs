@@ -22,6 +22,12 @@ function table(head, rows) {
   return lines.join("\n");
 }
 
+/**
+ * A service row's share of the bare route: the median of its rounds' ratios (each against the
+ * bare route of the same round), or for a run saved before rounds, the ratio of the two rates.
+ */
+const serviceShare = (v, base) => v.ratio ?? v.rps / base;
+const percent = (x) => `${(x * 100).toFixed(0)}%`;
 const us = (x) => (x === undefined || Number.isNaN(x) ? "–" : `${x.toFixed(1)} µs`);
 const bytes = (b) => (b === undefined || Number.isNaN(b) ? "–" : `${b.toFixed(0)} B`);
 
@@ -193,12 +199,11 @@ function evaluateTargets(r, config) {
 
   // Service.
   const svc = r.service;
-  // The median of the rounds' ratios (each against the bare route of the same round).
   const shareOf = (v, base) =>
-    `${((v.ratio ?? v.rps / base) * 100).toFixed(0)}% (${fmtRate(v.rps)}/s vs ${fmtRate(base)}/s${v.serverUs === undefined ? "" : `; ${us(v.serverUs)} server CPU per request`})`;
+    `${percent(serviceShare(v, base))} (${fmtRate(v.rps)}/s vs ${fmtRate(base)}/s${v.serverUs === undefined ? "" : `; ${us(v.serverUs)} server CPU per request`})`;
   const share = (id, text, v, base, min) => {
     if (!v || v.error || !base) return notMeasured(id, text);
-    const x = v.ratio ?? v.rps / base;
+    const x = serviceShare(v, base);
     if (min === undefined) return add({ id, text, measured: shareOf(v, base), status: "shown" });
     target(
       id,
@@ -529,7 +534,7 @@ function sections(r, config) {
             `${fmtRate(v.rps)}/s`,
             `${v.p50} ms`,
             `${v.p99} ms`,
-            base ? `${((v.ratio ?? v.rps / base) * 100).toFixed(0)}%` : "",
+            base ? percent(serviceShare(v, base)) : "",
             v.serverUs === undefined ? "–" : us(v.serverUs),
             v.loadUs === undefined ? "–" : us(v.loadUs),
           ]);

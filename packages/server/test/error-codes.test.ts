@@ -6,13 +6,18 @@
  * CASES below fails the typecheck; without a line in the docs, this test.
  */
 import { readFileSync } from "node:fs";
-import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_ERROR_CODES, type ApiErrorCode } from "../src/index.js";
-import { waitFor } from "../../../test/support/ports.js";
 import { startPostgres } from "../../../test/support/postgres.js";
 import { startRedis } from "../../../test/support/redis.js";
-import { ROOT, type Res, type TestService, call, startService } from "./helpers.js";
+import {
+  ROOT,
+  type Res,
+  type TestService,
+  call,
+  requestsAroundClose,
+  startService,
+} from "./helpers.js";
 
 /** The documented status of each code: the table under "## Errors" in docs/server.md. */
 function documentedCodes(): Map<string, number> {
@@ -42,24 +47,15 @@ describe("documentation", () => {
  * closing: the in-flight request finishes; the one behind it is turned away.
  */
 async function requestWhileClosing(t: TestService): Promise<Res> {
-  const socket = connect(Number(new URL(t.url).port), "127.0.0.1");
-  let raw = "";
-  socket.on("data", (d: Buffer) => (raw += d.toString()));
-  const ended = new Promise((resolve) => socket.once("end", resolve));
-  await new Promise((resolve) => socket.once("connect", resolve));
   const body = JSON.stringify({ username: "nobody", password: "whatever" });
-  socket.write(
-    `POST /v1/admin/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+  const responses = await requestsAroundClose(
+    t,
+    {
+      head: `POST /v1/admin/login HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+      body,
+    },
+    "GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n",
   );
-  const inFlight = async () => (await t.service.context.metrics.inFlight.get()).values[0]?.value;
-  await waitFor(async () => (await inFlight()) === 1, 10_000, 10);
-  const closed = t.close();
-  await waitFor(() => !t.service.app.server.listening, 10_000, 10);
-  // The rest of the first request, and a second one behind it on the same connection.
-  socket.write(`${body.slice(5)}GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n`);
-  await ended;
-  await closed;
-  const responses = raw.split(/(?=HTTP\/1\.1 )/);
   expect(responses).toHaveLength(2);
   expect(responses[0]).toMatch(/^HTTP\/1\.1 401 /); // the request in flight was finished
   const second = responses[1]!;

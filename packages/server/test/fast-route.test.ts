@@ -8,12 +8,10 @@
  * lines carry a `reqId`, the fast route's do not.
  */
 import { request } from "node:http";
-import { connect } from "node:net";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { waitFor } from "../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { type TestService, startService } from "./helpers.js";
+import { type TestService, requestsAroundClose, startService } from "./helpers.js";
 
 /** An answer, as far as it is compared: status, headers but the connection's own, JSON body. */
 interface Answer {
@@ -80,19 +78,45 @@ async function throughFastify(t: TestService, sent: Sent): Promise<Answer> {
   return answerOf(res.statusCode, res.headers, res.body);
 }
 
-/** A logger at debug whose lines are kept. */
-function debugLog() {
-  const lines: Record<string, unknown>[] = [];
-  const logger = pino(
-    { level: "debug" },
-    { write: (line: string) => void lines.push(JSON.parse(line) as Record<string, unknown>) },
-  );
-  return { logger, lines };
+type Line = Record<string, unknown>;
+interface Found {
+  line: Line;
+  at: number;
 }
 
-/** The request lines logged since `from`. */
-const requestLines = (lines: Record<string, unknown>[], from: number) =>
-  lines.slice(from).filter((l) => l.msg === "request");
+/**
+ * A logger at debug whose lines are kept, and `requestLine(from)`: the first request line
+ * written at or after index `from`, and its index, when it is (Fastify writes its line when the
+ * answer has finished, which may be after the caller has read it).
+ */
+function debugLog() {
+  const lines: Line[] = [];
+  const waiters: Array<{ from: number; resolve: (found: Found) => void }> = [];
+  const found = (from: number): Found | undefined => {
+    const at = lines.findIndex((l, i) => i >= from && l.msg === "request");
+    return at < 0 ? undefined : { line: lines[at]!, at };
+  };
+  const logger = pino(
+    { level: "debug" },
+    {
+      write: (text: string) => {
+        lines.push(JSON.parse(text) as Line);
+        for (const w of [...waiters]) {
+          const f = found(w.from);
+          if (f) {
+            waiters.splice(waiters.indexOf(w), 1);
+            w.resolve(f);
+          }
+        }
+      },
+    },
+  );
+  const requestLine = (from: number): Promise<Found> => {
+    const f = found(from);
+    return f ? Promise.resolve(f) : new Promise((resolve) => waiters.push({ from, resolve }));
+  };
+  return { logger, lines, requestLine };
+}
 
 describe("POST /v1/limit: the fast route answers as Fastify's route does", () => {
   const log = debugLog();
@@ -103,6 +127,13 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
     authorization: `Bearer ${token}`,
     ...extra,
   });
+  /** {@link throughFastify}, once its request line is written (none is left to come late). */
+  const viaFastify = async (sent: Sent): Promise<Answer> => {
+    const from = log.lines.length;
+    const answer = await throughFastify(s, sent);
+    expect((await log.requestLine(from)).line.reqId).toBeDefined();
+    return answer;
+  };
   // Each request is sent to the two doors with its own key (`{k}` in the body), so each starts
   // from the same state: the clock stands still, so the same counts give the same answers.
   let n = 0;
@@ -119,12 +150,11 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
     });
     const from = log.lines.length;
     const socket = await overSocket(s.url, keyed(`socket-${n}`));
-    await waitFor(() => requestLines(log.lines, from).length > 0, 5000, 1);
-    const lines = requestLines(log.lines, from);
     // A request line is written for every answer at debug level; only Fastify's has a reqId.
-    expect(lines).toHaveLength(1);
-    expect(lines[0]!.reqId === undefined ? "fast" : "fastify").toBe(door);
-    const fastify = await throughFastify(s, keyed(`fastify-${n}`));
+    const { line, at } = await log.requestLine(from);
+    expect(line.reqId === undefined ? "fast" : "fastify").toBe(door);
+    const fastify = await viaFastify(keyed(`fastify-${n}`));
+    expect(log.lines.slice(at + 1).filter((l) => l.msg === "request")).toHaveLength(1);
     return { socket, fastify };
   };
   const same = async (sent: Sent, door: "fast" | "fastify" = "fast"): Promise<Answer> => {
@@ -199,7 +229,7 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
     const fastify: Answer[] = [];
     for (let i = 0; i < 4; i++) {
       socket.push(await overSocket(s.url, sent("deny-socket")));
-      fastify.push(await throughFastify(s, sent("deny-fastify")));
+      fastify.push(await viaFastify(sent("deny-fastify")));
     }
     expect(socket).toEqual(fastify);
     expect(socket.map((d) => (d.body as { allowed: boolean }).allowed)).toEqual([
@@ -341,10 +371,9 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
   it("logs a failed request's line at info, as Fastify does", async () => {
     const from = log.lines.length;
     await overSocket(s.url, { headers: json(web), body: '{"policy":"nope","key":"x"}' });
-    await waitFor(() => requestLines(log.lines, from).length > 0, 5000, 1);
-    const [line] = requestLines(log.lines, from);
+    const { line } = await log.requestLine(from);
     expect(line).toMatchObject({ level: 30, method: "POST", url: "/v1/limit", status: 404 });
-    expect(typeof line!.ms).toBe("number");
+    expect(typeof line.ms).toBe("number");
   });
 });
 
@@ -381,22 +410,9 @@ describe("POST /v1/limit's fast route: the counter store down, and shutting down
   });
 
   it("a request in flight when the service starts closing is answered; the next one on its connection gets 503", async () => {
-    const socket = connect(Number(new URL(s.url).port), "127.0.0.1");
-    let raw = "";
-    socket.on("data", (d: Buffer) => (raw += d.toString()));
-    const ended = new Promise((resolve) => socket.once("end", resolve));
-    await new Promise((resolve) => socket.once("connect", resolve));
     const body = '{"policy":"strict","key":"k"}';
     const head = `POST /v1/limit HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nAuthorization: Bearer ${web}\r\nContent-Length: ${body.length}\r\n\r\n`;
-    socket.write(`${head}${body.slice(0, 5)}`);
-    const inFlight = async () => (await s.service.context.metrics.inFlight.get()).values[0]?.value;
-    await waitFor(async () => (await inFlight()) === 1, 10_000, 10);
-    const closed = s.close();
-    await waitFor(() => !s.service.app.server.listening, 10_000, 10);
-    socket.write(`${body.slice(5)}${head}${body}`);
-    await ended;
-    await closed;
-    const responses = raw.split(/(?=HTTP\/1\.1 )/);
+    const responses = await requestsAroundClose(s, { head, body }, `${head}${body}`);
     expect(responses).toHaveLength(2);
     expect(responses[0]).toMatch(/^HTTP\/1\.1 200 /);
     expect(responses[0]).toContain('"allowed":false');

@@ -3,7 +3,9 @@
  * `sluice` CLI processes spawned from the sources, and a small HTTP client.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { once } from "node:events";
 import { mkdtempSync, rmSync } from "node:fs";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -53,6 +55,36 @@ export async function call<T = any>(
     // not JSON
   }
   return { status: res.status, headers: res.headers, body: parsed as T };
+}
+
+/**
+ * Two requests on one connection around the start of `t.close()`: `first` (its head, then its
+ * body in two parts) is in flight when the service starts closing — its head has reached the
+ * server, the rest of its body comes after — and `second` is sent behind it once the service
+ * no longer listens. Resolves to the raw answers, in order. Nothing waits on a timer: the
+ * server's `request` event says the first is in flight, and the wait for the listener to close
+ * is turns of the event loop.
+ */
+export async function requestsAroundClose(
+  t: TestService,
+  first: { head: string; body: string },
+  second: string,
+): Promise<string[]> {
+  const server = t.service.app.server;
+  const socket = connect(Number(new URL(t.url).port), "127.0.0.1");
+  let raw = "";
+  socket.on("data", (d: Buffer) => (raw += d.toString()));
+  const ended = once(socket, "end");
+  await once(socket, "connect");
+  const taken = once(server, "request");
+  socket.write(`${first.head}${first.body.slice(0, 5)}`);
+  await taken;
+  const closed = t.close();
+  while (server.listening) await new Promise((resolve) => setImmediate(resolve));
+  socket.write(`${first.body.slice(5)}${second}`);
+  await ended;
+  await closed;
+  return raw.split(/(?=HTTP\/1\.1 )/);
 }
 
 /** A pino logger whose JSON lines are kept in `lines` (for tests that read the log). */

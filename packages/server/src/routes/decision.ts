@@ -9,6 +9,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
+import type { HeaderList } from "sluice/http";
 import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
@@ -63,7 +64,7 @@ export function disabledAnswer(policy: Policy, cost: number): Answer {
 export function decisionRoutes(
   app: FastifyInstance,
   ctx: ServiceContext,
-  closing: () => boolean = () => false,
+  closing: () => boolean,
 ): FastRoute {
   const { registry, metrics, traffic } = ctx;
   const authApp = (req: FastifyRequest): string => appOfRequest(req, registry);
@@ -146,10 +147,12 @@ export function decisionRoutes(
     return d.reason === "disabled" ? { ...d, disabled: true } : d;
   };
 
+  /** The rate-limit headers of an answer (none for a disabled policy's). */
+  const headersOf = (live: LivePolicy, d: Answer): HeaderList =>
+    d.disabled ? [] : decisionHeaders(d, live.policy.algorithm, ctx.now());
+
   const send = (reply: FastifyReply, live: LivePolicy, d: Answer): Answer => {
-    if (!d.disabled)
-      for (const [name, value] of decisionHeaders(d, live.policy.algorithm, ctx.now()))
-        void reply.header(name, value);
+    for (const [name, value] of headersOf(live, d)) void reply.header(name, value);
     return d;
   };
 
@@ -230,9 +233,8 @@ export function decisionRoutes(
     try {
       const [live, d] = await limit(appName, parseJsonBody(text));
       json = JSON.stringify(d);
-      if (!d.disabled)
-        for (const [name, value] of decisionHeaders(d, live.policy.algorithm, ctx.now()))
-          headers.push(name.toLowerCase(), value);
+      // Lower-cased, as Fastify writes header names.
+      for (const [name, value] of headersOf(live, d)) headers.push(name.toLowerCase(), value);
     } catch (err) {
       const e = toApiError(err, req.headers["content-type"]);
       logRequestError(ctx.logger, e, err, "/v1/limit");

@@ -87,7 +87,7 @@ export interface RedisStoreOptions {
   maxBatch?: number;
   /**
    * Most script calls in flight at once (per slot in a Cluster); calls made meanwhile wait and
-   * go together. More lets Redis run one call while Node sends or reads another, which lowers
+   * go together (a queue that fills a whole `maxBatch` goes at once all the same). More lets Redis run one call while Node sends or reads another, which lowers
    * latency when the process has CPU to spare; fewer makes fewer, larger calls, which costs
    * less CPU per decision on both sides when the process is busy (a decision service under
    * load: `sluice serve` uses 2). Default 4.

@@ -86,18 +86,11 @@ describe("batching", () => {
     for (const maxInFlight of [1, 2]) {
       let inFlight = 0;
       let most = 0;
-      const spy: RedisClientLike = {
-        ...spyClient(),
-        async call(command, args) {
-          const script = command === "EVALSHA" || command === "EVAL";
-          if (script) most = Math.max(most, ++inFlight);
-          try {
-            return await client.call(command, args as string[]);
-          } finally {
-            if (script) inFlight--;
-          }
-        },
-      };
+      const spy = spyClient(
+        () => (most = Math.max(most, ++inFlight)),
+        undefined,
+        () => inFlight--,
+      );
       const l = createLimiter({
         store: store({ client: spy, maxInFlight }),
         policy: { name: `p${run}-${++seq}`, rules: [{ limit: 1000, period: "1m" }] },
@@ -515,6 +508,7 @@ describe("size", () => {
 function spyClient(
   onCall?: (args: Array<string | number | Uint8Array>) => void,
   mapReply?: (reply: unknown) => unknown,
+  onSettled?: () => void,
 ): RedisClientLike {
   return {
     get status() {
@@ -524,9 +518,14 @@ function spyClient(
     on: (event, listener) => client.on(event, listener),
     off: (event, listener) => client.off(event, listener),
     async call(command, args) {
-      if (command === "EVALSHA" || command === "EVAL") onCall?.(args);
-      const reply = await client.call(command, args as string[]);
-      return command === "EVALSHA" || command === "EVAL" ? (mapReply ?? ((r) => r))(reply) : reply;
+      const script = command === "EVALSHA" || command === "EVAL";
+      if (script) onCall?.(args);
+      try {
+        const reply = await client.call(command, args as string[]);
+        return script ? (mapReply ?? ((r) => r))(reply) : reply;
+      } finally {
+        if (script) onSettled?.();
+      }
     },
   };
 }
