@@ -50,7 +50,14 @@ export {
 export type { ErrorCode, ValidationIssue, MiddlewareStage } from "./errors.js";
 export type { Clock, Timers } from "./clock.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
-export type { RedisStoreOptions, RedisClientLike } from "./stores/redis.js";
+export type {
+  RedisStoreOptions,
+  RedisClient,
+  RedisClientLike,
+  NodeRedisClientLike,
+  NodeRedisClusterLike,
+  NodeRedisSentinelLike,
+} from "./stores/redis.js";
 export type { LeaseCounters } from "./stores/redis-leases.js";
 export { connectPolicies } from "./policies/client.js";
 export type {

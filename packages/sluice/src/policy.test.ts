@@ -157,8 +157,30 @@ describe("definePolicy", () => {
       "onStoreError",
       "onStoreError must be allow, deny or insurance",
     ],
+    // The largest figures any store answers (docs/redis.md, "What crosses the wire").
+    [
+      { name: "a", rules: [{ limit: 2 ** 48 + 1, period: "1s" }] },
+      "rules.0.limit",
+      "limit must be at most 281474976710656 (got 281474976710657)",
+    ],
+    [
+      { name: "a", rules: [{ limit: 5, period: "1s", burst: 2 ** 50 }] },
+      "rules.0.burst",
+      "burst must be at most 281474976710656 (got 1125899906842624)",
+    ],
+    [
+      { name: "a", rules: [{ limit: 5, period: "36501d" }] },
+      "rules.0.period",
+      "must be at most 100 years (got 3153686400000 ms)",
+    ],
   ])("rejects %j naming %s", (input, path, message) => {
     expect(issuesOf(input)).toContainEqual({ path, message });
+  });
+
+  it("takes the largest limit and period", () => {
+    const p = definePolicy({ name: "a", rules: [{ limit: 2 ** 48, period: "36500d" }] });
+    expect(p.rules[0]!.limit).toBe(2 ** 48);
+    expect(p.rules[0]!.periodMs).toBe(36500 * 86_400_000);
   });
 
   it("names the policy and every problem in the message", () => {

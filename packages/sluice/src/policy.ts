@@ -119,21 +119,40 @@ export interface Policy {
 
 const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/**
+ * The largest `limit` and `burst` (2^48, 281 trillion). Every figure a store answers stays
+ * within it, so no Redis client's number parser can round it (some read integers near 2^53 off
+ * by one: docs/redis.md, "What crosses the wire").
+ */
+export const MAX_LIMIT = 2 ** 48;
+
+/**
+ * The longest `period` and `blockDuration`: 100 years. Times in µs (gcra) then stay below 2^53,
+ * exact in every store's arithmetic.
+ */
+export const MAX_PERIOD_MS = 100 * 365 * 24 * 3_600_000;
+
 const durationSchema = z.unknown().transform((v, ctx) => {
   const r = parseDurationOrMessage(v);
-  if (typeof r === "string") {
-    ctx.addIssue({ code: "custom", message: r });
+  if (typeof r === "string" || r > MAX_PERIOD_MS) {
+    ctx.addIssue({
+      code: "custom",
+      message: typeof r === "string" ? r : `must be at most 100 years (got ${r} ms)`,
+    });
     return z.NEVER;
   }
   return r;
 });
 
-const positiveInt = (what: string) =>
+const positiveInt = (what: string, max = Number.MAX_SAFE_INTEGER) =>
   z.unknown().transform((v, ctx) => {
-    if (typeof v !== "number" || !Number.isInteger(v) || v <= 0 || !Number.isSafeInteger(v)) {
+    if (typeof v !== "number" || !Number.isSafeInteger(v) || v <= 0 || v > max) {
       ctx.addIssue({
         code: "custom",
-        message: `${what} must be a positive integer (got ${describe(v)})`,
+        message:
+          typeof v === "number" && Number.isSafeInteger(v) && v > max
+            ? `${what} must be at most ${max} (got ${v})`
+            : `${what} must be a positive integer (got ${describe(v)})`,
       });
       return z.NEVER;
     }
@@ -141,9 +160,9 @@ const positiveInt = (what: string) =>
   });
 
 const ruleSchema = z.strictObject({
-  limit: positiveInt("limit"),
+  limit: positiveInt("limit", MAX_LIMIT),
   period: durationSchema,
-  burst: positiveInt("burst").optional(),
+  burst: positiveInt("burst", MAX_LIMIT).optional(),
 });
 
 const leaseSchema = z.strictObject({

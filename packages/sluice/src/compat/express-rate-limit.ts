@@ -12,7 +12,7 @@
  * count in a window of `windowMs` opened by the key's first hit, and the middleware compares
  * the count with its `limit` — with sluice's `fixed-window` (`windowStart: "first-request"`)
  * under the policy named `prefix`, in a memory store of its own (`new SluiceStore()`) or the
- * Redis store of an ioredis client (`new SluiceStore({ client })`: standalone, Sentinel or
+ * Redis store of a Redis client — ioredis, iovalkey or node-redis (`new SluiceStore({ client })`: standalone, Sentinel or
  * Cluster). With `algorithm`, sluice decides instead (gcra, token-bucket, sliding windows…)
  * and the store answers the middleware a count that tells it the decision. Differences that
  * remain: docs/migrating.md.
@@ -23,7 +23,7 @@ import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
-import type { RedisClientLike } from "../stores/redis.js";
+import type { RedisClient } from "../stores/redis-client.js";
 import { counterPolicy, countOf, policyName, storeOf } from "./shared.js";
 
 /** A client's hits and when they reset (express-rate-limit's `ClientRateLimitInfo`). */
@@ -47,11 +47,12 @@ export interface SluiceStoreInitOptions {
 /** Options of {@link SluiceStore}. */
 export interface SluiceStoreOptions {
   /**
-   * An ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`): counts live in
+   * A Redis client (ioredis `new Redis(url)`, Sentinel, `new Cluster(nodes)`; iovalkey;
+   * node-redis `createClient`, `createCluster`, `createSentinel`, connected): counts live in
    * Redis, shared by every instance. Without it (and without `store`) they live in this
    * process's memory, as express-rate-limit's MemoryStore keeps them.
    */
-  client?: RedisClientLike;
+  client?: RedisClient;
   /** A sluice store to count in instead (e.g. `redisStore({ client, timeoutMs })`). */
   store?: Store;
   /**

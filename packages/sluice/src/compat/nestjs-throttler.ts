@@ -15,7 +15,7 @@
  * which the key starts afresh — with sluice's `sliding-log` and its penalty block (with
  * `resetOnBlock` when the block is shorter than `ttl`) under the policy `<prefix>:<throttler name>`,
  * exact under concurrency, in a memory store of its own (no timer per hit, bounded) or the
- * Redis store of an ioredis client (standalone, Sentinel or Cluster). `timeToExpire` is the
+ * Redis store of a Redis client (ioredis, iovalkey or node-redis; standalone, Sentinel or Cluster). `timeToExpire` is the
  * storage's window, opened by a key's first hit: a first-request `fixed-window` count under
  * `<prefix>:<throttler name>:window`. Differences that remain: docs/migrating.md.
  */
@@ -24,7 +24,7 @@ import { ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
-import type { RedisClientLike } from "../stores/redis.js";
+import type { RedisClient } from "../stores/redis-client.js";
 import { counterPolicy, policyName, storeOf } from "./shared.js";
 
 /** What `increment` answers (@nestjs/throttler's `ThrottlerStorageRecord`). */
@@ -41,8 +41,11 @@ export interface ThrottlerStorageRecord {
 
 /** Options of {@link SluiceThrottlerStorage}. */
 export interface SluiceThrottlerStorageOptions {
-  /** An ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`); default: memory. */
-  client?: RedisClientLike;
+  /**
+   * A Redis client (ioredis `new Redis(url)`, Sentinel, `new Cluster(nodes)`; iovalkey;
+   * node-redis `createClient`, `createCluster`, `createSentinel`, connected); default: memory.
+   */
+  client?: RedisClient;
   /** A sluice store to decide in instead (e.g. `redisStore({ client, timeoutMs })`). */
   store?: Store;
   /**

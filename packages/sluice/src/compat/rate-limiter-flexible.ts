@@ -24,7 +24,7 @@ import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Policy, definePolicy, policyCapacity } from "../policy.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
-import type { RedisClientLike } from "../stores/redis.js";
+import { type RedisClient, clientPort } from "../stores/redis-client.js";
 import {
   COUNTER_LIMIT,
   FOREVER_MS,
@@ -182,10 +182,19 @@ export interface RateLimiterOptions {
 /** Options of {@link RateLimiterRedis}. */
 export interface RateLimiterRedisOptions extends RateLimiterOptions {
   /**
-   * An ioredis client: `new Redis(url)`, Sentinel or `new Cluster(nodes)` (node-redis is not
-   * supported), or a sluice Redis store (`redisStore({ client, … })`, to choose its options).
+   * A Redis client as you made it — ioredis 5 or 6 (`new Redis(url)`, Sentinel, `new
+   * Cluster(nodes)`), iovalkey, node-redis 4–6 (`createClient`, `createCluster`,
+   * `createSentinel`, connected) — or a sluice Redis store (`redisStore({ client, … })`, to
+   * choose its options).
    */
-  storeClient: RedisClientLike | Store;
+  storeClient: RedisClient | Store;
+  /**
+   * rate-limiter-flexible's switch for a node-redis client; accepted and not needed (sluice
+   * tells the client families apart by themselves).
+   */
+  useRedisPackage?: boolean;
+  /** node-redis 3 and older (callbacks): not supported; must be false or absent. */
+  useRedis3AndLowerPackage?: boolean;
   /** Block a key in this process's memory once it consumed this many points (0: off). */
   inMemoryBlockOnConsumed?: number;
   /** Seconds of that in-memory block (0: until the key's duration ends). */
@@ -503,8 +512,8 @@ export class RateLimiterMemory extends RateLimiterAbstract {
 }
 
 /**
- * rate-limiter-flexible's `RateLimiterRedis` over an ioredis client (standalone, Sentinel or
- * Cluster): counts in sluice's Redis store — one atomic script call per batch of operations,
+ * rate-limiter-flexible's `RateLimiterRedis` over a Redis client (ioredis, iovalkey or
+ * node-redis; standalone, Sentinel or Cluster): counts in sluice's Redis store — one atomic script call per batch of operations,
  * a 500 ms deadline and a breaker — keys `sl:<keyPrefix>:{<key>}:f0`.
  */
 export class RateLimiterRedis extends RateLimiterAbstract {
@@ -521,20 +530,20 @@ export class RateLimiterRedis extends RateLimiterAbstract {
     const subject = "Invalid RateLimiterRedis options";
     const client = (opts as Partial<RateLimiterRedisOptions> | null)?.storeClient;
     let store: Store;
+    const port = isStore(client) ? undefined : clientPort(client);
     if (isStore(client)) store = client;
-    else if (
-      typeof client === "object" &&
-      client !== null &&
-      typeof (client as RedisClientLike).call === "function"
-    )
-      store = redisStoreOf(client as RedisClientLike);
-    else
+    else if (typeof port === "string")
+      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
+        { path: "storeClient", message: `${port}, or a sluice redisStore` },
+      ]);
+    else if ((opts as { useRedis3AndLowerPackage?: unknown }).useRedis3AndLowerPackage === true)
       throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
         {
-          path: "storeClient",
-          message: "must be an ioredis client (Redis or Cluster) or a sluice redisStore",
+          path: "useRedis3AndLowerPackage",
+          message: "node-redis 3 and older is not supported: use node-redis 4 or later, or ioredis",
         },
       ]);
+    else store = redisStoreOf(client as RedisClient);
     super(opts, store, subject);
     this.inMemoryBlockOnConsumed = Math.trunc(Number(opts.inMemoryBlockOnConsumed ?? 0)) || 0;
     this.inMemoryBlockDuration = Math.trunc(Number(opts.inMemoryBlockDuration ?? 0)) || 0;

@@ -11,13 +11,19 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
-import { type Policy, definePolicy } from "../policy.js";
+import { MAX_LIMIT, type Policy, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
-import { type RedisClientLike, RedisStore } from "../stores/redis.js";
+import { type RedisClient, clientPort } from "../stores/redis-client.js";
+import { RedisStore } from "../stores/redis.js";
 
-/** The limit of a counting policy: never reached, so every charge is counted. */
-export const COUNTER_LIMIT = Number.MAX_SAFE_INTEGER;
+/**
+ * The limit of a counting policy: never reached, so every charge is counted (up to 2^48 per
+ * window, 281 trillion). Not `Number.MAX_SAFE_INTEGER`: the script answers `remaining`, and
+ * integers that close to 2^53 are read off by one by some clients' parsers (ioredis 6 and
+ * node-redis read `9007199254740991` as …992); every integer on the wire stays below 2^49.
+ */
+export const COUNTER_LIMIT = MAX_LIMIT;
 
 /** A window that never ends, for peers whose keys can live forever (100 years, in ms). */
 export const FOREVER_MS = 100 * 365 * 24 * 3600 * 1000;
@@ -56,13 +62,14 @@ export function policyName(name: unknown, field: string, subject: string): strin
 }
 
 /** One Redis store per client, shared by every face built on it (one batch queue, one breaker). */
-const stores = new WeakMap<RedisClientLike, RedisStore>();
+const stores = new WeakMap<object, RedisStore>();
 
 /**
- * The sluice Redis store of an ioredis client (standalone, Sentinel or Cluster), made once per
- * client. Instance counting is off: the faces' insurance is the peer's own (`insuranceLimiter`).
+ * The sluice Redis store of a Redis client (ioredis, iovalkey or node-redis: standalone,
+ * Sentinel or Cluster), made once per client. Instance counting is off: the faces' insurance is
+ * the peer's own (`insuranceLimiter`).
  */
-export function redisStoreOf(client: RedisClientLike): RedisStore {
+export function redisStoreOf(client: RedisClient): RedisStore {
   let store = stores.get(client);
   if (store === undefined) {
     store = new RedisStore({ client, heartbeatMs: 0 });
@@ -82,7 +89,7 @@ export function isStore(x: unknown): x is Store {
 }
 
 /**
- * The store a face counts in, from its `client` (an ioredis client: sluice's Redis store of it)
+ * The store a face counts in, from its `client` (a Redis client: sluice's Redis store of it)
  * or `store` (a sluice store), else a memory store of its own. Problems go to `issues`, each
  * naming its option; the answer is then a memory store that will not be used.
  */
@@ -97,13 +104,9 @@ export function storeOf(
     if (isStore(store)) return { store, own: false };
     issues.push({ path: "store", message: "must be a sluice store (memoryStore(), redisStore())" });
   } else if (client !== undefined) {
-    if (
-      typeof client === "object" &&
-      client !== null &&
-      typeof (client as RedisClientLike).call === "function"
-    )
-      return { store: redisStoreOf(client as RedisClientLike), own: false };
-    issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
+    const port = clientPort(client);
+    if (typeof port !== "string") return { store: redisStoreOf(client as RedisClient), own: false };
+    issues.push({ path: "client", message: port });
   }
   return { store: new MemoryStore(), own: true };
 }

@@ -25,7 +25,8 @@ import { type Limiter, createLimiter } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
-import type { RedisClientLike, RedisStore } from "../stores/redis.js";
+import type { RedisStore } from "../stores/redis.js";
+import { type RedisClient, clientPort } from "../stores/redis-client.js";
 import { type UpstashRedisLike, upstashStore } from "../stores/upstash.js";
 import { COUNTER_LIMIT, countOf, isStore, redisStoreOf } from "./shared.js";
 
@@ -82,10 +83,11 @@ export interface Algorithm {
 export interface RatelimitConfig {
   /**
    * An `@upstash/redis` client (`Redis.fromEnv()`: Redis over HTTP, as with @upstash/ratelimit),
-   * an ioredis client (`new Redis(url)`, Sentinel, or `new Cluster(nodes)`), or a sluice store
+   * a Redis client (ioredis `new Redis(url)`, Sentinel, `new Cluster(nodes)`; iovalkey;
+   * node-redis `createClient`, `createCluster`, `createSentinel`, connected), or a sluice store
    * (`redisStore(…)`, `memoryStore()`). Default: this process's memory.
    */
-  redis?: UpstashRedisLike | RedisClientLike | Store;
+  redis?: UpstashRedisLike | RedisClient | Store;
   /** The algorithm: `Ratelimit.fixedWindow(10, "10 s")`, … */
   limiter: Algorithm;
   /**
@@ -137,7 +139,7 @@ function positive(n: unknown, what: string): number {
 
 const httpStores = new WeakMap<UpstashRedisLike, RedisStore>();
 
-/** One store per `@upstash/redis` client, as `redisStoreOf` keeps one per ioredis client. */
+/** One store per `@upstash/redis` client, as `redisStoreOf` keeps one per Redis client. */
 function upstashStoreOf(redis: UpstashRedisLike): RedisStore {
   let store = httpStores.get(redis);
   if (store === undefined) httpStores.set(redis, (store = upstashStore({ redis })));
@@ -215,21 +217,15 @@ export class Ratelimit {
           message: "is not supported by sluice's Ratelimit (see docs/migrating.md)",
         });
     const r = config.redis;
+    const port = r === undefined || isStore(r) ? undefined : clientPort(r);
+    // An @upstash/redis client has pipelines and no connection (nor `call`, nor `sendCommand`).
     const overHttp =
-      r !== undefined &&
-      !isStore(r) &&
-      typeof (r as Partial<RedisClientLike> | null)?.call !== "function" &&
+      typeof port === "string" &&
       typeof (r as Partial<UpstashRedisLike> | null)?.pipeline === "function";
-    if (
-      r !== undefined &&
-      !isStore(r) &&
-      !overHttp &&
-      typeof (r as RedisClientLike | null)?.call !== "function"
-    )
+    if (typeof port === "string" && !overHttp)
       issues.push({
         path: "redis",
-        message:
-          "must be an @upstash/redis client, an ioredis client (Redis or Cluster) or a sluice store",
+        message: `must be an @upstash/redis client, a sluice store, or a Redis client: ${port.replace(/^must be a Redis client: /, "")}`,
       });
     const timeout = config.timeout ?? 5000;
     if (typeof timeout !== "number" || !Number.isFinite(timeout) || timeout < 0)
@@ -248,7 +244,7 @@ export class Ratelimit {
           ? r
           : overHttp
             ? upstashStoreOf(r as UpstashRedisLike)
-            : redisStoreOf(r as RedisClientLike);
+            : redisStoreOf(r as RedisClient);
     this.limiter = createLimiter({
       store,
       policy: policyOf(a, nameOf(this.prefix)),

@@ -1,9 +1,11 @@
 /**
  * What the Redis store knows about the health of its Redis, kept apart from the batching:
- * circuit breakers (one for a standalone or Sentinel server, one per slot in a Cluster), the
+ * circuit breakers (one for a standalone or Sentinel server, one per slot in a Cluster), and the
  * distance from this process's clock to Redis's (to give every call a deadline on the server's
- * clock), and the client's connection events, shared by every store on one client.
+ * clock). The client's events come through its port (redis-client.ts).
  */
+
+import type { Logger } from "../logger.js";
 
 /** A monotonic clock in ms (never goes back with the wall clock). */
 export const monoNow: () => number = () => performance.now();
@@ -152,58 +154,6 @@ export class ClockOffsets {
   }
 }
 
-/** The client events the store follows. */
-export type ClientEvent = "ready" | "error" | "close" | "end" | "refresh";
-
-/** Something that follows a client's events (a store). */
-export interface ClientListener {
-  onClientEvent(event: ClientEvent, err?: Error): void;
-}
-
-/** The part of an event emitter the hub needs (ioredis `Redis` and `Cluster`). */
-export interface EventSource {
-  on(event: "error", listener: (err: Error) => void): unknown;
-  on(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
-  off(event: "error", listener: (err: Error) => void): unknown;
-  off(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
-}
-
-interface Hub {
-  readonly listeners: Set<ClientListener>;
-  readonly handlers: Array<[ClientEvent, (err?: Error) => void]>;
-}
-
-const hubs = new WeakMap<EventSource, Hub>();
-const EVENTS: readonly ClientEvent[] = ["ready", "error", "close", "end", "refresh"];
-
-/**
- * Follows `client`'s events: one listener per event on the client, however many stores use it
- * (its `error` listener also keeps ioredis's reconnection errors from being reported as
- * unhandled). Returns the function that stops following.
- */
-export function followClient(client: EventSource, listener: ClientListener): () => void {
-  let hub = hubs.get(client);
-  if (hub === undefined) {
-    const listeners = new Set<ClientListener>();
-    const handlers = EVENTS.map((event): [ClientEvent, (err?: Error) => void] => [
-      event,
-      (err?: Error) => {
-        for (const l of listeners) l.onClientEvent(event, err);
-      },
-    ]);
-    for (const [event, h] of handlers) client.on(event as "ready", h as () => void);
-    hub = { listeners, handlers };
-    hubs.set(client, hub);
-  }
-  hub.listeners.add(listener);
-  const h = hub;
-  return () => {
-    if (!h.listeners.delete(listener) || h.listeners.size > 0) return;
-    for (const [event, fn] of h.handlers) client.off(event as "ready", fn as () => void);
-    hubs.delete(client);
-  };
-}
-
 /**
  * True for an error that says the server cannot be reached at all (nothing listens, no such
  * host), as opposed to one that is slow to answer. A Cluster reports its nodes' last error.
@@ -221,4 +171,83 @@ export function isUnreachable(err: unknown): boolean {
     e = (e as { lastNodeError?: unknown }).lastNodeError;
   }
   return false;
+}
+
+/**
+ * Whether a store can decide, said once when it stops and once when it can again — never once
+ * per call — to its logger. A store is down when its first connection failed or a breaker
+ * opened (calls fail fast); it is up again at the first answer from the server.
+ */
+export class Outage {
+  /** When the outage began (monoNow), or undefined while up. */
+  private since: number | undefined;
+  /** Operations answered by an error (decisions: by `onStoreError`) during the outage. */
+  private failed = 0;
+
+  constructor(
+    private readonly logger: Logger | undefined,
+    /** What is down, in a message ("Redis at 127.0.0.1:6379"). */
+    private readonly what: string,
+  ) {}
+
+  /** True during an outage. */
+  get down(): boolean {
+    return this.since !== undefined;
+  }
+
+  /** The store cannot decide (`cause`: why, in words): said once. */
+  began(cause: string, now: number): void {
+    if (this.since !== undefined) return;
+    this.since = now;
+    this.failed = 0;
+    this.logger?.warn(
+      `sluice: ${this.what} is unavailable (${cause}); each policy's onStoreError decides until it is back`,
+    );
+  }
+
+  /** `n` operations were answered by an error. */
+  count(n: number): void {
+    if (this.since !== undefined) this.failed += n;
+  }
+
+  /** The server answered: the outage, if any, is over (said once). */
+  ended(now: number): void {
+    if (this.since === undefined) return;
+    const seconds = ((now - this.since) / 1000).toFixed(1);
+    this.logger?.warn(
+      `sluice: ${this.what} is available again after ${seconds} s (${this.failed} operation(s) answered by onStoreError or an error meanwhile)`,
+    );
+    this.since = undefined;
+  }
+}
+
+/**
+ * An error's cause in a few words for an operator: its code and address (`ECONNREFUSED
+ * 127.0.0.1:6390`), looking through what clients wrap (an ioredis Cluster's `lastNodeError`,
+ * Node's `AggregateError` of every address tried, `cause`).
+ */
+export function causeOf(err: unknown): string {
+  for (let e = err, depth = 0; e && depth < 5; depth++) {
+    const x = e as {
+      code?: unknown;
+      address?: unknown;
+      port?: unknown;
+      message?: unknown;
+      errors?: unknown;
+      lastNodeError?: unknown;
+      cause?: unknown;
+    };
+    if (typeof x.code === "string" && typeof x.address === "string")
+      return `${x.code} ${x.address}${typeof x.port === "number" ? `:${x.port}` : ""}`;
+    const next =
+      x.lastNodeError ??
+      (Array.isArray(x.errors) && x.errors.length > 0
+        ? x.errors[x.errors.length - 1]
+        : undefined) ??
+      x.cause;
+    if (next === undefined || next === null)
+      return typeof x.message === "string" && x.message !== "" ? x.message : String(e);
+    e = next;
+  }
+  return String(err);
 }

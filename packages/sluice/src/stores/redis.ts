@@ -19,44 +19,35 @@ import {
   slotOfTag,
   tagForSlot,
 } from "./redis-keys.js";
+import { type Logger, resolveLogger } from "../logger.js";
+import { Breakers, ClockOffsets, Outage, causeOf, isUnreachable, monoNow } from "./redis-health.js";
 import {
-  Breakers,
   type ClientEvent,
-  ClockOffsets,
-  followClient,
-  isUnreachable,
-  monoNow,
-} from "./redis-health.js";
-import { type SentinelClientLike, type SentinelWatch, watchSentinels } from "./sentinel-watch.js";
-import { type LeaseCounters, LeaseBook, type LeaseReply } from "./redis-leases.js";
+  type ClientPort,
+  type ClientStatus,
+  type RedisClient,
+  clientPort,
+} from "./redis-client.js";
+import { type SentinelWatch, watchSentinels } from "./sentinel-watch.js";
 
-/**
- * The part of a Redis client the store uses. An ioredis `Redis` (standalone or Sentinel) or
- * `Cluster` satisfies it; sluice never imports ioredis at runtime.
- */
-export interface RedisClientLike extends SentinelClientLike {
-  /** Send one command (ioredis `call(command, args)`). */
-  call(command: string, args: Array<string | number | Uint8Array>): Promise<unknown>;
-  /** ioredis connection status (`wait`, `connecting`, `connect`, `ready`, `reconnecting`, `end`, …). */
-  readonly status: string;
-  /** True for an ioredis `Cluster`: batches are then grouped by slot. */
-  readonly isCluster?: boolean;
-  /** Start connecting a client made with `lazyConnect` (ioredis `connect()`). */
-  connect?(): Promise<void>;
-  /** Close the connection; with `true`, reconnect at once (ioredis `disconnect(reconnect)`). */
-  disconnect?(reconnect?: boolean): void;
-  /** The connection's socket, for the address of the server it is connected to. */
-  readonly stream?: { readonly remoteAddress?: string; readonly remotePort?: number };
-  on(event: "error", listener: (err: Error) => void): unknown;
-  on(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
-  off(event: "error", listener: (err: Error) => void): unknown;
-  off(event: "ready" | "close" | "end" | "refresh", listener: () => void): unknown;
-}
+export type {
+  NodeRedisClientLike,
+  NodeRedisClusterLike,
+  NodeRedisSentinelLike,
+  RedisClient,
+  RedisClientLike,
+} from "./redis-client.js";
+import { type LeaseCounters, LeaseBook, type LeaseReply } from "./redis-leases.js";
 
 /** Options of {@link redisStore}. */
 export interface RedisStoreOptions {
-  /** An ioredis client: `new Redis(url)`, `new Redis({ sentinels, name })` or `new Cluster(nodes)`. */
-  client: RedisClientLike;
+  /**
+   * A Redis client, as you made it: ioredis 5 or 6 (`new Redis(url)`, `new Redis({ sentinels,
+   * name })`, `new Cluster(nodes)`), iovalkey, or node-redis 4–6 (`createClient`,
+   * `createCluster`, `createSentinel`; connect it yourself: `await client.connect()`). sluice
+   * never closes it. docs/redis.md lists what each supports.
+   */
+  client: RedisClient;
   /**
    * Time source in epoch ms, for tests and simulations: passed to the script instead of the
    * Redis server clock (TIME). Leave unset in production so that skewed app clocks agree.
@@ -113,6 +104,12 @@ export interface RedisStoreOptions {
    * expiry cannot drop state that the injected clock still considers live.
    */
   ttlPadMs?: number;
+  /**
+   * Where the store says, once, that it cannot reach Redis (naming the cause, e.g.
+   * `ECONNREFUSED 127.0.0.1:6379`) and, once, that it can again. Default: the console; `false`:
+   * silent. Any object with `warn(message)` (pino, winston, …).
+   */
+  logger?: Logger | false;
 }
 
 const OPTION_KEYS: { readonly [K in keyof Required<RedisStoreOptions>]: true } = {
@@ -131,10 +128,13 @@ const OPTION_KEYS: { readonly [K in keyof Required<RedisStoreOptions>]: true } =
   instances: true,
   heartbeatMs: true,
   ttlPadMs: true,
+  logger: true,
 };
 
 interface ResolvedOptions {
-  readonly client: RedisClientLike;
+  readonly client: RedisClient;
+  /** The client's adapter. */
+  readonly port: ClientPort;
   readonly now: Clock | undefined;
   readonly prefix: string;
   readonly timeoutMs: number;
@@ -149,6 +149,7 @@ interface ResolvedOptions {
   readonly instances: number | undefined;
   readonly heartbeatMs: number;
   readonly ttlPadMs: number;
+  readonly logger: Logger | undefined;
 }
 
 /** One queued operation, waiting for its batch. */
@@ -243,6 +244,10 @@ export class RedisStore implements Store {
   private shift: number | undefined;
   private readonly breakers: Breakers;
   private readonly offsets: ClockOffsets;
+  /** Says once that Redis is down, and once that it is back (the `logger` option). */
+  private readonly outage: Outage;
+  /** The client's last error, in words (what an outage is said to be caused by). */
+  private lastCause = "no answer";
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private lastInstances: number | undefined;
   private readonly denied = new Map<string, DenyEntry>();
@@ -280,16 +285,17 @@ export class RedisStore implements Store {
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveOptions(options);
-    const client = this.o.client;
-    this.cluster = client.isCluster === true;
+    const port = this.o.port;
+    this.cluster = port.cluster;
     this.breakers = new Breakers(this.cluster, this.o.breakerFailures, this.o.probeIntervalMs);
     this.offsets = new ClockOffsets(this.cluster);
-    this.connected = client.status === "ready";
+    this.outage = new Outage(this.o.logger, `Redis (${port.describe})`);
+    this.connected = port.status() === "ready";
     this.warmUntil = monoNow() + this.o.connectTimeoutMs;
-    this.unfollow = followClient(client, this);
+    this.unfollow = port.follow(this);
     this.sentinels =
-      this.o.watchSentinels && !this.cluster
-        ? watchSentinels(client, {
+      this.o.watchSentinels && !this.cluster && port.ioredis !== undefined
+        ? watchSentinels(port.ioredis, {
             failoverStarted: () => this.failoverStarted(),
             masterSwitched: (host, port) => this.masterSwitched(host, port),
             failoverAborted: () => this.failoverEnded(),
@@ -453,7 +459,7 @@ export class RedisStore implements Store {
       this.o.instances === undefined &&
       this.o.heartbeatMs > 0 &&
       !this.breakers.anyOpen &&
-      this.o.client.status === "ready"
+      this.o.port.status() === "ready"
     ) {
       await this.callOnce(
         INSTANCES_LUA,
@@ -637,13 +643,14 @@ export class RedisStore implements Store {
       );
       return;
     }
-    if (this.o.client.status !== "ready") {
-      this.breakers.failure(slot, now);
+    const status = this.o.port.status();
+    if (status !== "ready") {
+      this.failed(slot, now, `the client is ${STATUS_WORDS[status]}`);
       this.rejectAll(
         batch,
         new StoreError(
           "SLUICE_ERR_STORE_UNAVAILABLE",
-          `Redis is unavailable (client status "${this.o.client.status}")`,
+          `Redis is unavailable (${this.o.port.describe}: ${STATUS_WORDS[status]})`,
         ),
       );
       return;
@@ -713,7 +720,7 @@ export class RedisStore implements Store {
       if (call.answered) return;
       call.answered = true;
       this.sent(slot);
-      this.breakers.failure(slot, monoNow());
+      this.failed(slot, monoNow(), `no answer within ${this.o.timeoutMs} ms`);
       this.rejectAll(
         batch,
         new StoreError(
@@ -735,6 +742,7 @@ export class RedisStore implements Store {
         timer.cancel();
         this.sent(slot);
         this.breakers.success(slot);
+        this.outage.ended(at);
         if (this.warmUntil !== 0) {
           if (at < this.warmUntil) this.slotsAnswered.add(slot);
           else {
@@ -751,7 +759,7 @@ export class RedisStore implements Store {
         call.answered = true;
         timer.cancel();
         this.sent(slot);
-        this.breakers.failure(slot, monoNow());
+        this.failed(slot, monoNow(), expired ? "the server ran the call late" : causeOf(err));
         this.rejectAll(
           batch,
           expired
@@ -769,7 +777,18 @@ export class RedisStore implements Store {
   }
 
   private rejectAll(batch: readonly Pending[], err: unknown): void {
+    this.outage.count(batch.length);
     for (const p of batch) p.reject(err);
+  }
+
+  /**
+   * A call for `slot` failed (`cause`, in words): the breaker counts it, and an opened breaker
+   * begins an outage (said once to the logger).
+   */
+  private failed(slot: number, now: number, cause: string): void {
+    this.breakers.failure(slot, now);
+    if (this.breakers.anyOpen && !this.outage.down)
+      this.outage.began(this.lastCause === "no answer" ? cause : this.lastCause, now);
   }
 
   /** A call came back: what waited for it goes now (after this microtask checkpoint's own calls). */
@@ -989,13 +1008,12 @@ export class RedisStore implements Store {
     argv: Array<string | number>,
     call?: { readonly answered: boolean },
   ): Promise<unknown> {
-    const args: Array<string | number> = [script.sha, keys.length, ...keys, ...argv];
+    const port = this.o.port;
     try {
-      return await this.o.client.call("EVALSHA", args);
+      return await port.script("EVALSHA", script.sha, keys, argv);
     } catch (err) {
       if (!errorMessage(err).startsWith("NOSCRIPT") || call?.answered) throw err;
-      args[0] = script.text;
-      return await this.o.client.call("EVAL", args);
+      return await port.script("EVAL", script.text, keys, argv);
     }
   }
 
@@ -1033,7 +1051,7 @@ export class RedisStore implements Store {
 
   /** Calls go to Redis now (else they wait in the queue: see `mustHold`). */
   private gateOpen(): boolean {
-    return this.o.client.status === "ready" && this.failover === undefined;
+    return this.o.port.status() === "ready" && this.failover === undefined;
   }
 
   /**
@@ -1043,7 +1061,7 @@ export class RedisStore implements Store {
   private mustHold(): boolean {
     if (this.failover !== undefined) return true;
     if (this.connected || this.connectError !== undefined) return false;
-    const status = this.o.client.status;
+    const status = this.o.port.status();
     return status !== "ready" && status !== "end";
   }
 
@@ -1051,7 +1069,7 @@ export class RedisStore implements Store {
   private startConnecting(): void {
     if (this.connected || this.connectError) return;
     if (this.connectDeadline === 0) this.connectDeadline = monoNow() + this.o.connectTimeoutMs;
-    if (this.o.client.status === "wait") this.o.client.connect?.().catch(() => undefined);
+    this.o.port.connect();
   }
 
   /**
@@ -1092,6 +1110,7 @@ export class RedisStore implements Store {
   /** The first connection failed: what waits for it fails, and calls fail fast until it is up. */
   private connectFailed(err: StoreError): void {
     this.connectError = err;
+    this.outage.began(err.cause === undefined ? err.message : causeOf(err.cause), monoNow());
     this.holdTimer?.cancel();
     this.holdTimer = undefined;
     if (this.failover === undefined) this.rejectQueued(err);
@@ -1114,11 +1133,12 @@ export class RedisStore implements Store {
     this.flush();
   }
 
-  /** @internal The client's events (see redis-health.ts `followClient`). */
+  /** @internal The client's events (see redis-client.ts `ClientPort.follow`). */
   onClientEvent(event: ClientEvent, err?: Error): void {
     if (this.closed) return;
     if (event === "error" || event === "ready")
       this.connectCut = err?.message === CONNECTION_CLOSED;
+    if (event === "error" && err !== undefined) this.lastCause = causeOf(err);
     if (event === "ready") {
       if (!this.connected) {
         this.connected = true;
@@ -1145,7 +1165,7 @@ export class RedisStore implements Store {
       // closed." and the client ends for good (ioredis 5). Neither the store nor the client's
       // user closed it (a user's `disconnect()` emits no such error): connect again.
       this.connectCut = false;
-      this.o.client.connect?.().catch(() => undefined);
+      this.o.port.ioredis?.connect?.().catch(() => undefined);
     } else if (!this.connected && this.connectError === undefined) {
       // Before the first connection: an address where nothing listens fails at once; a server
       // that is slow to answer is waited for (connectTimeoutMs).
@@ -1162,9 +1182,9 @@ export class RedisStore implements Store {
 
   /** Whether the client is connected to `host:port` (undefined when it cannot tell). */
   private connectedTo(addr: { host: string; port: number }): boolean | undefined {
-    const s = this.o.client.stream;
-    if (this.o.client.status !== "ready" || s?.remotePort === undefined) return undefined;
-    return s.remotePort === addr.port && (s.remoteAddress ?? addr.host).endsWith(addr.host);
+    const s = this.o.port.remote();
+    if (this.o.port.status() !== "ready" || s?.port === undefined) return undefined;
+    return s.port === addr.port && (s.address ?? addr.host).endsWith(addr.host);
   }
 
   private failoverStarted(): void {
@@ -1194,7 +1214,7 @@ export class RedisStore implements Store {
     }
     // Still on the old master (the client has no failover detector of its own): reconnect,
     // through the sentinels, to the new one. The next `ready` ends the failover.
-    if (this.o.client.status === "ready" && on === false) this.o.client.disconnect?.(true);
+    if (this.o.port.status() === "ready" && on === false) this.o.port.reconnect();
   }
 
   private failoverEnded(): void {
@@ -1306,6 +1326,15 @@ function deadlineTimer(at: number, fn: () => void): Deadline {
   return { cancel: () => clearTimeout(t) };
 }
 
+/** A client status in a message. */
+const STATUS_WORDS: Readonly<Record<ClientStatus, string>> = {
+  ready: "ready",
+  wait: "not connected yet",
+  connecting: "connecting",
+  reconnecting: "reconnecting",
+  end: "closed",
+};
+
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -1320,15 +1349,11 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
   for (const k of Object.keys(options)) {
     if (!(k in OPTION_KEYS)) issues.push({ path: k, message: "unknown option" });
   }
+  const logger = resolveLogger(options.logger);
+  if (typeof logger === "string") issues.push({ path: "logger", message: logger });
   const client = options.client;
-  if (
-    typeof client !== "object" ||
-    client === null ||
-    typeof client.call !== "function" ||
-    typeof client.on !== "function"
-  ) {
-    issues.push({ path: "client", message: "must be an ioredis client (Redis or Cluster)" });
-  }
+  const port = clientPort(client);
+  if (typeof port === "string") issues.push({ path: "client", message: port });
   if (options.now !== undefined && typeof options.now !== "function")
     issues.push({ path: "now", message: "must be a function returning epoch ms" });
   const prefix = options.prefix ?? "sl:";
@@ -1349,6 +1374,7 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
   };
   const resolved: ResolvedOptions = {
     client,
+    port: port as ClientPort,
     now: options.now,
     prefix,
     timeoutMs: int("timeoutMs", options.timeoutMs, 1, 500),
@@ -1364,6 +1390,7 @@ function resolveOptions(options: RedisStoreOptions): ResolvedOptions {
       options.instances === undefined ? undefined : int("instances", options.instances, 1, 1),
     heartbeatMs: int("heartbeatMs", options.heartbeatMs, 0, 5000),
     ttlPadMs: int("ttlPadMs", options.ttlPadMs, 0, options.now ? 10_000 : 0),
+    logger: typeof logger === "string" ? undefined : logger,
   };
   if (typeof resolved.denyCache !== "boolean")
     issues.push({ path: "denyCache", message: "must be true or false" });

@@ -224,7 +224,7 @@ describe("SluiceThrottlerStorage on a redis-server", () => {
     expect(rs.filter((r) => !r.isBlocked)).toHaveLength(5);
     expect(rs.filter((r) => r.isBlocked).every((r) => r.timeToBlockExpire === 60)).toBe(true);
     // sluice's sliding log: one member per millisecond, "<t>" or "<t>:<hits>".
-    const members = await client.zrange(`sl:n${run}:default:{hot}:l0`, 0, -1);
+    const members = await client.zrange(`sl:n${run}:default:{hot}:l0`, "0", "-1");
     expect(members.reduce((n, m) => n + Number(m.split(":")[1] ?? 1), 0)).toBe(5);
   });
 

@@ -310,7 +310,7 @@ describe("Ratelimit's own behaviour (documented by Upstash)", () => {
     );
     expect(() => new Ratelimit({ limiter, enableProtection: true })).toThrow(/enableProtection/);
     expect(() => new Ratelimit({ limiter, redis: {} as never })).toThrow(
-      /redis: must be an @upstash\/redis client, an ioredis client/,
+      /redis: must be an @upstash\/redis client, a sluice store, or a Redis client: ioredis 5 or 6/,
     );
     expect(() => Ratelimit.fixedWindow(1, "soon" as Duration)).toThrow(
       /window: must be a duration/,

@@ -1,7 +1,11 @@
-/** The Redis store on a 6-node Cluster (3 masters, 3 replicas): conformance and slot grouping. */
+/**
+ * The Redis store on a 6-node Cluster (3 masters, 3 replicas): conformance (through every
+ * client), slot grouping, a master's death.
+ */
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import { type RedisClient, type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { runConformance } from "../conformance/run.js";
@@ -28,8 +32,23 @@ function make(now?: () => number): RedisStore {
   return s;
 }
 
-runConformance("redis cluster", (now) => make(now));
 runConformance("redis cluster", (now) => make(now), { lease: true });
+
+// The conformance table on a Cluster through each client (test/support/redis-clients.ts).
+describe.each(CLIENTS)("$name", (kind) => {
+  let c: RedisClient;
+  beforeAll(async () => {
+    c = await kind.cluster(cluster.startupNodes);
+  });
+  afterAll(async () => {
+    await kind.close(c);
+  });
+  runConformance(`redis cluster (${kind.name})`, (now) => {
+    const s = redisStore({ client: c, heartbeatMs: 0, now, denyCache: false });
+    stores.push(s);
+    return s;
+  });
+});
 
 describe("cluster batching", () => {
   it("one tick of decisions over many identifiers (every slot group) is exact per identifier", async () => {

@@ -1,11 +1,13 @@
 /**
  * Exactness across OS processes: 4 processes fire 1000 concurrent requests in total at one key
- * with limit 5, for every algorithm, on standalone Redis and on a Cluster (Redis server time).
+ * with limit 5, for every algorithm, on standalone Redis and on a Cluster (Redis server time),
+ * through every client sluice supports (test/support/redis-clients.ts).
  * Also: two processes whose clocks are 5 s apart share one limit exactly.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALGORITHMS, type AlgorithmName, type PolicyInput } from "../../src/index.js";
 import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
+import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 import { type Workers, startWorkers } from "./workers.js";
 
@@ -47,10 +49,23 @@ describe.each([
   ["standalone", () => standalone],
   ["cluster", () => clustered],
 ] as const)("exactness on %s: 4 processes × 250 requests, limit 5", (label, workers) => {
+  // Every algorithm through the first client; then every client (the same processes, one store
+  // per client in each) on the algorithms whose state differs most.
   it.each(ALGORITHMS)("%s: exactly 5 allowed", async (alg) => {
     const r = await workers().fire(policyFor(alg, `x${run}-${label}-${alg}`), `hot-${alg}`, 250);
     expect(r.reasons["store-error"] ?? 0).toBe(0);
     expect(r.allowed).toBe(5);
+  });
+  describe.each(CLIENTS.slice(1))("$name", (kind) => {
+    it.each(["fixed-window", "gcra", "sliding-log"] as const)(
+      "%s: exactly 5 allowed",
+      async (alg) => {
+        const name = `x${run}-${label}-${kind.name}-${alg}`;
+        const r = await workers().fire(policyFor(alg, name), `hot-${alg}`, 250, kind.name);
+        expect(r.reasons["store-error"] ?? 0).toBe(0);
+        expect(r.allowed).toBe(5);
+      },
+    );
   });
 });
 

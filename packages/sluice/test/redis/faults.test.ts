@@ -1,8 +1,9 @@
 /**
- * Faults: Redis down at start, killed mid-load, restarted empty (scripts gone), SCRIPT FLUSH.
- * While Redis is down decisions follow each policy's onStoreError (allow, deny, insurance with
- * this instance's share); once it is back they are exact again; nothing ever rejects or leaves an
- * unhandled rejection.
+ * Faults: Redis down at start, killed mid-load, restarted empty (scripts gone), SCRIPT FLUSH —
+ * through every client sluice supports (test/support/redis-clients.ts), each on its own
+ * redis-server. While Redis is down decisions follow each policy's onStoreError (allow, deny,
+ * insurance with this instance's share); once it is back they are exact again; nothing ever
+ * rejects or leaves an unhandled rejection.
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,57 +11,26 @@ import {
   type Decision,
   type Limiter,
   type PolicyInput,
+  type RedisClient,
   type RedisStore,
   createLimiter,
   redisStore,
 } from "../../src/index.js";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
+import { CLIENTS, type ClientKind } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 
 const unhandled: unknown[] = [];
 const onUnhandled = (reason: unknown) => unhandled.push(reason);
 const run = Date.now().toString(36);
 
-let port: number;
-let server: RedisServer | undefined;
-let clientA: Redis;
-let clientB: Redis;
-let storeA: RedisStore;
-let storeB: RedisStore;
-let allow: Limiter;
-let deny: Limiter;
-let insurance: Limiter;
-let exact: Limiter;
-let keySeq = 0;
-
-function client(): Redis {
-  const c = new Redis({
-    host: "127.0.0.1",
-    port,
-    retryStrategy: () => 50,
-    maxRetriesPerRequest: 1,
-  });
-  c.on("error", () => {});
-  return c;
-}
-
 beforeAll(() => {
   process.on("unhandledRejection", onUnhandled);
 });
 
-afterAll(async () => {
+afterAll(() => {
   process.off("unhandledRejection", onUnhandled);
-  await Promise.all([storeA?.close(), storeB?.close()]);
-  clientA?.disconnect();
-  clientB?.disconnect();
-  await server?.stop();
 });
-
-/** `n` concurrent decisions on a fresh key. */
-async function burst(l: Limiter, n: number): Promise<Decision[]> {
-  const key = `k${++keySeq}`;
-  return Promise.all(Array.from({ length: n }, () => l.limit(key)));
-}
 
 function summary(ds: Decision[]): { allowed: number; reasons: string[] } {
   return {
@@ -69,31 +39,61 @@ function summary(ds: Decision[]): { allowed: number; reasons: string[] } {
   };
 }
 
-/** Until the store answers from Redis again. */
-async function recovered(): Promise<void> {
-  await waitFor(
-    async () => (await exact.peek(`probe-${++keySeq}`)).reason === undefined,
-    20_000,
-    50,
-  );
-}
+describe.each(CLIENTS)("faults ($name)", (kind: ClientKind) => {
+  let port: number;
+  let server: RedisServer | undefined;
+  let clientA: RedisClient;
+  let clientB: RedisClient;
+  let storeA: RedisStore;
+  let storeB: RedisStore;
+  let allow: Limiter;
+  let deny: Limiter;
+  let insurance: Limiter;
+  let exact: Limiter;
+  let keySeq = 0;
 
-describe("faults", () => {
+  /** A client of the (not yet started) server, connecting and retrying. */
+  function client(): Promise<RedisClient> {
+    return kind.standalone(`redis://127.0.0.1:${port}`, { noWait: true, reconnectMs: 50 });
+  }
+
+  afterAll(async () => {
+    await Promise.all([storeA?.close(), storeB?.close()]);
+    await Promise.all([clientA && kind.close(clientA), clientB && kind.close(clientB)]);
+    await server?.stop();
+  });
+
+  /** `n` concurrent decisions on a fresh key. */
+  async function burst(l: Limiter, n: number): Promise<Decision[]> {
+    const key = `k${++keySeq}`;
+    return Promise.all(Array.from({ length: n }, () => l.limit(key)));
+  }
+
+  /** Until the store answers from Redis again. */
+  async function recovered(): Promise<void> {
+    await waitFor(
+      async () => (await exact.peek(`probe-${++keySeq}`)).reason === undefined,
+      20_000,
+      50,
+    );
+  }
+
   it("Redis down at start: onStoreError decides (allow, deny, insurance), then exact once it is up", async () => {
     port = await freePort();
-    clientA = client();
-    clientB = client();
+    clientA = await client();
+    clientB = await client();
     const opts = {
       timeoutMs: 1000,
       breakerFailures: 3,
       probeIntervalMs: 50,
       heartbeatMs: 100,
+      logger: false,
     } as const;
     storeA = redisStore({ client: clientA, ...opts });
     storeB = redisStore({ client: clientB, ...opts });
     const rules: PolicyInput["rules"] = [{ limit: 10, period: "1h" }];
     const policy = (name: string, onStoreError: "allow" | "deny" | "insurance"): PolicyInput => ({
-      name: `f${run}-${name}`,
+      name: `f${run}-${kind.name}-${name}`,
       algorithm: "fixed-window",
       rules,
       onStoreError,
@@ -123,7 +123,7 @@ describe("faults", () => {
     // A high limit: the load must reach Redis (a denied key would be answered by the deny cache).
     const load = createLimiter({
       store: storeA,
-      policy: { name: `f${run}-load`, rules: [{ limit: 1_000_000, period: "1h" }] },
+      policy: { name: `f${run}-${kind.name}-load`, rules: [{ limit: 1_000_000, period: "1h" }] },
     });
     let stop = false;
     let served = 0;

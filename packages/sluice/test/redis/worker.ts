@@ -1,12 +1,23 @@
 /**
  * A separate OS process for the multi-process tests: `node --import tsx worker.ts`, forked with
  * IPC. Env: REDIS_URL (standalone) or CLUSTER_NODES (JSON [{host, port}]); SKEW_MS shifts this
- * process's clock (Date.now) to simulate a skewed app server.
- * Messages in: { id, policy, key, n } → fires n concurrent limit() calls, answers
- * { id, allowed, reasons } (reasons: count per decision reason).
+ * process's clock (Date.now) to simulate a skewed app server; CLIENT the client connected at
+ * start (test/support/redis-clients.ts; others connect on their first task).
+ * Messages in: { id, policy, key, n, client? } → fires n concurrent limit() calls through that
+ * client, answers { id, allowed, reasons } (reasons: count per decision reason).
  */
-import { Cluster, Redis } from "ioredis";
-import { type Limiter, type PolicyInput, createLimiter, redisStore } from "../../src/index.js";
+import {
+  type Limiter,
+  type PolicyInput,
+  type RedisStore,
+  createLimiter,
+  redisStore,
+} from "../../src/index.js";
+import {
+  ALL_CLIENTS,
+  type ClientKind,
+  clientKind,
+} from "../../../../test/support/redis-clients.js";
 
 const skew = Number(process.env.SKEW_MS ?? 0);
 if (skew !== 0) {
@@ -14,19 +25,43 @@ if (skew !== 0) {
   Date.now = () => real() + skew;
 }
 
-const client = process.env.CLUSTER_NODES
-  ? new Cluster(JSON.parse(process.env.CLUSTER_NODES) as Array<{ host: string; port: number }>)
-  : new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
-client.on("error", () => {});
-const store = redisStore({
-  client,
-  maxBatch: Number(process.env.MAX_BATCH ?? 16),
-  timeoutMs: 5000,
-});
-const limiters = new Map<string, Limiter>();
+const nodes = process.env.CLUSTER_NODES
+  ? (JSON.parse(process.env.CLUSTER_NODES) as Array<{ host: string; port: number }>)
+  : undefined;
+
+/** One client (of the kind a task names) and its store, made on the first task that names it. */
+interface Connection {
+  readonly kind: ClientKind;
+  readonly client: Awaited<ReturnType<ClientKind["standalone"]>>;
+  readonly store: RedisStore;
+  readonly limiters: Map<string, Limiter>;
+}
+const connections = new Map<string, Promise<Connection>>();
+
+function connection(name: string): Promise<Connection> {
+  let c = connections.get(name);
+  if (c === undefined) {
+    const kind = clientKind(name);
+    c = (async () => {
+      const client = nodes
+        ? await kind.cluster(nodes)
+        : await kind.standalone(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
+      const store = redisStore({
+        client,
+        maxBatch: Number(process.env.MAX_BATCH ?? 16),
+        timeoutMs: 5000,
+      });
+      return { kind, client, store, limiters: new Map() };
+    })();
+    connections.set(name, c);
+  }
+  return c;
+}
 
 interface Task {
   id: number;
+  /** The client to decide through (test/support/redis-clients.ts); default the first. */
+  client?: string;
   policy: PolicyInput;
   key: string;
   n: number;
@@ -39,17 +74,21 @@ interface Task {
 
 process.on("message", (msg: Task | "exit") => {
   if (msg === "exit") {
-    void store.close().then(() => {
-      client.disconnect();
-      process.exit(0);
-    });
+    void Promise.all(
+      [...connections.values()].map(async (p) => {
+        const c = await p;
+        await c.store.close();
+        await c.kind.close(c.client);
+      }),
+    ).then(() => process.exit(0));
     return;
   }
   void (async () => {
-    let limiter = limiters.get(msg.policy.name);
+    const conn = await connection(msg.client ?? ALL_CLIENTS[0]!.name);
+    let limiter = conn.limiters.get(msg.policy.name);
     if (!limiter) {
-      limiter = createLimiter({ store, policy: msg.policy });
-      limiters.set(msg.policy.name, limiter);
+      limiter = createLimiter({ store: conn.store, policy: msg.policy });
+      conn.limiters.set(msg.policy.name, limiter);
     }
     const l = limiter;
     if (msg.pace) {
@@ -89,4 +128,6 @@ process.on("message", (msg: Task | "exit") => {
   })();
 });
 
-void client.ping().then(() => process.send!({ ready: true }));
+void connection(process.env.CLIENT ?? ALL_CLIENTS[0]!.name).then(() =>
+  process.send!({ ready: true }),
+);

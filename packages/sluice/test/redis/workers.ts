@@ -11,6 +11,8 @@ export interface Workers {
     policy: PolicyInput,
     key: string,
     perWorker: number,
+    /** The client to decide through (test/support/redis-clients.ts); default the first. */
+    client?: string,
   ): Promise<{ allowed: number; reasons: Record<string, number> }>;
   /**
    * Each worker `i` fires `perTick[i]` calls every `everyMs` for `forMs`; resolves with the
@@ -52,7 +54,7 @@ export async function startWorkers(envs: Array<Record<string, string>>): Promise
   );
   let seq = 0;
   return {
-    async fire(policy, key, perWorker) {
+    async fire(policy, key, perWorker, client) {
       const id = ++seq;
       const answers = await Promise.all(
         children.map(
@@ -65,7 +67,7 @@ export async function startWorkers(envs: Array<Record<string, string>>): Promise
                   resolve(a);
                 }
               });
-              c.send({ id, policy, key, n: perWorker });
+              c.send({ id, policy, key, n: perWorker, client });
             }),
         ),
       );

@@ -1,0 +1,37 @@
+/**
+ * Where sluice says the few things it says on its own: a store that can no longer decide (and
+ * when it can again), a client outside the tested range. One line each, never one per call.
+ */
+
+/**
+ * What sluice writes to: any object with `warn(message)` — `console` (the default), a pino or
+ * winston logger, or your own. Only the one-string form is used, which every logger takes.
+ */
+export interface Logger {
+  /** A line that needs an operator's attention. */
+  warn(message: string): void;
+}
+
+/** The default logger: the console's standard error. */
+export const consoleLogger: Logger = {
+  warn: (message) => console.warn(message),
+};
+
+/** The message of a `logger` option that is not a {@link Logger} or `false`. */
+export const LOGGER_MESSAGE = "must be an object with a warn(message) method, or false";
+
+/**
+ * A `logger` option resolved: the logger, `undefined` for `false` (silent), or the string
+ * {@link LOGGER_MESSAGE} when it is neither.
+ */
+export function resolveLogger(option: unknown): Logger | undefined | string {
+  if (option === undefined) return consoleLogger;
+  if (option === false) return undefined;
+  if (
+    typeof option === "object" &&
+    option !== null &&
+    typeof (option as Logger).warn === "function"
+  )
+    return option as Logger;
+  return LOGGER_MESSAGE;
+}
