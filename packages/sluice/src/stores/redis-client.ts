@@ -11,6 +11,16 @@
  * client's RESP parser is exact (ioredis 6 and node-redis read `:9007199254740991` as …992).
  */
 
+import type { Logger } from "../logger.js";
+import { unrefTimer } from "../platform.js";
+import {
+  type FailoverListener,
+  type NodeRedisSentinelNodes,
+  type SentinelWatch,
+  watchNodeRedisSentinel,
+  watchSentinels,
+} from "./sentinel-watch.js";
+
 /** A connection's state, in ioredis's words (node-redis's flags are mapped onto them). */
 export type ClientStatus = "ready" | "wait" | "connecting" | "reconnecting" | "end";
 
@@ -128,7 +138,12 @@ export interface ClientPort {
    * share it). Returns the function that stops following.
    */
   follow(listener: ClientListener): () => void;
-  /** The ioredis client, for the Sentinel watch (ioredis and iovalkey Sentinel clients only). */
+  /**
+   * Watches the sentinels of a Sentinel client for the first sign of a failover
+   * (sentinel-watch.ts); undefined for any other client.
+   */
+  watchSentinels(listener: FailoverListener, logger: Logger | undefined): SentinelWatch | undefined;
+  /** The ioredis client (ioredis and iovalkey only), for what only ioredis needs. */
   readonly ioredis: RedisClientLike | undefined;
 }
 
@@ -268,6 +283,10 @@ class IoredisPort implements ClientPort {
     return s === undefined ? undefined : { address: s.remoteAddress, port: s.remotePort };
   }
 
+  watchSentinels(listener: FailoverListener): SentinelWatch | undefined {
+    return watchSentinels(this.client, listener);
+  }
+
   follow(listener: ClientListener): () => void {
     if (typeof this.client.on !== "function") return () => undefined;
     return followEvents(this.client as unknown as Emitter, IOREDIS_EVENTS, listener);
@@ -296,7 +315,9 @@ const NODE_REDIS_EVENTS: Readonly<
     ["node-ready", "refresh"],
     ["disconnect", "end"],
   ],
-  // A Sentinel client follows the sentinels itself: a new master is a `topology-change`.
+  // A Sentinel client follows the sentinels itself: a new master is a `topology-change`, after
+  // which it connects to the new master (told as `ready` once it is: a failover the watch saw
+  // ends when the client's master is the new one, see `remote`).
   sentinel: [
     ["error", "error"],
     ["client-error", "error"],
@@ -306,6 +327,9 @@ const NODE_REDIS_EVENTS: Readonly<
 
 /** How often a node-redis client without a `ready` event is looked at while one is awaited (ms). */
 const READY_POLL_MS = 50;
+/** How often, and how long, a node-redis Sentinel client is looked at after a new master (ms). */
+const SWITCH_POLL_MS = 5;
+const SWITCH_WAIT_MS = 10_000;
 
 /** node-redis 4 to 6: `createClient`, `createCluster`, `createSentinel`. */
 class NodeRedisPort implements ClientPort {
@@ -365,8 +389,24 @@ class NodeRedisPort implements ClientPort {
     return false;
   }
 
-  remote(): undefined {
-    return undefined;
+  /** A Sentinel client's master, once connected (the others do not tell). */
+  remote(): { address?: string; port?: number } | undefined {
+    if (this.kind !== "sentinel") return undefined;
+    const m = (this.client as unknown as NodeRedisSentinelNodes).getMasterNode() as
+      { host?: string; port?: number } | undefined;
+    return m === undefined ? undefined : { address: m.host, port: m.port };
+  }
+
+  watchSentinels(
+    listener: FailoverListener,
+    logger: Logger | undefined,
+  ): SentinelWatch | undefined {
+    if (this.kind !== "sentinel") return undefined;
+    return watchNodeRedisSentinel(
+      this.client as unknown as NodeRedisSentinelNodes,
+      listener,
+      logger,
+    );
   }
 
   follow(listener: ClientListener): () => void {
@@ -374,6 +414,9 @@ class NodeRedisPort implements ClientPort {
       onClientEvent: (event, err) => {
         if (event === "end") this.ended = true;
         listener.onClientEvent(event, err);
+        // A Sentinel client's new master: `ready` once the client is (it says nothing then).
+        if (this.kind === "sentinel" && event === "refresh")
+          this.whenReady(() => listener.onClientEvent("ready"));
       },
     });
     this.listeners.add(listener);
@@ -384,6 +427,22 @@ class NodeRedisPort implements ClientPort {
   }
 
   private readonly listeners = new Set<ClientListener>();
+
+  /** Calls `fn` once the client is ready: now, or when a look every few ms finds it so. */
+  private whenReady(fn: () => void): void {
+    if (this.status() === "ready") {
+      fn();
+      return;
+    }
+    const since = Date.now();
+    const t = setInterval(() => {
+      const ready = this.status() === "ready";
+      if (!ready && Date.now() - since < SWITCH_WAIT_MS) return;
+      clearInterval(t);
+      if (ready) fn();
+    }, SWITCH_POLL_MS);
+    unrefTimer(t);
+  }
 
   /**
    * Clients that do not say when they become ready (a node-redis 4 Cluster; a Sentinel client)
@@ -399,6 +458,6 @@ class NodeRedisPort implements ClientPort {
       this.poll = undefined;
       for (const l of this.listeners) l.onClientEvent("ready");
     }, READY_POLL_MS);
-    (this.poll as { unref?: () => void }).unref?.();
+    unrefTimer(this.poll);
   }
 }

@@ -28,7 +28,7 @@ import {
   type RedisClient,
   clientPort,
 } from "./redis-client.js";
-import { type SentinelWatch, watchSentinels } from "./sentinel-watch.js";
+import type { SentinelWatch } from "./sentinel-watch.js";
 
 export type {
   NodeRedisClientLike,
@@ -294,12 +294,15 @@ export class RedisStore implements Store {
     this.warmUntil = monoNow() + this.o.connectTimeoutMs;
     this.unfollow = port.follow(this);
     this.sentinels =
-      this.o.watchSentinels && !this.cluster && port.ioredis !== undefined
-        ? watchSentinels(port.ioredis, {
-            failoverStarted: () => this.failoverStarted(),
-            masterSwitched: (host, port) => this.masterSwitched(host, port),
-            failoverAborted: () => this.failoverEnded(),
-          })
+      this.o.watchSentinels && !this.cluster
+        ? port.watchSentinels(
+            {
+              failoverStarted: () => this.failoverStarted(),
+              masterSwitched: (host, port) => this.masterSwitched(host, port),
+              failoverAborted: () => this.failoverEnded(),
+            },
+            this.o.logger,
+          )
         : undefined;
     if (this.o.instances === undefined && this.o.heartbeatMs > 0) {
       this.heartbeat();
@@ -1123,13 +1126,16 @@ export class RedisStore implements Store {
     this.rejectAll(queue, err);
   }
 
-  /** Calls go again (connected, or a failover is over): what waited goes, readiness resolves. */
+  /**
+   * Calls may go again (connected, or a failover is over): readiness resolves, and what waited
+   * goes — or, if calls must still wait (a failover not over yet), waits again with its hold
+   * timer; a client that is not ready yet fails them fast (`send`).
+   */
   private reopen(): void {
     this.holdTimer?.cancel();
     this.holdTimer = undefined;
     this.breakers.retryNow();
-    if (!this.gateOpen()) return;
-    for (const w of this.readyWaiters.splice(0)) w.resolve();
+    if (this.gateOpen()) for (const w of this.readyWaiters.splice(0)) w.resolve();
     this.flush();
   }
 

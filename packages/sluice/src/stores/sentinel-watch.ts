@@ -10,7 +10,14 @@
  * connected to the new master (`+switch-master`).
  */
 
-/** A connection to one sentinel, subscribed to its events (an ioredis `Redis`). */
+import type { Logger } from "../logger.js";
+import { unrefTimer } from "../platform.js";
+import { type SentinelAddress, SentinelSocket } from "./sentinel-socket.js";
+
+/**
+ * A connection to one sentinel, subscribed to its events: an ioredis `Redis` made by the
+ * client's `duplicate`, or a {@link SentinelSocket}.
+ */
 export interface SentinelConnectionLike {
   subscribe(...channels: string[]): Promise<unknown>;
   on(event: "message", listener: (channel: string, message: string) => void): unknown;
@@ -108,15 +115,13 @@ export function watchSentinels(
     typeof client.duplicate !== "function"
   )
     return undefined;
-  const connections: SentinelConnectionLike[] = [];
-  const subscribed: Array<Promise<void>> = [];
-  for (const s of sentinels) {
-    const c = (client.duplicate as Duplicate).call(client, {
+  const connections = sentinels.map((sentinel) =>
+    (client.duplicate as Duplicate).call(client, {
       sentinels: null,
       name: null,
       role: "master",
-      host: s.host ?? "127.0.0.1",
-      port: s.port ?? 26379,
+      host: sentinel.host ?? "127.0.0.1",
+      port: sentinel.port ?? 26379,
       username: o.sentinelUsername ?? null,
       password: o.sentinelPassword ?? null,
       tls: o.sentinelTLS ?? undefined,
@@ -130,7 +135,22 @@ export function watchSentinels(
       retryStrategy: () => 1000,
       maxRetriesPerRequest: null,
       autoResubscribe: true,
-    });
+    }),
+  );
+  return follow(connections, name, listener);
+}
+
+/**
+ * Subscribes `connections` (one per sentinel) to the failover channels and tells `listener`
+ * what they announce of the master set `name`.
+ */
+function follow(
+  connections: SentinelConnectionLike[],
+  name: string,
+  listener: FailoverListener,
+): SentinelWatch {
+  const subscribed: Array<Promise<void>> = [];
+  for (const c of connections) {
     let failedOnce: () => void = () => undefined;
     subscribed.push(
       new Promise<void>((resolve) => {
@@ -156,12 +176,103 @@ export function watchSentinels(
       if (STARTED.has(channel)) listener.failoverStarted();
       else if (ABORTED.has(channel)) listener.failoverAborted();
     });
-    connections.push(c);
   }
   return {
     started: Promise.all(subscribed).then(() => undefined),
     stop() {
       for (const c of connections) c.disconnect();
+    },
+  };
+}
+
+/** What the watch reads of a node-redis Sentinel client: the nodes it is connected to. */
+export interface NodeRedisSentinelNodes {
+  /** The sentinel the client follows (`{ host, port }`), once connected. */
+  getSentinelNode(): unknown;
+  /** The master it writes to (`{ host, port }`), once connected. */
+  getMasterNode(): unknown;
+}
+
+/** How often the client is looked at until it knows its sentinel and master (ms). */
+const DISCOVER_POLL_MS = 50;
+
+function addressOf(x: unknown): SentinelAddress | undefined {
+  const a = x as { host?: unknown; port?: unknown } | undefined;
+  return typeof a?.host === "string" && typeof a.port === "number"
+    ? { host: a.host, port: a.port }
+    : undefined;
+}
+
+/** A flat `[field, value, field, value, …]` reply as a map. */
+function fields(reply: unknown): Map<string, string> {
+  const m = new Map<string, string>();
+  if (Array.isArray(reply))
+    for (let i = 0; i + 1 < reply.length; i += 2) m.set(String(reply[i]), String(reply[i + 1]));
+  return m;
+}
+
+/**
+ * The watch for a node-redis Sentinel client (`createSentinel`), which keeps its sentinel
+ * connection private: once the client is connected, the sentinel it follows is asked which
+ * master set it serves (`SENTINEL MASTERS`, matched by the master's address) and which other
+ * sentinels watch it (`SENTINEL SENTINELS`), and each is followed over its own
+ * {@link SentinelSocket}. A watch that cannot start (a sentinel that needs a password:
+ * node-redis does not hand it over) says so once to `logger`, and `started` resolves anyway.
+ */
+export function watchNodeRedisSentinel(
+  client: NodeRedisSentinelNodes,
+  listener: FailoverListener,
+  logger: Logger | undefined,
+): SentinelWatch {
+  let watch: SentinelWatch | undefined;
+  let stopped = false;
+  const started = (async () => {
+    let sentinel: SentinelAddress | undefined;
+    let master: SentinelAddress | undefined;
+    // The client learns its nodes as it connects (its owner connects it).
+    while (!stopped && (sentinel === undefined || master === undefined)) {
+      sentinel = addressOf(client.getSentinelNode());
+      master = addressOf(client.getMasterNode());
+      if (sentinel === undefined || master === undefined)
+        await new Promise<void>((resolve) => unrefTimer(setTimeout(resolve, DISCOVER_POLL_MS)));
+    }
+    if (stopped || sentinel === undefined || master === undefined) return;
+    const ask = new SentinelSocket(sentinel);
+    try {
+      const masters = (await ask.command(["SENTINEL", "MASTERS"])) as unknown[];
+      const set = masters
+        .map(fields)
+        .find((m) => Number(m.get("port")) === master.port && m.get("ip") === master.host);
+      const name = set?.get("name");
+      if (name === undefined)
+        throw new Error(`no master set at ${master.host}:${master.port} on the sentinel`);
+      const others = ((await ask.command(["SENTINEL", "SENTINELS", name])) as unknown[]).map(
+        fields,
+      );
+      if (stopped) return;
+      const all = [
+        sentinel,
+        ...others.map((m) => ({ host: m.get("ip") ?? "", port: Number(m.get("port")) })),
+      ];
+      watch = follow(
+        all.map((a) => new SentinelSocket(a)),
+        name,
+        listener,
+      );
+      await watch.started;
+    } catch (err) {
+      logger?.warn(
+        `sluice: the Sentinel watch could not start (${err instanceof Error ? err.message : String(err)}): a failover may lose the charges written to the old master after the promotion`,
+      );
+    } finally {
+      ask.disconnect();
+    }
+  })();
+  return {
+    started,
+    stop() {
+      stopped = true;
+      watch?.stop();
     },
   };
 }

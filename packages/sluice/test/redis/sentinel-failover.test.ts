@@ -10,16 +10,19 @@ import {
   type Decision,
   type Limiter,
   type PolicyInput,
+  type RedisClient,
   type RedisStore,
   createLimiter,
   redisStore,
 } from "../../src/index.js";
 import { waitFor } from "../../../../test/support/ports.js";
+import { CLIENTS, type ClientKind } from "../../../../test/support/redis-clients.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
 
 const run = Date.now().toString(36);
 let sentinel: RedisSentinel;
 const clients: Redis[] = [];
+const made: Array<[ClientKind, RedisClient]> = [];
 const stores: RedisStore[] = [];
 
 function sentinelClient(): Redis {
@@ -43,6 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(stores.map((s) => s.close()));
   for (const c of clients) c.disconnect();
+  await Promise.all(made.map(([k, c]) => k.close(c)));
   await sentinel?.stop();
 });
 
@@ -122,6 +126,35 @@ describe("sentinel failovers under load", () => {
       const missing = await lost(ls[0]!, t.acked);
       console.log(
         `SENTINEL FAILOVER ${label}: ${t.decisions} decisions, reasons ${JSON.stringify(Object.fromEntries(t.reasons))}, acknowledged charges lost: ${missing}`,
+      );
+      expect(missing).toBeLessThanOrEqual(LOSS_BOUND);
+    },
+    120_000,
+  );
+
+  it.each(CLIENTS.filter((k) => k.sentinel !== undefined && k.family === "node-redis"))(
+    "SENTINEL FAILOVER through $name (the watch over its own sockets): acknowledged charges are kept",
+    async (kind) => {
+      const ls = await Promise.all(
+        [0, 1].map(async () => {
+          const c = await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 });
+          made.push([kind, c]);
+          const s = redisStore({ client: c, heartbeatMs: 0 });
+          stores.push(s);
+          return createLimiter({ store: s, policy: policy(`nr${kind.name}`) });
+        }),
+      );
+      await Promise.all(ls.map((l) => l.ready()));
+      await sentinel.synced();
+      const t = traffic(ls);
+      await waitFor(() => t.decisions > 3000, 30_000, 20);
+      await sentinel.failover();
+      const at = t.decisions;
+      await waitFor(() => t.decisions > at + 3000, 30_000, 20);
+      await t.stop();
+      const missing = await lost(ls[0]!, t.acked);
+      console.log(
+        `SENTINEL FAILOVER through ${kind.name}: ${t.decisions} decisions, reasons ${JSON.stringify(Object.fromEntries(t.reasons))}, acknowledged charges lost: ${missing}`,
       );
       expect(missing).toBeLessThanOrEqual(LOSS_BOUND);
     },

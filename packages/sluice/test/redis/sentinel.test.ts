@@ -1,17 +1,21 @@
 /**
  * Sentinel: 1 master, 1 replica, 3 sentinels. The conformance table through a Sentinel client;
  * traffic keeps flowing through a SENTINEL FAILOVER (answered per onStoreError while the client
- * switches), and decisions are exact afterwards.
+ * switches), and decisions are exact afterwards — through ioredis with the options docs/redis.md
+ * recommends, and through every client that has Sentinel support, with its defaults
+ * (test/support/redis-clients.ts: ioredis 6 and 5, iovalkey, node-redis 6 and 5).
  */
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Decision,
   type PolicyInput,
+  type RedisClient,
   type RedisStore,
   createLimiter,
   redisStore,
 } from "../../src/index.js";
+import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
 import { runConformance } from "../conformance/run.js";
@@ -40,7 +44,7 @@ function sentinelClient(): Redis {
   return c;
 }
 
-function store(c: Redis): RedisStore {
+function store(c: RedisClient): RedisStore {
   const s = redisStore({
     client: c,
     timeoutMs: 1000,
@@ -73,11 +77,14 @@ runConformance("redis sentinel", (now) => {
   return s;
 });
 
-describe("sentinel", () => {
-  it("keeps answering through a failover and is exact afterwards", async () => {
-    const [a, b] = [store(sentinelClient()), store(sentinelClient())];
+/**
+ * Traffic through a store on one client while the sentinels fail the master over; then two
+ * stores (two clients) share a limit of 5 exactly.
+ */
+async function throughFailover(label: string, a: RedisStore, b: RedisStore): Promise<void> {
+  {
     const policy = (name: string, limit: number): PolicyInput => ({
-      name: `s${run}-${name}`,
+      name: `s${run}-${label}-${name}`,
       algorithm: "gcra",
       rules: [{ limit, period: "1h" }],
       onStoreError: "allow",
@@ -118,7 +125,7 @@ describe("sentinel", () => {
     await loop;
     const errors = seen.filter((d) => d.reason === "store-error").length;
     console.log(
-      `sentinel failover: ${seen.length} decisions, ${errors} answered by onStoreError during the switch`,
+      `sentinel failover (${label}): ${seen.length} decisions, ${errors} answered by onStoreError during the switch`,
     );
     expect(failures).toEqual([]);
     // Every call was answered: from Redis, or per onStoreError ("allow") during the switch.
@@ -138,6 +145,34 @@ describe("sentinel", () => {
     const master = new Redis({ host: "127.0.0.1", port: after });
     expect((await master.info("replication")).includes("role:master")).toBe(true);
     master.disconnect();
+  }
+}
+
+describe("sentinel", () => {
+  it("keeps answering through a failover and is exact afterwards", async () => {
+    await throughFailover("ioredis", store(sentinelClient()), store(sentinelClient()));
+  });
+
+  describe.each(CLIENTS.filter((k) => k.sentinel !== undefined))("$name", (kind) => {
+    const made: RedisClient[] = [];
+    const sentinelOf = async (): Promise<RedisClient> => {
+      const c = await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 });
+      made.push(c);
+      return c;
+    };
+    afterAll(async () => {
+      await Promise.all(made.map((c) => kind.close(c)));
+    });
+    let first: RedisClient | undefined;
+    runConformance(`redis sentinel (${kind.name})`, async (now) => {
+      first ??= await sentinelOf();
+      const s = redisStore({ client: first, now, heartbeatMs: 0, denyCache: false });
+      stores.push(s);
+      return s;
+    });
+    it("keeps answering through a failover and is exact afterwards", async () => {
+      await throughFailover(kind.name, store(await sentinelOf()), store(await sentinelOf()));
+    });
   });
 
   it("left no unhandled rejection", () => {
