@@ -446,6 +446,18 @@ export const userSchema = sessionUserSchema.extend({ createdAt: timestamp, updat
 /** `GET /v1/admin/users`. */
 export const userListSchema = z.strictObject({ users: z.array(userSchema) });
 
+/**
+ * What a valid document asks that this node will not do as written, each naming its field
+ * (`lease` on memory counters); the write was made all the same. Left out when there is none.
+ */
+const warningsSchema = z
+  .array(z.strictObject({ path: z.string(), message: z.string() }))
+  .optional()
+  .meta({
+    description:
+      "What the document asks that this service will not do as written (lease on memory counters), each naming its field; the write was made all the same. Left out when there is none.",
+  });
+
 /** A policy document as stored: every default filled in. */
 export const storedPolicySchema = policyDocumentSchema.extend({
   description: z.string(),
@@ -466,6 +478,7 @@ export const policyRecordSchema = storedPolicySchema.extend({
     .boolean()
     .optional()
     .meta({ description: "In lists: whether a draft is evaluated in shadow." }),
+  warnings: warningsSchema,
 });
 
 /** `GET /v1/admin/policies`. */
@@ -504,6 +517,7 @@ export const draftSchema = z.strictObject({
   createdBy: z.string(),
   createdAt: timestamp,
   stats: draftStatsSchema.optional().meta({ description: "In GET: what it would have done." }),
+  warnings: warningsSchema,
 });
 
 /** An app (never its key, only the key's public id). */
@@ -541,6 +555,7 @@ export const auditListSchema = z.strictObject({ entries: z.array(auditEntrySchem
 export const importResultSchema = z.strictObject({
   dryRun: z.boolean(),
   plan: z.strictObject({ create: names, update: names, unchanged: names, delete: names }),
+  warnings: warningsSchema,
 });
 
 const counts = z.strictObject({
