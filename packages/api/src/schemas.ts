@@ -29,10 +29,19 @@ const policyName = z
   .string({ error: "must be a string (a policy name)" })
   .min(1, { error: "must not be empty" })
   .max(128, { error: "must be at most 128 characters" });
+/**
+ * Half of a surrogate pair, alone: JSON may escape one (`"\ud800"`), but it is no character, and
+ * Redis (UTF-8) would store every such key as U+FFFD: one counter for all of them.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
 const key = z
   .string({ error: "must be a string (the identifier to limit: an IP, user id, API key…)" })
   .min(1, { error: "must not be empty" })
-  .max(4096, { error: "must be at most 4096 characters" });
+  .max(4096, { error: "must be at most 4096 characters" })
+  .refine((k) => !LONE_SURROGATE.test(k), {
+    error:
+      "is not valid UTF-8: bytes that encode no character, or a lone surrogate (\\ud800–\\udfff), would be stored as U+FFFD, the same for every such text",
+  });
 
 /** `POST /v1/limit`. */
 export const limitRequestSchema = z.strictObject({
