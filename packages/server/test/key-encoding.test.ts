@@ -138,6 +138,15 @@ describe("keys that are not well-formed characters are refused, naming the field
     expect(invalid.body.error.issues).toEqual([
       { path: "descriptors.0.entries.0.value", message: NOT_UTF8 },
     ]);
+    // A lone surrogate in a value that matches a limit was a 500 (the counter's key could not
+    // be built from it).
+    const matching = await call(s.url, "POST", "/json", {
+      raw: '{"domain":"edge","descriptors":[{"entries":[{"key":"user","value":"\\udfff"}]}]}',
+    });
+    expect(matching.status).toBe(400);
+    expect(matching.body.error.issues).toEqual([
+      { path: "descriptors.0.entries.0.value", message: NOT_UTF8 },
+    ]);
     const escaped = await call(s.url, "POST", "/json", {
       raw: '{"domain":"edge","descriptors":[{"entries":[{"key":"us\\ud800er","value":"\\udfff"}]}]}',
     });
