@@ -20,6 +20,23 @@ export interface Bookkept {
   readonly createdAt: string;
   readonly updatedAt: string;
   readonly hasDraft?: boolean | undefined;
+  /**
+   * What the document asks that the service will not do as written, each naming its field
+   * (`lease` on memory counters); the document was saved all the same.
+   */
+  readonly warnings?: readonly Warning[] | undefined;
+}
+
+/** One warning of the service about a document: its field and what it will not do. */
+export interface Warning {
+  readonly path: string;
+  readonly message: string;
+}
+
+/** Warnings in one line, for a message after a save: `Warning — lease: …` (empty for none). */
+export function warningsText(warnings: readonly Warning[] | undefined): string {
+  if (!warnings || warnings.length === 0) return "";
+  return `Warning — ${warnings.map((w) => (w.path ? `${w.path}: ${w.message}` : w.message)).join("; ")}`;
 }
 
 /** One kept version. */
@@ -143,6 +160,13 @@ export async function documentPage<R extends Bookkept, D>(
       ` · created ${when(rec.createdAt)} by ${rec.createdBy} · updated ${when(rec.updatedAt)} by ${rec.updatedBy}`,
       flags.length > 0 ? [" · ", flags] : null,
     ),
+    rec.warnings && rec.warnings.length > 0
+      ? h(
+          "div",
+          { class: "notice", id: "document-warnings", role: "note" },
+          rec.warnings.map((w) => h("p", {}, w.path ? `${w.path}: ${w.message}` : w.message)),
+        )
+      : null,
     parts.notices ?? [],
     parts.before ?? [],
     draft ? draftSection(ctx, kind, rec, draft, path, editable, reload) : null,

@@ -29,10 +29,19 @@ const policyName = z
   .string({ error: "must be a string (a policy name)" })
   .min(1, { error: "must not be empty" })
   .max(128, { error: "must be at most 128 characters" });
+/**
+ * Half of a surrogate pair, alone: JSON may escape one (`"\ud800"`), but it is no character, and
+ * Redis (UTF-8) would store every such key as U+FFFD: one counter for all of them.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
 const key = z
   .string({ error: "must be a string (the identifier to limit: an IP, user id, API key…)" })
   .min(1, { error: "must not be empty" })
-  .max(4096, { error: "must be at most 4096 characters" });
+  .max(4096, { error: "must be at most 4096 characters" })
+  .refine((k) => !LONE_SURROGATE.test(k), {
+    error:
+      "is not valid UTF-8: bytes that encode no character, or a lone surrogate (\\ud800–\\udfff), would be stored as U+FFFD, the same for every such text",
+  });
 
 /** `POST /v1/limit`. */
 export const limitRequestSchema = z.strictObject({
@@ -446,6 +455,18 @@ export const userSchema = sessionUserSchema.extend({ createdAt: timestamp, updat
 /** `GET /v1/admin/users`. */
 export const userListSchema = z.strictObject({ users: z.array(userSchema) });
 
+/**
+ * What a valid document asks that this node will not do as written, each naming its field
+ * (`lease` on memory counters); the write was made all the same. Left out when there is none.
+ */
+const warningsSchema = z
+  .array(z.strictObject({ path: z.string(), message: z.string() }))
+  .optional()
+  .meta({
+    description:
+      "What the document asks that this service will not do as written (lease on memory counters), each naming its field; the write was made all the same. Left out when there is none.",
+  });
+
 /** A policy document as stored: every default filled in. */
 export const storedPolicySchema = policyDocumentSchema.extend({
   description: z.string(),
@@ -466,6 +487,7 @@ export const policyRecordSchema = storedPolicySchema.extend({
     .boolean()
     .optional()
     .meta({ description: "In lists: whether a draft is evaluated in shadow." }),
+  warnings: warningsSchema,
 });
 
 /** `GET /v1/admin/policies`. */
@@ -504,6 +526,7 @@ export const draftSchema = z.strictObject({
   createdBy: z.string(),
   createdAt: timestamp,
   stats: draftStatsSchema.optional().meta({ description: "In GET: what it would have done." }),
+  warnings: warningsSchema,
 });
 
 /** An app (never its key, only the key's public id). */
@@ -541,6 +564,7 @@ export const auditListSchema = z.strictObject({ entries: z.array(auditEntrySchem
 export const importResultSchema = z.strictObject({
   dryRun: z.boolean(),
   plan: z.strictObject({ create: names, update: names, unchanged: names, delete: names }),
+  warnings: warningsSchema,
 });
 
 const counts = z.strictObject({

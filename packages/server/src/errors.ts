@@ -160,7 +160,9 @@ export function isDatabaseOutage(err: unknown): boolean {
  */
 export function databaseOutageReason(err: unknown): string | undefined {
   if (!(err instanceof Error)) return undefined;
-  if (err.name === "DatabaseUnavailableError") return err.message;
+  // Its reason: callers are not told where the data lives (the log and /readyz's admins are).
+  if (err.name === "DatabaseUnavailableError")
+    return (err as Error & { reason?: string }).reason ?? err.message;
   const code = (err as { code?: unknown }).code;
   if (typeof code === "string" && code.startsWith("SQLITE_READONLY"))
     return "it is read-only (it refuses writes); check the file's permissions and the disk";

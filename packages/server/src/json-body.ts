@@ -5,6 +5,7 @@
  * JSON (and YAML for the policy import) is accepted; anything else, `text/plain` included, is
  * answered 415 by the caller.
  */
+import { isUtf8 } from "node:buffer";
 import type { FastifyInstance } from "fastify";
 import secureJson from "secure-json-parse";
 import type { ValidationIssue } from "sluice";
@@ -106,14 +107,107 @@ export function parseJsonBody(text: string): unknown {
 }
 
 /**
- * Replaces Fastify's body parsers: JSON through {@link parseJsonBody}, and no `text/plain`
+ * A character no UTF-8 text holds: half of a surrogate pair. JSON may still write one as an
+ * escape (`"\ud800"`), and a UTF-8 encoder (Redis's keys, a database) writes it as U+FFFD.
+ */
+export const LONE_SURROGATE = /\p{Cs}/u;
+
+/** What is wrong with a string holding bytes that are not UTF-8, or a lone surrogate. */
+export const NOT_UTF8 =
+  "is not valid UTF-8: bytes that encode no character, or a lone surrogate (\\ud800–\\udfff), would be stored as U+FFFD, the same for every such text";
+
+/**
+ * Every string (and field name) of a parsed body that holds a lone surrogate, as issues: a
+ * field name's is its object's path.
+ */
+export function illFormedText(value: unknown, path: string[] = []): ValidationIssue[] {
+  if (typeof value === "string")
+    return LONE_SURROGATE.test(value) ? [{ path: path.join("."), message: NOT_UTF8 }] : [];
+  if (typeof value !== "object" || value === null) return [];
+  if (Array.isArray(value))
+    return value.flatMap((item, i) => illFormedText(item, [...path, String(i)]));
+  const issues: ValidationIssue[] = [];
+  for (const [key, child] of Object.entries(value)) {
+    if (LONE_SURROGATE.test(key))
+      issues.push({ path: path.join("."), message: `${NOT_UTF8} (in the name of a field)` });
+    issues.push(...illFormedText(child, [...path, key]));
+  }
+  return issues;
+}
+
+/**
+ * Parses a JSON body from its bytes, as {@link parseJsonBody} its text. JSON is UTF-8 (RFC
+ * 8259): bytes that are not would be read as U+FFFD, so that distinct keys — any strings —
+ * became one. Such a body is refused, naming each field that holds them: each invalid sequence
+ * is read as a lone surrogate, which no UTF-8 text holds, and looked for once parsed. A body
+ * that is UTF-8 (nearly all) costs one validation pass over its bytes.
+ */
+export function parseJsonBytes(bytes: Buffer): unknown {
+  if (isUtf8(bytes)) return parseJsonBody(bytes.toString("utf8"));
+  const value = parseJsonBody(decodeMarkingInvalid(bytes));
+  const issues = illFormedText(value);
+  throw invalid("Invalid body", issues.length > 0 ? issues : [{ path: "", message: NOT_UTF8 }]);
+}
+
+/**
+ * UTF-8 decoding where each invalid sequence (a byte that starts none, or a start without the
+ * bytes it needs) becomes one lone surrogate (U+DFFF) instead of U+FFFD, so the strings that
+ * held one can be told apart once parsed.
+ */
+function decodeMarkingInvalid(bytes: Buffer): string {
+  // Node's own decoding writes U+FFFD for an invalid sequence, as it does for EF BF BD (U+FFFD
+  // written out): valid runs are decoded as they are, each invalid sequence marked.
+  let out = "";
+  let start = 0;
+  let i = 0;
+  while (i < bytes.length) {
+    const length = sequenceLength(bytes, i);
+    if (length > 0) {
+      i += length;
+      continue;
+    }
+    out += bytes.toString("utf8", start, i);
+    out += "\udfff";
+    i += invalidLength(bytes, i);
+    start = i;
+  }
+  return out + bytes.toString("utf8", start);
+}
+
+/** The length of the valid UTF-8 sequence at `i`, or 0 when the bytes there are not one. */
+function sequenceLength(b: Buffer, i: number): number {
+  const c = b[i]!;
+  if (c < 0x80) return 1;
+  const cont = (k: number, lo = 0x80, hi = 0xbf) => {
+    const x = b[i + k];
+    return x !== undefined && x >= lo && x <= hi;
+  };
+  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
+  if (c === 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
+  if ((c >= 0xe1 && c <= 0xec) || c === 0xee || c === 0xef) return cont(1) && cont(2) ? 3 : 0;
+  if (c === 0xed) return cont(1, 0x80, 0x9f) && cont(2) ? 3 : 0; // not a surrogate
+  if (c === 0xf0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (c >= 0xf1 && c <= 0xf3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (c === 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+/** How many bytes from `i` make one invalid sequence: a lead byte and the continuation bytes after it. */
+function invalidLength(b: Buffer, i: number): number {
+  let n = 1;
+  while (n < 4 && i + n < b.length && (b[i + n]! & 0xc0) === 0x80) n++;
+  return n;
+}
+
+/**
+ * Replaces Fastify's body parsers: JSON through {@link parseJsonBytes}, and no `text/plain`
  * parser, so a body that is not JSON gets 415 instead of reaching a handler as a string.
  */
 export function registerBodyParsers(app: FastifyInstance): void {
   app.removeContentTypeParser(["application/json", "text/plain"]);
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => {
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (_req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBytes(body as Buffer));
     } catch (err) {
       done(err as ApiError, undefined);
     }

@@ -8,6 +8,8 @@ describe("plainLimitRequest (the decision route's shortcut)", () => {
     const str = fc.oneof(
       fc.string({ maxLength: 5 }),
       fc.string({ minLength: 120, maxLength: 140 }),
+      // Halves of surrogate pairs, alone and paired: the schema refuses a key with a lone one.
+      fc.string({ unit: fc.constantFrom("\ud800", "\udc00", "\ud83d\ude00", "a"), maxLength: 4 }),
     );
     const value = fc.oneof(
       str,
@@ -47,6 +49,11 @@ describe("plainLimitRequest (the decision route's shortcut)", () => {
     });
     expect(plainLimitRequest({ policy: "api", key: "u1", extra: 1 })).toBeUndefined();
     expect(plainLimitRequest({ policy: "api", key: "" })).toBeUndefined();
+    expect(plainLimitRequest({ policy: "api", key: "a\ud800" })).toBeUndefined();
+    expect(plainLimitRequest({ policy: "api", key: "\ud83d\ude00" })).toEqual({
+      policy: "api",
+      key: "\ud83d\ude00",
+    });
     expect(
       plainLimitRequest(JSON.parse('{"policy":"a","key":"k","__proto__":{}}')),
     ).toBeUndefined();

@@ -114,6 +114,32 @@ export function validatePolicyDocument(
   return { doc, policy };
 }
 
+/** True when a document asks for leases (`lease: true` or its tuning). */
+export function takesLeases(doc: Pick<PolicyInput, "lease">): boolean {
+  return doc.lease !== undefined && doc.lease !== false;
+}
+
+/**
+ * What a valid document asks that a service whose counters are `counters` (`memory` or
+ * `redis`, as `Counters.kind`) will not do as written, each naming its field: `lease` on memory counters, which decide in one place and
+ * ignore it. The document is kept all the same — it is shared by every node and by embedded
+ * clients (`connectPolicies`), whose own store may be Redis, and it takes effect here once the
+ * service runs Redis counters — so these are warnings beside the answer, never a refusal.
+ */
+export function policyWarnings(
+  doc: Pick<PolicyInput, "lease">,
+  counters: string,
+): ValidationIssue[] {
+  if (counters !== "memory" || !takesLeases(doc)) return [];
+  return [
+    {
+      path: "lease",
+      message:
+        "this service counts in memory (no Redis counters): its own decisions ignore lease; embedded clients (connectPolicies) whose store is Redis take leases, and so will this service once it runs Redis counters (redisUrl)",
+    },
+  ];
+}
+
 /** The sluice input of a stored document (without grants), for `definePolicy`. */
 export function documentToInput(doc: PolicyDocument): PolicyInput {
   const { apps: _apps, enabled: _enabled, ...input } = doc;

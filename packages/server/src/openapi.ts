@@ -478,11 +478,14 @@ export function buildOpenApi(): Json {
       }),
       "/healthz": { get: op("Liveness", { security: "none", errs: [], tags: ["operations"] }) },
       "/readyz": {
-        get: op("Readiness: database and counter store reachable", {
-          security: "none",
-          errs: [503],
-          tags: ["operations"],
-        }),
+        get: op(
+          "Readiness: database and counter store reachable (the causes of a failure for an admin's session token only)",
+          {
+            security: "none",
+            errs: [503],
+            tags: ["operations"],
+          },
+        ),
       },
       "/metrics": {
         get: {

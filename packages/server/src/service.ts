@@ -18,7 +18,7 @@ import { clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
-import { databaseHealth } from "./db/health.js";
+import { DatabaseUnavailableError, databaseHealth } from "./db/health.js";
 import { withDeadline } from "./deadline.js";
 import {
   ApiError,
@@ -35,6 +35,7 @@ import { Registry } from "./registry.js";
 import { registerBodyParsers } from "./json-body.js";
 import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
+import { bearer } from "./routes/auth.js";
 import { type FastRoute, decisionRoutes } from "./routes/decision.js";
 import { envoyJsonRoute } from "./routes/envoy.js";
 import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
@@ -392,26 +393,58 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   // A browser pointed at the service lands on the admin page.
   app.get("/", (_req, reply) => reply.redirect("/admin/", 302));
   app.get("/healthz", () => ({ status: "ok" }));
-  app.get("/readyz", async (_req, reply) => {
+  const readiness = readinessLog(ctx.logger, ctx.now);
+  app.get("/readyz", async (req, reply) => {
     // Each dependency gets the readiness deadline, so the answer comes within it even when a
     // dependency hangs, and says which one failed.
     const timeoutMs = config.readinessTimeoutMs;
-    const checks: Record<string, string> = {};
+    const causes = new Map<string, string>();
     const check = (name: string, what: string, work: () => Promise<void>) =>
       withDeadline(work(), timeoutMs, what).then(
-        () => void (checks[name] = "ok"),
-        (err: unknown) => void (checks[name] = `unavailable: ${readinessMessage(err)}`),
+        () => undefined,
+        (err: unknown) => void causes.set(name, readinessMessage(err)),
       );
-    await Promise.all([
+    // A caller's session, checked beside the dependencies (within the same deadline): only an
+    // admin is told the causes, which say where the data lives (a file's path, an address).
+    const token = bearer(req);
+    const session =
+      token === undefined
+        ? undefined
+        : withDeadline(ctx.repo.authenticateSession(token), timeoutMs, "the database").then(
+            (found) => found ?? ("unknown" as const),
+            () => "unchecked" as const,
+          );
+    const [, , viewer] = await Promise.all([
       check("database", "the database", () => ctx.databaseHealth.check()),
       check("counters", "the counter store", () => ctx.counters.ping()),
+      session,
     ]);
-    const ok = Object.values(checks).every((v) => v === "ok");
+    readiness.record(causes);
+    const ok = causes.size === 0;
+    let note: string | undefined;
+    if (!ok) {
+      const log = "the causes are in the service's log";
+      if (viewer === undefined)
+        note = `${log}, and in this answer for an admin (Authorization: Bearer <session token>)`;
+      else if (viewer === "unchecked")
+        note = `your session could not be checked (the database did not answer): ${log}`;
+      else if (viewer === "unknown")
+        note = `the session token was not accepted (expired or unknown; sign in again): ${log}`;
+      else if (viewer.user.role !== "admin")
+        note = `the causes are shown to admins only (you are ${viewer.user.role}): ${log}`;
+    }
+    const checks: Record<string, string> = {};
+    for (const name of ["database", "counters"]) {
+      const cause = causes.get(name);
+      checks[name] =
+        cause === undefined ? "ok" : note === undefined ? `unavailable: ${cause}` : "unavailable";
+    }
     return reply.status(ok ? 200 : 503).send({
       status: ok ? "ready" : "unavailable",
       checks,
       revision: ctx.registry.currentRevision,
       ...(ctx.worker !== undefined ? { worker: ctx.worker } : {}),
+      ...(note !== undefined ? { note } : {}),
     });
   });
   app.get("/metrics", async (_req, reply) => {
@@ -430,9 +463,41 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   return app;
 }
 
-/** Why a dependency is not ready, in words: the database's known outages by their meaning. */
+/**
+ * Why a dependency is not ready, in words: the database's known outages by their meaning, with
+ * where (a file's path, an address) — for the log and admins, never an anonymous caller.
+ */
 function readinessMessage(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof DatabaseUnavailableError) return message;
   const reason = isDatabaseOutage(err) ? databaseOutageReason(err) : undefined;
   return reason === undefined || reason === message ? message : `${reason} (${message})`;
+}
+
+/**
+ * What `/readyz` tells the log: a dependency's failure with its cause, at warn, when it starts,
+ * when its cause changes and once a minute while it lasts (a balancer probes every few seconds);
+ * its recovery once, at info.
+ */
+function readinessLog(
+  logger: Logger,
+  now: () => number,
+): { record(causes: ReadonlyMap<string, string>): void } {
+  const said = new Map<string, { cause: string; at: number }>();
+  return {
+    record(causes) {
+      const t = now();
+      for (const [component, cause] of causes) {
+        const last = said.get(component);
+        if (last && last.cause === cause && t - last.at < 60_000) continue;
+        said.set(component, { cause, at: t });
+        logger.warn({ component, cause }, `not ready: ${component} unavailable`);
+      }
+      for (const component of [...said.keys()]) {
+        if (causes.has(component)) continue;
+        said.delete(component);
+        logger.info({ component }, `ready again: ${component} answers`);
+      }
+    },
+  };
 }

@@ -138,6 +138,30 @@ describe("admin API answers match their schemas", () => {
     });
     await answer(importResultSchema, "POST", "/v1/admin/policies/import", more);
 
+    // A leased policy on this service's memory counters: every answer about it warns.
+    const leased = { name: "hot", rules: [{ limit: 50, period: "1s" }], lease: true };
+    const warning = [{ path: "lease", message: expect.stringContaining("counts in memory") }];
+    expect(
+      (await answer(policyRecordSchema, "POST", "/v1/admin/policies", leased, 201)).warnings,
+    ).toEqual(warning);
+    expect((await answer(policyRecordSchema, "GET", "/v1/admin/policies/hot")).warnings).toEqual(
+      warning,
+    );
+    expect(
+      (await answer(draftSchema, "PUT", "/v1/admin/policies/hot/draft", leased)).warnings,
+    ).toEqual(warning);
+    expect((await answer(draftSchema, "GET", "/v1/admin/policies/hot/draft")).warnings).toEqual(
+      warning,
+    );
+    expect(
+      (
+        await answer(importResultSchema, "POST", "/v1/admin/policies/import", {
+          policies: [leased],
+          dryRun: true,
+        })
+      ).warnings,
+    ).toEqual([{ ...warning[0], path: "policies.0.lease" }]);
+
     const audit = await answer(auditListSchema, "GET", "/v1/admin/audit?limit=500");
     expect(audit.entries.length).toBeGreaterThanOrEqual(10);
 

@@ -36,11 +36,14 @@ function answerOf(status: number, headers: Record<string, unknown>, text: string
   return { status, headers: kept, body };
 }
 
-/** A request as sent: headers and the body's exact text (or chunks, sent chunked). */
+/**
+ * A request as sent: headers and the body's exact text (or chunks, sent chunked), or its exact
+ * bytes (which need not be UTF-8).
+ */
 interface Sent {
   path?: string;
   headers: Record<string, string>;
-  body: string | string[];
+  body: string | string[] | Buffer;
 }
 
 /** Sends over a real connection to the listening server. */
@@ -49,7 +52,8 @@ function overSocket(url: string, sent: Sent): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const chunked = Array.isArray(sent.body);
     const headers = { ...sent.headers };
-    if (!chunked) headers["content-length"] = String(Buffer.byteLength(sent.body as string));
+    if (!chunked)
+      headers["content-length"] = String(Buffer.byteLength(sent.body as string | Buffer));
     const req = request(
       { host: "127.0.0.1", port, method: "POST", path: sent.path ?? "/v1/limit", headers },
       (res) => {
@@ -60,7 +64,7 @@ function overSocket(url: string, sent: Sent): Promise<Answer> {
       },
     );
     req.on("error", reject);
-    if (chunked) for (const part of sent.body) req.write(part);
+    if (Array.isArray(sent.body)) for (const part of sent.body) req.write(part);
     else req.write(sent.body);
     req.end();
   });
@@ -146,7 +150,10 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
       ...sent,
       body: Array.isArray(sent.body)
         ? sent.body.map((b) => b.replaceAll("{k}", k))
-        : sent.body.replaceAll("{k}", k),
+        : Buffer.isBuffer(sent.body)
+          ? // Byte for byte: latin1 maps each byte to one character and back.
+            Buffer.from(sent.body.toString("latin1").replaceAll("{k}", k), "latin1")
+          : sent.body.replaceAll("{k}", k),
     });
     const from = log.lines.length;
     const socket = await overSocket(s.url, keyed(`socket-${n}`));
@@ -186,6 +193,7 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
     });
     await s.createPolicy({ name: "theirs", rules: [{ limit: 5, period: "1m" }], apps: ["other"] });
     await s.createPolicy({ name: "shadowed", rules: [{ limit: 10, period: "1m" }], apps: ["web"] });
+    await s.createPolicy({ name: "keys", rules: [{ limit: 10, period: "1m" }], apps: ["web"] });
     const draft = await s.call("PUT", "/v1/admin/policies/shadowed/draft", {
       body: { rules: [{ limit: 1, period: "1m" }], apps: ["web"] },
     });
@@ -302,6 +310,37 @@ describe("POST /v1/limit: the fast route answers as Fastify's route does", () =>
     expect(a.status).toBe(status);
     expect((a.body as { error: { code: string } }).error.code).toBe(code);
     expect(a.headers["content-type"]).toBe("application/json; charset=utf-8");
+  });
+
+  it.each([
+    ["invalid UTF-8 in the key", Buffer.from('{"policy":"keys","key":"{k}\xff"}', "latin1")],
+    [
+      "an overlong encoding in the key",
+      Buffer.from('{"policy":"keys","key":"{k}\xc0\xaf"}', "latin1"),
+    ],
+    ["a lone surrogate escaped in the key", '{"policy":"keys","key":"{k}\\ud800"}'],
+  ])("400 naming the key: %s (it would share a counter with other keys)", async (_what, body) => {
+    const a = await same({ headers: json(web), body });
+    expect(a.status).toBe(400);
+    expect(a.body).toEqual({
+      error: {
+        code: "invalid_request",
+        // Bytes that are not UTF-8 are refused with the body; an escape, with the request.
+        message: expect.stringMatching(/^Invalid (body|limit request): key: is not valid UTF-8/),
+        issues: [{ path: "key", message: expect.stringMatching(/^is not valid UTF-8/) }],
+      },
+    });
+  });
+
+  it("any key of well-formed characters is its own: U+FFFD, emoji, and escapes of them", async () => {
+    for (const body of [
+      '{"policy":"keys","key":"{k}\\u20ac\\ufffd\\ud83d\\ude00"}',
+      Buffer.from('{"policy":"keys","key":"{k}€\ufffd😀"}', "utf8"),
+    ]) {
+      const a = await same({ headers: json(web), body });
+      expect(a.status).toBe(200);
+      expect(a.body).toMatchObject({ allowed: true, remaining: 9 });
+    }
   });
 
   it.each([

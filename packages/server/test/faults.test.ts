@@ -16,6 +16,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type Logger, pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type PostgresServer, startPostgres } from "../../../test/support/postgres.js";
@@ -29,13 +30,27 @@ async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number 
   return { value, ms: Date.now() - started };
 }
 
+/** A logger at info whose lines are kept, for what the service says of its dependencies. */
+function keptLog(): { logger: Logger; lines: Array<Record<string, unknown>> } {
+  const lines: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: "info" },
+    { write: (text: string) => void lines.push(JSON.parse(text) as Record<string, unknown>) },
+  );
+  return { logger, lines };
+}
+
 describe("a SQLite file deleted or replaced while the service runs", () => {
   let s: TestService;
   let file: string;
+  let viewer: string;
+  const log = keptLog();
+  let t = 1_800_000_000_000;
   beforeAll(async () => {
-    s = await startService();
+    s = await startService({ logger: log.logger, now: () => t });
     file = join(s.dataDir, "sluice.db");
     expect((await s.call("POST", "/v1/admin/apps", { body: { name: "before" } })).status).toBe(201);
+    viewer = await s.createUser("vera", "viewer");
   });
   afterAll(async () => {
     await s?.close();
@@ -47,33 +62,68 @@ describe("a SQLite file deleted or replaced while the service runs", () => {
     linkSync(file, saved);
     unlinkSync(file);
     try {
+      // Unauthenticated callers (a balancer's probe, anyone who reaches the port) learn which
+      // dependency failed, never where the data lives.
       const ready = await call(s.url, "GET", "/readyz");
       expect(ready.status).toBe(503);
-      expect(ready.body.checks.database).toMatch(/^unavailable: the database file .* was deleted/);
+      expect(ready.body.checks).toEqual({ database: "unavailable", counters: "ok" });
+      expect(ready.body.note).toMatch(/in the service's log, and in this answer for an admin/);
+      expect(JSON.stringify(ready.body)).not.toContain(s.dataDir);
+      // A viewer's session is not enough; an admin's shows the cause.
+      const asViewer = await call(s.url, "GET", "/readyz", { token: viewer });
+      expect(asViewer.body.checks).toEqual({ database: "unavailable", counters: "ok" });
+      expect(asViewer.body.note).toMatch(/admins only \(you are viewer\)/);
+      const asAdmin = await s.call("GET", "/readyz");
+      expect(asAdmin.status).toBe(503);
+      expect(asAdmin.body.checks.database).toBe(
+        `unavailable: the database file ${file} was deleted while the service ran: writes would be lost at the next restart; restore the file (or restart on a new one)`,
+      );
+      expect(asAdmin.body).not.toHaveProperty("note");
+      const bogus = await call(s.url, "GET", "/readyz", { token: "st_nope" });
+      expect(bogus.body.checks.database).toBe("unavailable");
+      expect(bogus.body.note).toMatch(/session token was not accepted/);
+      // The log has the cause, once while it lasts.
+      const said = log.lines.filter((l) => l.msg === "not ready: database unavailable");
+      expect(said).toHaveLength(1);
+      expect(said[0]).toMatchObject({ level: 40, component: "database" });
+      expect(said[0]!.cause).toContain(file);
       const write = await s.call("POST", "/v1/admin/apps", { body: { name: "lost" } });
       expect(write.status).toBe(503);
       expect(write.body.error.code).toBe("database_unavailable");
       expect(write.body.error.message).toContain("was deleted while the service ran");
+      expect(write.body.error.message).not.toContain(s.dataDir);
       // A sign-in writes a session: refused too, rather than handing out a token that would
-      // be gone after a restart.
+      // be gone after a restart — and an anonymous caller is not told where the file was.
       const login = await call(s.url, "POST", "/v1/admin/login", {
         body: { username: "root", password: "root-password" },
       });
       expect(login.status).toBe(503);
+      expect(JSON.stringify(login.body)).not.toContain(s.dataDir);
       // Reads still answer from the open file.
       expect((await s.call("GET", "/v1/admin/apps")).status).toBe(200);
+      // A minute on, still failing: said again (the log shows the outage goes on).
+      t += 60_000;
+      await call(s.url, "GET", "/readyz");
+      expect(log.lines.filter((l) => l.msg === "not ready: database unavailable")).toHaveLength(2);
     } finally {
       renameSync(saved, file);
     }
-    // The file it opened is back: the service takes writes again.
+    // The file it opened is back: the service takes writes again, and says so once.
     expect((await call(s.url, "GET", "/readyz")).status).toBe(200);
+    expect((await call(s.url, "GET", "/readyz")).body).toEqual({
+      status: "ready",
+      checks: { database: "ok", counters: "ok" },
+      revision: expect.any(Number),
+    });
+    expect(log.lines.filter((l) => l.msg === "ready again: database answers")).toHaveLength(1);
     expect((await s.call("POST", "/v1/admin/apps", { body: { name: "back" } })).status).toBe(201);
   });
 
   it("replaced (even by a copy of itself): readiness fails and writes are refused", async () => {
     copyFileSync(file, `${file}.copy`);
     renameSync(`${file}.copy`, file);
-    expect((await call(s.url, "GET", "/readyz")).body.checks.database).toMatch(
+    expect((await call(s.url, "GET", "/readyz")).body.checks.database).toBe("unavailable");
+    expect((await s.call("GET", "/readyz")).body.checks.database).toMatch(
       /^unavailable: the database file .* was replaced/,
     );
     const write = await s.call("POST", "/v1/admin/apps", { body: { name: "lost-too" } });
@@ -157,10 +207,8 @@ describe("a read-only SQLite file", () => {
   it("fails readiness, and a sign-in answers 503 database_unavailable, not 500", async () => {
     const ready = await call(url, "GET", "/readyz");
     expect(ready.status).toBe(503);
-    expect(ready.body.checks).toEqual({
-      counters: "ok",
-      database: expect.stringMatching(/^unavailable: it is read-only/),
-    });
+    // No session can be made (a sign-in writes one): the cause is in the log alone.
+    expect(ready.body.checks).toEqual({ counters: "ok", database: "unavailable" });
     const login = await call(url, "POST", "/v1/admin/login", {
       body: { username: "root", password: "root-password" },
     });
@@ -198,12 +246,12 @@ describe("a hung PostgreSQL (SIGSTOP)", () => {
       const write = await timed(() => s.call("POST", "/v1/admin/apps", { body: { name: "x" } }));
       expect(write.value.status).toBe(503);
       expect(write.ms).toBeLessThan(3000);
-      const ready = await timed(() => call(s.url, "GET", "/readyz"));
+      // An admin's session cannot be checked in a database that does not answer: the cause is
+      // in the log, and the answer says so, within the readiness deadline all the same.
+      const ready = await timed(() => s.call("GET", "/readyz"));
       expect(ready.value.status).toBe(503);
-      expect(ready.value.body.checks).toEqual({
-        database: "unavailable: the database did not answer within 300 ms",
-        counters: "ok",
-      });
+      expect(ready.value.body.checks).toEqual({ database: "unavailable", counters: "ok" });
+      expect(ready.value.body.note).toMatch(/your session could not be checked/);
       expect(ready.ms).toBeLessThan(1500);
     } finally {
       pg.resume();
@@ -234,11 +282,15 @@ describe("a hung Redis (SIGSTOP)", () => {
     try {
       const ready = await timed(() => call(s.url, "GET", "/readyz"));
       expect(ready.value.status).toBe(503);
-      expect(ready.value.body.checks).toEqual({
+      expect(ready.value.body.checks).toEqual({ database: "ok", counters: "unavailable" });
+      expect(ready.ms).toBeLessThan(1500);
+      // An admin's session is checked beside the dependencies, within the same deadline.
+      const asAdmin = await timed(() => s.call("GET", "/readyz"));
+      expect(asAdmin.value.body.checks).toEqual({
         database: "ok",
         counters: "unavailable: the counter store did not answer within 300 ms",
       });
-      expect(ready.ms).toBeLessThan(1500);
+      expect(asAdmin.ms).toBeLessThan(1500);
     } finally {
       redis.resume();
     }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "./errors.js";
+import { createLimiter } from "./limiter.js";
 import { type PolicyInput, definePolicy, policyToInput } from "./policy.js";
 
 function issuesOf(input: unknown): Array<{ path: string; message: string }> {
@@ -181,6 +182,86 @@ describe("definePolicy", () => {
     const p = definePolicy({ name: "a", rules: [{ limit: 2 ** 48, period: "36500d" }] });
     expect(p.rules[0]!.limit).toBe(2 ** 48);
     expect(p.rules[0]!.periodMs).toBe(36500 * 86_400_000);
+  });
+
+  it("reports every problem at once: fields and how they go together, whatever else is wrong", () => {
+    // The service's example (issue 32): three problems, three issues.
+    expect(issuesOf({ name: "", rules: [{ limit: 0, period: "-5s" }] }).map((i) => i.path)).toEqual(
+      ["name", "rules.0.limit", "rules.0.period"],
+    );
+    // A field that does not fit the others is named beside fields that are wrong on their own.
+    expect(
+      issuesOf({
+        name: "",
+        algorithm: "fixed-window",
+        rules: [
+          { limit: 0, period: "-5s", burst: 3 },
+          { limit: 5, period: "1m", burst: 0 },
+        ],
+        blockDuration: "1m",
+        lease: true,
+      }),
+    ).toEqual([
+      {
+        path: "name",
+        message: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
+      },
+      { path: "rules.0.limit", message: "limit must be a positive integer (got 0)" },
+      {
+        path: "rules.0.period",
+        message:
+          'must be milliseconds or a string like "500ms", "1s", "1m", "1h", "1d" (got "-5s")',
+      },
+      { path: "rules.1.burst", message: "burst must be a positive integer (got 0)" },
+      {
+        path: "rules.0.burst",
+        message: "burst applies only to gcra and token-bucket, not fixed-window",
+      },
+      {
+        path: "rules.1.burst",
+        message: "burst applies only to gcra and token-bucket, not fixed-window",
+      },
+      {
+        path: "lease",
+        message: "leases and blockDuration do not go together (a lease would admit during a block)",
+      },
+    ]);
+    expect(
+      issuesOf({
+        name: "x y",
+        algorithm: "sliding-log",
+        rules: [{ limit: 200_000, period: "1m" }],
+        windowStart: "first-request",
+        resetOnBlock: true,
+        onStoreError: "maybe",
+      }).map((i) => i.path),
+    ).toEqual(["name", "onStoreError", "rules.0.limit", "resetOnBlock", "windowStart"]);
+    // What cannot be known is not guessed at: an unknown algorithm says nothing of burst, a
+    // blockDuration that is wrong is not also "missing".
+    expect(
+      issuesOf({
+        name: "a",
+        algorithm: "leaky",
+        rules: [{ limit: 1, period: "1s", burst: 2 }],
+        blockDuration: "soon",
+        resetOnBlock: true,
+      }).map((i) => i.path),
+    ).toEqual(["algorithm", "blockDuration"]);
+    // createLimiter validates through definePolicy: the same issues.
+    const input = {
+      name: "",
+      algorithm: "fixed-window",
+      rules: [{ limit: 0, period: "-5s", burst: 3 }],
+    };
+    let thrown: unknown;
+    try {
+      createLimiter({ policy: input as unknown as PolicyInput });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ValidationError);
+    expect((thrown as ValidationError).issues).toEqual(issuesOf(input));
+    expect((thrown as ValidationError).issues).toHaveLength(4);
   });
 
   it("names the policy and every problem in the message", () => {

@@ -260,58 +260,143 @@ export function definePolicy(input: PolicyInput): Policy {
       ? (input as { name: string }).name
       : "";
   const subject = name ? `Invalid policy "${name}"` : "Invalid policy";
-  if (!parsed.success)
-    throw new ValidationError("SLUICE_ERR_POLICY", subject, toIssues(parsed.error));
-  const p = parsed.data;
+  // Every problem at once: when a field is wrong on its own, how the others go together is
+  // still checked, over the fields that are right (what cannot be known is not guessed at).
+  const issues: ValidationIssue[] = parsed.success ? [] : toIssues(parsed.error);
+  const p: KnownFields = parsed.success ? parsed.data : knownFields(input);
+  issues.push(...crossFieldIssues(p, input));
+  if (!parsed.success || issues.length > 0)
+    throw new ValidationError("SLUICE_ERR_POLICY", subject, issues);
+  const d = parsed.data;
+  const usesBurst = d.algorithm === "gcra" || d.algorithm === "token-bucket";
+  const rules = d.rules.map((r): ResolvedRule =>
+    Object.freeze({
+      limit: r.limit,
+      periodMs: r.period,
+      burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
+    }),
+  );
+  let lease: LeaseSettings | undefined;
+  if (d.lease !== undefined && d.lease !== false) {
+    const l = d.lease === true ? {} : d.lease;
+    lease = Object.freeze({
+      maxShare: l.maxShare ?? 0.1,
+      ttlMs: l.ttl ?? 1000,
+      hotAfter: l.hotAfter ?? 20,
+    });
+  }
+  const policy: Policy = Object.freeze({
+    name: d.name,
+    algorithm: d.algorithm,
+    rules: Object.freeze(rules),
+    blockMs: d.blockDuration ?? 0,
+    resetOnBlock: d.resetOnBlock ?? false,
+    windowStart: d.windowStart ?? "aligned",
+    onStoreError: d.onStoreError,
+    insuranceInstances: d.insuranceInstances ?? 0,
+    shadow: d.shadow,
+    description: d.description,
+    lease,
+  });
+  resolved.add(policy);
+  return policy;
+}
+
+type ParsedPolicy = z.output<typeof policySchema>;
+type ParsedRule = ParsedPolicy["rules"][number];
+
+/**
+ * What is known of a policy's fields: each as parsed, or undefined when it is absent (and has
+ * no default) or wrong. `rules` holds the rules' fields that parsed, when `rules` is a list.
+ */
+type KnownFields = Partial<Omit<ParsedPolicy, "rules">> & {
+  rules?: ReadonlyArray<Partial<ParsedRule>>;
+};
+
+/** {@link KnownFields} of an input that does not parse as a whole: each field on its own. */
+function knownFields(input: unknown): KnownFields {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return {};
+  const raw = input as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const [field, schema] of Object.entries(policySchema.shape)) {
+    if (field === "rules") continue;
+    const r = (schema as z.ZodType).safeParse(raw[field]);
+    if (r.success) out[field] = r.data;
+  }
+  const rules = raw.rules;
+  if (Array.isArray(rules) && rules.length >= 1 && rules.length <= 16)
+    out.rules = rules.map((rule: unknown) => {
+      const known: Record<string, unknown> = {};
+      if (typeof rule !== "object" || rule === null) return known;
+      for (const [field, schema] of Object.entries(ruleSchema.shape)) {
+        const r = (schema as z.ZodType).safeParse((rule as Record<string, unknown>)[field]);
+        if (r.success) known[field] = r.data;
+      }
+      return known;
+    });
+  return out as KnownFields;
+}
+
+/**
+ * How the fields go together: each check runs when the fields it reads are known. A field
+ * that is written but wrong still counts as written (`burst` given to fixed-window, `lease` on
+ * sliding-log), so the issue is named beside the field's own.
+ */
+function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
   const issues: ValidationIssue[] = [];
-  const usesBurst = p.algorithm === "gcra" || p.algorithm === "token-bucket";
-  const rules = p.rules.map((r, i): ResolvedRule => {
-    if (r.burst !== undefined && !usesBurst) {
+  const raw =
+    typeof input === "object" && input !== null && !Array.isArray(input)
+      ? (input as Record<string, unknown>)
+      : {};
+  const rawRules = Array.isArray(raw.rules) ? (raw.rules as unknown[]) : [];
+  const written = (rule: unknown, field: string) =>
+    typeof rule === "object" &&
+    rule !== null &&
+    (rule as Record<string, unknown>)[field] !== undefined;
+  const algorithm = p.algorithm;
+  const usesBurst = algorithm === "gcra" || algorithm === "token-bucket";
+  p.rules?.forEach((r, i) => {
+    if (algorithm !== undefined && !usesBurst && written(rawRules[i], "burst")) {
       issues.push({
         path: `rules.${i}.burst`,
-        message: `burst applies only to gcra and token-bucket, not ${p.algorithm}`,
+        message: `burst applies only to gcra and token-bucket, not ${algorithm}`,
       });
     }
-    if (p.algorithm === "sliding-log" && r.limit > 100_000) {
+    if (algorithm === "sliding-log" && r.limit !== undefined && r.limit > 100_000) {
       issues.push({
         path: `rules.${i}.limit`,
         message: "sliding-log keeps one entry per request: limit must be at most 100000",
       });
     }
-    return Object.freeze({
-      limit: r.limit,
-      periodMs: r.period,
-      burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
-    });
   });
-  if (p.resetOnBlock === true && !(p.blockDuration !== undefined && p.blockDuration > 0)) {
+  const blockKnown = raw.blockDuration === undefined || p.blockDuration !== undefined;
+  const blocks = p.blockDuration !== undefined && p.blockDuration > 0;
+  if (p.resetOnBlock === true && blockKnown && !blocks) {
     issues.push({ path: "resetOnBlock", message: "needs a blockDuration" });
   }
-  if (p.resetOnBlock === true && p.algorithm === "concurrency") {
+  if (p.resetOnBlock === true && algorithm === "concurrency") {
     issues.push({
       path: "resetOnBlock",
       message: "does not apply to concurrency (leases are not counts)",
     });
   }
-  if (p.windowStart !== undefined && p.algorithm !== "fixed-window") {
+  if (raw.windowStart !== undefined && algorithm !== undefined && algorithm !== "fixed-window") {
     issues.push({
       path: "windowStart",
-      message: `windowStart applies only to fixed-window, not ${p.algorithm}`,
+      message: `windowStart applies only to fixed-window, not ${algorithm}`,
     });
   }
-  if (p.algorithm === "concurrency" && rules.length > 1) {
+  if (algorithm === "concurrency" && p.rules !== undefined && p.rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
-  let lease: LeaseSettings | undefined;
-  if (p.lease !== undefined && p.lease !== false) {
-    const l = p.lease === true ? {} : p.lease;
-    if (!LEASE_ALGORITHMS.includes(p.algorithm)) {
+  if (raw.lease !== undefined && raw.lease !== false) {
+    if (algorithm !== undefined && !LEASE_ALGORITHMS.includes(algorithm)) {
       issues.push({
         path: "lease",
-        message: `leases apply to ${LEASE_ALGORITHMS.join(", ")}, not ${p.algorithm} (its state is a log of times that a lease cannot move exactly)`,
+        message: `leases apply to ${LEASE_ALGORITHMS.join(", ")}, not ${algorithm} (its state is a log of times that a lease cannot move exactly)`,
       });
     }
-    if (p.blockDuration !== undefined && p.blockDuration > 0) {
+    if (blocks) {
       issues.push({
         path: "lease",
         message: "leases and blockDuration do not go together (a lease would admit during a block)",
@@ -323,30 +408,10 @@ export function definePolicy(input: PolicyInput): Policy {
         message: "leases need aligned windows (windowStart first-request gives each key its own)",
       });
     }
-    if (l.ttl !== undefined && l.ttl <= 0)
+    if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
       issues.push({ path: "lease.ttl", message: "must be more than 0" });
-    lease = Object.freeze({
-      maxShare: l.maxShare ?? 0.1,
-      ttlMs: l.ttl ?? 1000,
-      hotAfter: l.hotAfter ?? 20,
-    });
   }
-  if (issues.length > 0) throw new ValidationError("SLUICE_ERR_POLICY", subject, issues);
-  const policy: Policy = Object.freeze({
-    name: p.name,
-    algorithm: p.algorithm,
-    rules: Object.freeze(rules),
-    blockMs: p.blockDuration ?? 0,
-    resetOnBlock: p.resetOnBlock ?? false,
-    windowStart: p.windowStart ?? "aligned",
-    onStoreError: p.onStoreError,
-    insuranceInstances: p.insuranceInstances ?? 0,
-    shadow: p.shadow,
-    description: p.description,
-    lease,
-  });
-  resolved.add(policy);
-  return policy;
+  return issues;
 }
 
 /**

@@ -6,7 +6,7 @@
  */
 import { ALGORITHMS, LEASE_ALGORITHMS } from "sluice/algorithms";
 import type { AppRecord, PolicyDoc, PolicyRecord } from "../api.js";
-import { type ConsoleKind, documentPage } from "../document-view.js";
+import { type ConsoleKind, documentPage, warningsText } from "../document-view.js";
 import { h, mount, when } from "../dom.js";
 import {
   curlLimit,
@@ -468,17 +468,27 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     for (const b of form.querySelectorAll("button")) b.disabled = true;
     try {
       let message: string;
+      let warnings: string;
       if (asDraft) {
-        await ctx.api.putDraft(d, { expectVersion: existing?.version, draftId: draft?.id });
+        const r = await ctx.api.putDraft(d, {
+          expectVersion: existing?.version,
+          draftId: draft?.id,
+        });
         message = `Draft saved for ${d.name}: it is evaluated in shadow until you promote it`;
+        warnings = warningsText(r.warnings);
       } else if (existing) {
         const r = await ctx.api.putPolicy(d, existing.version);
         message = `Saved ${r.name}: version ${r.version}`;
+        warnings = warningsText(r.warnings);
       } else {
         const r = await ctx.api.createPolicy(d);
         message = `Created ${r.name}: version ${r.version}`;
+        warnings = warningsText(r.warnings);
       }
-      ctx.navigate(`/policies/${enc(d.name)}`, { flash: message });
+      // Saved all the same: what the service will not do as written is said beside it.
+      ctx.navigate(`/policies/${enc(d.name)}`, {
+        flash: warnings ? `${message}. ${warnings}` : message,
+      });
     } catch (err) {
       showIssues(form, err);
     } finally {

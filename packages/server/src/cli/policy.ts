@@ -7,7 +7,7 @@ import { basename, join } from "node:path";
 import type { Command } from "commander";
 import type { ValidationIssue } from "sluice";
 import type { EnvoyDomainDocument } from "../envoy/config.js";
-import type { PolicyDocument } from "../model.js";
+import { type PolicyDocument, takesLeases } from "../model.js";
 import { exportPolicyFile, parsePolicyFile } from "../policy-file.js";
 import { DB_KEYS, addConfigOptions, configFrom, fail, printIssues, withRepo } from "./options.js";
 
@@ -43,7 +43,8 @@ export function policyCommands(cli: Command): void {
       )
       .option("--dry-run", "print what would change; change nothing")
       .option("--actor <name>", "name recorded in the audit log", "cli"),
-    DB_KEYS,
+    // redisUrl: whether the service counts in Redis, for the warning about `lease` alone.
+    [...DB_KEYS, "redisUrl"],
   ).action(importFiles);
   policy
     .command("validate <file|dir>")
@@ -64,12 +65,14 @@ function isDirectory(path: string): boolean {
 /**
  * What `policy import` and `validate` read: one file (`-`: stdin) or every .yaml/.yml/.json file
  * of a directory, each a sluice policy file or an Envoy rate limit service file (it has `domain`).
- * Issues are prefixed with the file's name when a directory is read.
+ * Issues are prefixed with the file's name when a directory is read; so are the paths of
+ * `leased`, the policies that take leases (`policies.<i>.lease`).
  */
 async function readImport(path: string): Promise<
   | {
       policies: PolicyDocument[] | undefined;
       domains: EnvoyDomainDocument[] | undefined;
+      leased: string[];
     }
   | { issues: ValidationIssue[] }
 > {
@@ -87,6 +90,7 @@ async function readImport(path: string): Promise<
   let policies: PolicyDocument[] | undefined;
   let domains: EnvoyDomainDocument[] | undefined;
   const issues: ValidationIssue[] = [];
+  const leased: string[] = [];
   const policyFrom = new Map<string, string>();
   const domainFrom = new Map<string, string>();
   for (const file of files) {
@@ -125,6 +129,9 @@ async function readImport(path: string): Promise<
         issues.push(...r.issues.map((i) => ({ ...i, path: at(i.path) })));
         continue;
       }
+      r.docs.forEach((d, i) => {
+        if (takesLeases(d)) leased.push(at(`policies.${i}.lease`));
+      });
       for (const d of r.docs) {
         const seen = policyFrom.get(d.name);
         if (seen !== undefined && dir)
@@ -137,7 +144,7 @@ async function readImport(path: string): Promise<
       policies = [...(policies ?? []), ...r.docs];
     }
   }
-  return issues.length > 0 ? { issues } : { policies, domains };
+  return issues.length > 0 ? { issues } : { policies, domains, leased };
 }
 
 function readText(file: string): string {
@@ -187,12 +194,19 @@ async function exportFiles(opts: Record<string, unknown>): Promise<void> {
 
 /** `policy import`: validates everything read, then applies it in one transaction. */
 async function importFiles(path: string, opts: Record<string, unknown>): Promise<void> {
-  const config = configFrom(opts, DB_KEYS);
+  const config = configFrom(opts, [...DB_KEYS, "redisUrl"]);
   const input = await readImport(path);
   if ("issues" in input) {
     printIssues(`${path}: import refused, nothing was changed`, input.issues);
     process.exit(1);
   }
+  // Imported all the same (the document is shared, see policyWarnings in model.ts): said once
+  // per leased policy when nothing configured here says the service counts in Redis.
+  if (config.redisUrl === undefined)
+    for (const at of input.leased)
+      process.stderr.write(
+        `warning: ${at}: no Redis counters are configured here (redisUrl, --redis-url, REDIS_URL): a service on memory counters ignores lease in its own decisions; embedded clients (connectPolicies) whose store is Redis take leases\n`,
+      );
   const prune = opts.prune === true;
   const dry = opts.dryRun === true;
   const { policies, domains } = input;

@@ -21,11 +21,18 @@ import {
 } from "kysely";
 import type { Database } from "./connect.js";
 
-/** The database cannot be used safely; the message says why and what to do. */
+/**
+ * The database cannot be used safely; the message says why, where and what to do (for the log,
+ * and for admins in `/readyz`), the `reason` why and what to do without where the data lives
+ * (what callers are answered).
+ */
 export class DatabaseUnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
+  /** The message without the database's location (no file path, no address). */
+  readonly reason: string;
+  constructor(message: string, options?: { cause?: unknown; reason?: string }) {
     super(message, options);
     this.name = "DatabaseUnavailableError";
+    this.reason = options?.reason ?? message;
   }
 }
 
@@ -58,10 +65,14 @@ export function databaseHealth(database: Database): DatabaseHealth {
       now = undefined;
     }
     if (now === identity) return;
-    throw new DatabaseUnavailableError(
+    const what = now === undefined ? "deleted" : "replaced";
+    const why =
       now === undefined
-        ? `the database file ${file} was deleted while the service ran: writes would be lost at the next restart; restore the file (or restart on a new one)`
-        : `the database file ${file} was replaced while the service ran: this node still holds the old one; restart it to use the new file`,
+        ? "writes would be lost at the next restart; restore the file (or restart on a new one)"
+        : "this node still holds the old one; restart it to use the new file";
+    throw new DatabaseUnavailableError(
+      `the database file ${file} was ${what} while the service ran: ${why}`,
+      { reason: `the database file was ${what} while the service ran: ${why}` },
     );
   };
 

@@ -6,6 +6,7 @@
  * enum names, fields at their default value left out, durations as `"60s"`, bytes as base64.
  */
 import type { ValidationIssue } from "sluice";
+import { LONE_SURROGATE, NOT_UTF8 } from "../json-body.js";
 import type { RlsRequest, RlsResponse } from "./rls.js";
 
 /** `envoy.type.v3.RateLimitUnit` by name. */
@@ -71,6 +72,16 @@ function string(v: unknown, path: string, issues: ValidationIssue[]): string {
   return "";
 }
 
+/**
+ * A string that is well-formed text: a descriptor's key or value becomes part of a counter's
+ * key, where a lone surrogate would be stored as U+FFFD (one counter for every such value).
+ */
+function text(v: unknown, path: string, issues: ValidationIssue[]): string {
+  const s = string(v, path, issues);
+  if (LONE_SURROGATE.test(s)) issues.push({ path, message: NOT_UTF8 });
+  return s;
+}
+
 /** An unsigned integer up to `max`, as a number or a decimal string. */
 function unsigned(v: unknown, path: string, max: number, issues: ValidationIssue[]): number {
   if (v === undefined) return 0;
@@ -133,8 +144,8 @@ export function requestFromJson(
       const ep = at(at(p, "entries"), j);
       const f = fieldsOf(e, ep, { key: "key", value: "value" }, issues) ?? {};
       return {
-        key: string(f.key, at(ep, "key"), issues),
-        value: string(f.value, at(ep, "value"), issues),
+        key: text(f.key, at(ep, "key"), issues),
+        value: text(f.value, at(ep, "value"), issues),
       };
     });
     const lp = at(p, "limit");

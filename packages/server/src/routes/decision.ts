@@ -26,7 +26,7 @@ import {
   parseOr400,
   toApiError,
 } from "../errors.js";
-import { parseJsonBody } from "../json-body.js";
+import { parseJsonBytes } from "../json-body.js";
 import { plainLimitRequest } from "../limit-request.js";
 import { decisionHeaders } from "../headers.js";
 import type { LivePolicy } from "../registry.js";
@@ -219,19 +219,19 @@ export function decisionRoutes(
     return { released: await live.limiter.release(body.key, body.leaseId) };
   });
 
-  /** Answers a request the fast route took, whose body is `text`. */
+  /** Answers a request the fast route took, whose body is `bytes`. */
   const answer = async (
     req: IncomingMessage,
     res: ServerResponse,
     appName: string,
-    text: string,
+    bytes: Buffer,
     started: number,
   ): Promise<void> => {
     let status = 200;
     let json: string;
     const headers: string[] = [];
     try {
-      const [live, d] = await limit(appName, parseJsonBody(text));
+      const [live, d] = await limit(appName, parseJsonBytes(bytes));
       json = JSON.stringify(d);
       // Lower-cased, as Fastify writes header names.
       for (const [name, value] of headersOf(live, d)) headers.push(name.toLowerCase(), value);
@@ -272,13 +272,14 @@ export function decisionRoutes(
     metrics.inFlight.inc();
     // "close" fires once, when the response is finished or the connection dropped.
     res.once("close", () => metrics.inFlight.dec());
-    let text = "";
-    req.setEncoding("utf8");
-    req.on("data", (chunk: string) => (text += chunk));
+    // Bytes, not text: a body that is not UTF-8 is refused as Fastify's parser refuses it.
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
     // A request cut off before its body ends gets no answer: its connection is gone.
     req.on("error", () => {});
     req.once("end", () => {
-      answer(req, res, appName, text, started).catch((err: unknown) => {
+      const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
+      answer(req, res, appName, bytes, started).catch((err: unknown) => {
         ctx.logger.error({ err, url: req.url }, "request failed");
         res.destroy();
       });

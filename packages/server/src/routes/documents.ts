@@ -23,7 +23,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { type Role, promoteRequestSchema, versionParamSchema } from "@sluice/api";
 import { z } from "zod";
 import type { ServiceContext } from "../context.js";
-import { ApiError, invalid, parseOr400 } from "../errors.js";
+import type { ValidationIssue } from "sluice";
+import { ApiError, invalid, parseOr400, prefixIssues } from "../errors.js";
 import type {
   DocumentRecord,
   DocumentRepository,
@@ -79,6 +80,14 @@ export interface AdminKind<D> {
   view(ctx: ServiceContext, rec: DocumentRecord<D>, hasDraft: boolean): unknown;
   /** The answer for the list (whether a document has a draft: as this node runs it). */
   listView(ctx: ServiceContext, list: readonly DocumentRecord<D>[]): unknown;
+  /**
+   * What a valid document asks that this node will not do as written, each naming its field
+   * (`lease` on memory counters): answered as `warnings` beside the document, the write made all
+   * the same. Absent: the kind has none.
+   */
+  warnings?(ctx: ServiceContext, doc: D): ValidationIssue[];
+  /** The field of an import's JSON body that lists its documents: `policies`, `domains`. */
+  readonly importField: string;
   /** A write's document from its request, named by the URL; 400 naming every problem. */
   written(req: FastifyRequest, name: string, options: { draft: boolean }): Written<D>;
   /** `POST <collection>`: the document to create, named in its body. Absent: PUT creates. */
@@ -122,8 +131,13 @@ export function documentRoutes<D>(
     return { [kind.nameField]: name, ...rest };
   };
   const hasDraft = async (name: string) => (await repo.getDraft(name)) !== undefined;
+  /** An answer about `doc`, with the kind's warnings about it when there are any. */
+  const warned = (answer: unknown, doc: D): unknown => {
+    const warnings = kind.warnings?.(ctx, doc) ?? [];
+    return warnings.length > 0 ? { ...(answer as object), warnings } : answer;
+  };
   const view = async (rec: DocumentRecord<D>) =>
-    kind.view(ctx, rec, await hasDraft(repo.kind.nameOf(rec.doc)));
+    warned(kind.view(ctx, rec, await hasDraft(repo.kind.nameOf(rec.doc))), rec.doc);
 
   app.get(c, async (req) => {
     await session(req);
@@ -148,9 +162,13 @@ export function documentRoutes<D>(
       const q = parseOr400(fileQuery, req.query, "Invalid query");
       input = { docs: r.docs, prune: q.prune === "true", dryRun: q.dryRun === "true" };
     } else input = kind.imported(req.body);
-    if (input.dryRun) return { dryRun: true, plan: await repo.planImport(input.docs, input.prune) };
-    const plan = await repo.import(input.docs, s.user.username, { prune: input.prune });
-    return { dryRun: false, plan };
+    const warnings = input.docs.flatMap((doc, i) =>
+      prefixIssues(kind.warnings?.(ctx, doc) ?? [], `${kind.importField}.${i}`),
+    );
+    const plan = input.dryRun
+      ? await repo.planImport(input.docs, input.prune)
+      : await repo.import(input.docs, s.user.username, { prune: input.prune });
+    return { dryRun: input.dryRun, plan, ...(warnings.length > 0 ? { warnings } : {}) };
   });
 
   app.get(`${c}/:name`, async (req) => {
@@ -158,7 +176,7 @@ export function documentRoutes<D>(
     const name = nameOf(req);
     const [r, draft] = await Promise.all([repo.get(name), repo.getDraft(name)]);
     if (!r) throw new ApiError(notFound, `${noun} "${name}" does not exist`);
-    return kind.view(ctx, r, draft !== undefined);
+    return warned(kind.view(ctx, r, draft !== undefined), r.doc);
   });
 
   const created = kind.created;
@@ -228,7 +246,7 @@ export function documentRoutes<D>(
     if (!d) throw new ApiError("not_found", `${noun} "${name}" has no draft`);
     // Totals over every node; this node's latest counts are added first.
     await ctx.registry.flushDraftStats();
-    return { ...named(d), stats: await ctx.repo.getDraftStats(d.id) };
+    return warned({ ...named(d), stats: await ctx.repo.getDraftStats(d.id) }, d.doc);
   });
 
   app.put(`${c}/:name/draft`, async (req) => {
@@ -239,7 +257,7 @@ export function documentRoutes<D>(
       draftId,
       check: (before) => kind.authorize(s.user, before.doc, doc),
     });
-    return named(d);
+    return warned(named(d), d.doc);
   });
 
   app.delete(`${c}/:name/draft`, async (req, reply) => {
@@ -258,6 +276,6 @@ export function documentRoutes<D>(
       draftId: body.draftId,
       check: (before, draft) => kind.authorize(s.user, before.doc, draft),
     });
-    return kind.view(ctx, rec, false);
+    return warned(kind.view(ctx, rec, false), rec.doc);
   });
 }

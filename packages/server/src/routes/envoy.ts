@@ -11,7 +11,7 @@ import { descriptorIdentifier, matchDescriptor } from "../envoy/compile.js";
 import { requestFromJson, responseToJson } from "../envoy/json.js";
 import { CODE, RlsInputError } from "../envoy/rls.js";
 import { ApiError, invalid, parseOr400 } from "../errors.js";
-import { parseJsonBody } from "../json-body.js";
+import { parseJsonBytes } from "../json-body.js";
 import type { ServiceContext } from "../context.js";
 import type { AuthHelpers } from "./auth.js";
 import { limitView } from "./kinds/envoy-domains.js";
@@ -22,9 +22,9 @@ export function envoyJsonRoute(app: FastifyInstance, ctx: ServiceContext): void 
   if (!service) return;
   void app.register(async (scope) => {
     // Like the reference service, any content type: its documented call is `curl --data`.
-    scope.addContentTypeParser("*", { parseAs: "string" }, (_req, body, done) => done(null, body));
+    scope.addContentTypeParser("*", { parseAs: "buffer" }, (_req, body, done) => done(null, body));
     scope.post("/json", async (req, reply) => {
-      const body = typeof req.body === "string" ? parseJsonBody(req.body) : req.body;
+      const body = Buffer.isBuffer(req.body) ? parseJsonBytes(req.body) : req.body;
       const parsed = requestFromJson(body);
       if ("issues" in parsed) throw invalid("Invalid rate limit request", parsed.issues);
       let res;

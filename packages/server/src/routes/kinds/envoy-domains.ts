@@ -147,6 +147,7 @@ export const envoyDomainAdmin: AdminKind<EnvoyDomainDocument> = {
     })),
   }),
   written: (req, name) => documentFrom(req, name),
+  importField: "domains",
   imported(body) {
     const b = parseOr400(envoyImportRequestSchema, body, "Invalid import");
     const issues: ValidationIssue[] = [];

@@ -9,7 +9,7 @@
 import { importRequestSchema } from "@sluice/api";
 import { z } from "zod";
 import { invalid, parseOr400 } from "../../errors.js";
-import { type PolicyDocument, validatePolicyDocument } from "../../model.js";
+import { type PolicyDocument, policyWarnings, validatePolicyDocument } from "../../model.js";
 import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../../policy-file.js";
 import type { DocumentRecord } from "../../repository/documents.js";
 import type { UserRecord } from "../../repository.js";
@@ -59,12 +59,13 @@ const isPositiveInt = (v: unknown): boolean =>
   v === undefined || (typeof v === "number" && Number.isInteger(v) && v >= 1);
 
 /**
- * A validated document from a write body, named by the URL, with the optimistic-concurrency
- * fields: `expectVersion` and, for drafts, `draftId` (the draft being replaced).
+ * A validated document from a write body, named by the URL (`urlName`) or, for a create, by its
+ * own `name` (undefined), with the optimistic-concurrency fields: `expectVersion` and, for
+ * drafts, `draftId` (the draft being replaced). A 400 names every problem at once.
  */
 function documentFrom(
   body: unknown,
-  name: string,
+  urlName: string | undefined,
   options: { draft: boolean },
 ): Written<PolicyDocument> {
   if (typeof body !== "object" || body === null || Array.isArray(body))
@@ -89,11 +90,16 @@ function documentFrom(
       message: "must be a positive integer (the id of the draft you are replacing)",
     });
   }
-  if (rest.name !== undefined && rest.name !== name)
-    issues.push({ path: "name", message: `must match the URL ("${name}") or be left out` });
-  const r = validatePolicyDocument({ ...rest, name });
+  if (urlName !== undefined && rest.name !== undefined && rest.name !== urlName)
+    issues.push({ path: "name", message: `must match the URL ("${urlName}") or be left out` });
+  const r = validatePolicyDocument(urlName === undefined ? rest : { ...rest, name: urlName });
   if ("issues" in r) issues.push(...r.issues);
-  if (issues.length > 0 || "issues" in r) throw invalid(`Invalid policy "${name}"`, issues);
+  const name = urlName ?? rest.name;
+  if (issues.length > 0 || "issues" in r)
+    throw invalid(
+      typeof name === "string" && name !== "" ? `Invalid policy "${name}"` : "Invalid policy",
+      issues,
+    );
   return {
     doc: r.doc,
     expectVersion: expectVersion as number | undefined,
@@ -115,6 +121,8 @@ export const policyAdmin: AdminKind<PolicyDocument> = {
   writers: ["admin", "owner"],
   authorize: assertCanEditPolicy,
   view: (_ctx, r, hasDraft) => ({ ...recordView(r), hasDraft }),
+  warnings: (ctx, doc) => policyWarnings(doc, ctx.counters.kind),
+  importField: "policies",
   listView: (ctx, list) => ({
     revision: ctx.registry.currentRevision,
     policies: list.map((r) => ({
@@ -123,12 +131,8 @@ export const policyAdmin: AdminKind<PolicyDocument> = {
     })),
   }),
   written: (req, name, options) => documentFrom(req.body, name, options),
-  created(req) {
-    const body = req.body as { name?: unknown } | null;
-    const name = typeof body?.name === "string" ? body.name : "";
-    if (!name) throw invalid("Invalid policy", [{ path: "name", message: "is required" }]);
-    return documentFrom(req.body, name, { draft: false }).doc;
-  },
+  // Named in its body: a missing or bad name is one problem among the others.
+  created: (req) => documentFrom(req.body, undefined, { draft: false }).doc,
   imported(body) {
     const b = parseOr400(importRequestSchema, body, "Invalid import");
     const r = validatePolicyList(b.policies);
