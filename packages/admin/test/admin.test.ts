@@ -21,6 +21,7 @@ import { fileURLToPath } from "node:url";
 import { type Browser, type Page, chromium } from "playwright-core";
 import { connectPolicies, memoryStore } from "sluice";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { flatLoad } from "../../../test/support/flat-load.js";
 import { freePort } from "../../../test/support/ports.js";
 
 // What the page shows comes from a real service that hashes passwords at full cost (scrypt
@@ -553,6 +554,67 @@ describe("the console in Chromium", () => {
       target: POLICY,
       detail: { key: "user-1", before: { allowed: false }, after: { allowed: true } },
     });
+  });
+
+  it("ranks a flat load's busiest keys as they were, each count exact or a range from its lower bound to its upper", async () => {
+    const admin = await adminToken();
+    const send = async (policy: string, keys: readonly string[]) => {
+      for (let i = 0; i < keys.length; i += 1000) {
+        const requests = keys.slice(i, i + 1000).map((key) => ({ policy, key }));
+        const r = await api("POST", "/v1/limit/batch", { token: apiKey, body: { requests } });
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+      }
+    };
+    const rowsOf = (p: Page) =>
+      p.$$eval("#top-busiest tr[data-key]", (trs) =>
+        trs.map((tr) => ({
+          key: tr.getAttribute("data-key"),
+          upper: Number(tr.getAttribute("data-count")),
+          lower: Number(tr.getAttribute("data-lower")),
+          shown: tr.querySelector("td.num")?.textContent,
+        })),
+      );
+    for (const name of ["flat.load", "wide.load"]) {
+      const created = await api("POST", "/v1/admin/policies", {
+        token: admin,
+        body: { name, rules: [{ limit: 1_000_000, period: "1m" }], apps: ["checkout"] },
+      });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+    }
+
+    // Issue 32's load: 30% on one key, the rest over 300 keys (14–18 each), in this minute.
+    const load = flatLoad(1);
+    await send("flat.load", load.parts[0]!);
+    await page.goto(`${base}/admin/#/policies/flat.load`);
+    await expect.poll(async () => (await rowsOf(page)).length).toBe(20);
+    const rows = await rowsOf(page);
+    expect(new Set(rows.slice(0, 10).map((r) => r.key))).toEqual(
+      new Set(load.ranked.slice(0, 10).map((r) => r.key)),
+    );
+    for (const r of rows) {
+      const truth = load.truth.get(r.key!)!;
+      expect(r.upper, r.key!).toBeLessThanOrEqual(2 * truth);
+      expect(r.lower, r.key!).toBeLessThanOrEqual(truth);
+      // Exact: one number, the true count.
+      expect(r.shown, r.key!).toBe(truth.toLocaleString("en-US"));
+    }
+    expect(await page.textContent("#top-keys-bounds")).toBe("Every count shown is exact.");
+
+    // More distinct keys in a minute than a sketch holds (1,000): the tail shows ranges. The
+    // hot key comes every tenth decision, so each minute's sketch watches it from its start.
+    const wide: string[] = [];
+    for (let i = 0; i < 2500; i++) wide.push(...(i % 10 === 0 ? ["hot", `w${i}`] : [`w${i}`]));
+    await send("wide.load", wide);
+    await page.goto(`${base}/admin/#/policies/wide.load`);
+    await expect.poll(async () => (await rowsOf(page)).length).toBe(20);
+    const [hot, ...tail] = await rowsOf(page);
+    expect(hot).toEqual({ key: "hot", upper: 250, lower: 250, shown: "250" });
+    const range = tail.find((r) => r.lower < r.upper)!;
+    expect(range.shown).toBe(`${range.lower}–${range.upper}`);
+    expect(await page.getAttribute("#top-keys-bounds", "data-ranges")).toBe("true");
+    expect(await page.textContent("#top-keys-bounds")).toContain(
+      "the key made at least the first number and at most the second",
+    );
   });
 
   it("refreshes a draft's shadow counts while the policy page is open", async () => {

@@ -57,6 +57,6 @@ export type { TrafficOutcome, TrafficRecorderOptions, TrafficSink } from "./traf
 export { TrafficQueries, TRAFFIC_WINDOWS, KEY_WINDOWS } from "./traffic/queries.js";
 export type { TrafficWindow, KeyWindow, OverviewRow, TrafficPoint } from "./traffic/queries.js";
 export { SpaceSaving, mergeSummaries } from "./traffic/sketch.js";
-export type { HeavyHitter, Summary } from "./traffic/sketch.js";
+export type { HeavyHitter, SlotEntry, Summary } from "./traffic/sketch.js";
 export type { ClientIp } from "./client-ip.js";
 export type { RedisClient } from "./counters.js";

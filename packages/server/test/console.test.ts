@@ -10,8 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { flatLoad } from "../../../test/support/flat-load.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { forEachDatabase } from "./databases.js";
+import { TrafficRecorder } from "../src/index.js";
 import { type TestService, call, startService } from "./helpers.js";
 
 /** A whole minute (epoch ms), where the nodes' clock starts. */
@@ -60,6 +62,11 @@ forEachDatabase((database) => {
       apps: ["web"],
     });
     await a.createPolicy({ name: "idle", rules: [{ limit: 1, period: "1s" }], apps: ["web"] });
+    await a.createPolicy({
+      name: "flat",
+      rules: [{ limit: 1_000_000, period: "1m" }],
+      apps: ["web"],
+    });
     await a.createPolicy({
       name: "bills",
       rules: [{ limit: 1, period: "1m" }],
@@ -131,6 +138,7 @@ forEachDatabase((database) => {
         "api",
         "search",
         "bills",
+        "flat",
         "idle",
       ]);
       const [api, search, bills] = o.body.policies;
@@ -199,6 +207,78 @@ forEachDatabase((database) => {
         .select((eb) => eb.fn.countAll().as("n"))
         .executeTakeFirstOrThrow();
       expect(Number(keys.n)).toBe(0);
+    });
+  });
+
+  describe("the busiest keys of a flat load (issue 32)", () => {
+    it("names the true top ten, and no row claims more than twice its key's count", async () => {
+      // Five whole minutes of the load, each cut between the two nodes, then the minute after.
+      const load = flatLoad(10);
+      const start = Math.ceil(now / 60_000) * 60_000 + 60_000;
+      for (const [p, part] of load.parts.entries()) {
+        now = start + Math.floor(p / 2) * 60_000 + 1000;
+        const node = p % 2 === 0 ? a : b;
+        for (let i = 0; i < part.length; i += 1000) {
+          const requests = part.slice(i, i + 1000).map((k) => ({ policy: "flat", key: k }));
+          const r = await call(node.url, "POST", "/v1/limit/batch", {
+            token: key,
+            body: { requests },
+          });
+          expect(r.status, JSON.stringify(r.body)).toBe(200);
+        }
+        await node.service.context.traffic.flush();
+      }
+      now = start + 5 * 60_000 + 1000;
+      const top = await a.call("GET", "/v1/admin/traffic/keys?policy=flat&window=5m");
+      expect(top.status).toBe(200);
+      const rows = top.body.busiest as { key: string; count: number; overcount: number }[];
+      expect(rows).toHaveLength(20);
+      expect(new Set(rows.slice(0, 10).map((r) => r.key))).toEqual(
+        new Set(load.ranked.slice(0, 10).map((r) => r.key)),
+      );
+      for (const r of rows) {
+        const truth = load.truth.get(r.key)!;
+        expect(r.count, r.key).toBeLessThanOrEqual(2 * truth);
+        // The bounds hold: count − overcount ≤ truth ≤ count.
+        expect(r.count, r.key).toBeGreaterThanOrEqual(truth);
+        expect(r.count - r.overcount, r.key).toBeLessThanOrEqual(truth);
+      }
+      // At most 1,000 keys per node and minute, so counted exactly: the true ranking itself.
+      expect(rows).toEqual(load.ranked.slice(0, 20).map((r) => ({ ...r, overcount: 0 })));
+    });
+
+    it("keeps one row per slot of a node's sketch, however many keys pass through it", async () => {
+      // A node whose sketches watch 4 keys, written to the real tables: a hot key and 200
+      // others, one at a time, flushed after every tenth.
+      const churn = new TrafficRecorder({
+        sink: a.service.context.repo.traffic,
+        nodeId: "churn",
+        now: () => now,
+        keyCapacity: 4,
+      });
+      const truth = new Map<string, number>();
+      for (let i = 0; i < 200; i++) {
+        for (const k of [`c${i}`, "hot"]) {
+          churn.record("churn", "web", "allowed", k);
+          truth.set(k, (truth.get(k) ?? 0) + 1);
+        }
+        if (i % 10 === 9) await churn.flush();
+      }
+      const stored = await a.service.context.repo.database.db
+        .selectFrom("traffic_keys")
+        .select(["slot", "ident"])
+        .where("node", "=", "churn")
+        .execute();
+      expect(stored.map((r) => Number(r.slot)).sort()).toEqual([0, 1, 2, 3]);
+      const top = await a.call("GET", "/v1/admin/traffic/keys?policy=churn&window=1m");
+      const rows = top.body.busiest as { key: string; count: number; overcount: number }[];
+      expect(rows).toHaveLength(4);
+      expect(rows[0]).toMatchObject({ key: "hot", count: 200 });
+      for (const r of rows) {
+        const t = truth.get(r.key)!;
+        expect(r.count, r.key).toBeGreaterThanOrEqual(t);
+        expect(r.count - r.overcount, r.key).toBeLessThanOrEqual(t);
+      }
     });
   });
 
@@ -272,6 +352,7 @@ forEachDatabase((database) => {
       expect((await entries("action=policy.create")).map((e) => e.target).sort()).toEqual([
         "api",
         "bills",
+        "flat",
         "idle",
         "search",
       ]);

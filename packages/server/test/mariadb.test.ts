@@ -148,6 +148,7 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
       "0006_traffic",
       "0007_changes",
       "0008_documents",
+      "0009_traffic_key_slots",
     ]);
     await Promise.all(nodes.map((n) => n.close()));
 

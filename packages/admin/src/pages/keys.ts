@@ -186,6 +186,34 @@ export function keyLookup(
   return card;
 }
 
+/**
+ * A key's count: one number when exact, else the range the sketches vouch for — at least
+ * `count − overcount` (the decisions counted while a sketch watched it), at most `count`.
+ */
+function countCell(r: TopKeys["busiest"][number]): HTMLElement {
+  const lower = r.count - r.overcount;
+  return r.overcount > 0
+    ? h(
+        "td",
+        { class: "num range", title: `at least ${count(lower)}, at most ${count(r.count)}` },
+        `${count(lower)}–${count(r.count)}`,
+      )
+    : h("td", { class: "num", title: "exact" }, count(r.count));
+}
+
+/** What the figures shown mean: said for what is on screen (all exact, or some ranges). */
+function boundsNote(rows: TopKeys["busiest"]): HTMLElement | null {
+  if (rows.length === 0) return null;
+  const ranges = rows.some((r) => r.overcount > 0);
+  return h(
+    "p",
+    { class: "muted small", id: "top-keys-bounds", "data-ranges": String(ranges) },
+    ranges
+      ? "A range, such as 14–87, is what the sketches can vouch for: the key made at least the first number and at most the second. Ranges appear when a node saw more distinct keys of the policy in a minute than its sketch holds; keys are ranked by the second number. A single number is exact."
+      : "Every count shown is exact.",
+  );
+}
+
 /** The heaviest keys of a policy, refreshed while the page is open; `onPick` looks one up. */
 export function topKeysCard(
   ctx: Ctx,
@@ -228,16 +256,13 @@ export function topKeysCard(
                 rows.map((r) =>
                   h(
                     "tr",
-                    { "data-key": r.key, "data-count": r.count },
+                    {
+                      "data-key": r.key,
+                      "data-count": r.count,
+                      "data-lower": r.count - r.overcount,
+                    },
                     h("td", { class: "key" }, h("code", {}, r.key)),
-                    h(
-                      "td",
-                      {
-                        class: "num",
-                        title: r.overcount > 0 ? `at least ${r.count - r.overcount}` : "exact",
-                      },
-                      r.overcount > 0 ? `≤ ${count(r.count)}` : count(r.count),
-                    ),
+                    countCell(r),
                     h(
                       "td",
                       {},
@@ -274,6 +299,7 @@ export function topKeysCard(
             : null,
           list("Busiest", "top-busiest", t.busiest, "No decisions."),
         ),
+        boundsNote([...t.busiest, ...t.denied, ...t.shadow]),
       );
     } catch (err) {
       mount(body, h("p", { class: "error-text" }, `Cannot read the top keys: ${messageOf(err)}`));
@@ -300,7 +326,7 @@ export function topKeysCard(
     h(
       "p",
       { class: "muted small" },
-      "From every node: each keeps the 50 heaviest keys per policy and minute (Space-Saving), merged here; whole minutes and the current one. Counts marked ≤ may be over by a little.",
+      "From every node: each counts a policy's keys per minute in a sketch of bounded size (Space-Saving), merged here; whole minutes and the current one.",
     ),
     body,
   );

@@ -529,6 +529,29 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
         run: (db) => db.schema.dropTable(name).ifExists().execute(),
       })),
     ],
+    // Top keys kept by slot of each node's sketch, not by key: a key evicted from the sketch
+    // left its row behind, so a busy minute held far more rows than the sketch has slots. The
+    // rows are an hour of observations at most: the table is made anew, not converted.
+    "0009_traffic_key_slots": [
+      {
+        name: "drop table traffic_keys",
+        run: (db) => db.schema.dropTable("traffic_keys").ifExists().execute(),
+      },
+      createTable("traffic_keys", (b) =>
+        b
+          .addColumn("policy", t.key, (c) => c.notNull())
+          .addColumn("kind", t.tag, (c) => c.notNull())
+          .addColumn("node", t.tag, (c) => c.notNull())
+          .addColumn("minute", "bigint", (c) => c.notNull())
+          .addColumn("slot", "integer", (c) => c.notNull())
+          .addColumn("ident", t.doc, (c) => c.notNull())
+          .addColumn("hits", "bigint", (c) => c.notNull())
+          .addColumn("overcount", "bigint", (c) => c.notNull())
+          .addColumn("floor_hits", "bigint", (c) => c.notNull())
+          .addPrimaryKeyConstraint("traffic_keys_pk", ["policy", "kind", "node", "minute", "slot"]),
+      ),
+      createIndex("traffic_keys_minute", "traffic_keys", "minute"),
+    ],
   };
 }
 

@@ -157,8 +157,9 @@ export interface TrafficTable {
 
 /**
  * Heavy hitters: each node's Space-Saving summary of the keys of one policy in one minute
- * (`kind` `requests`: every decision; `denied`: denials; `shadow`: shadow would-denials), at most a
- * bounded number of keys per node, policy, kind and minute. Kept an hour.
+ * (`kind` `requests`: every decision; `denied`: denials; `shadow`: shadow would-denials), one row
+ * per slot of the node's sketch (migration 0009; before it, one per key ever written), so at most
+ * the sketch's capacity per node, policy, kind and minute. Kept an hour.
  */
 export interface TrafficKeysTable {
   policy: string;
@@ -167,9 +168,9 @@ export interface TrafficKeysTable {
   node: string;
   /** The minute's start, epoch seconds. */
   minute: number;
-  /** SHA-256 of `ident`, hex (identifiers can be longer than an index allows). */
-  ident_hash: string;
-  /** The identifier (the key of the decision). */
+  /** The slot of the node's sketch (0 to its capacity − 1); a new key takes an evicted key's. */
+  slot: number;
+  /** The identifier (the key of the decision) that holds the slot. */
   ident: string;
   /** Upper bound of the key's decisions in this minute on this node. */
   hits: number;

@@ -10,13 +10,16 @@
  * | `traffic`      | per policy × app × minute with decisions (`span` 60)  | 25 hours   |
  * | `traffic_keys` | ≤ 3 × capacity per node × policy × minute with traffic | 65 minutes |
  *
+ * A summary is kept by slot (`traffic_keys` holds one row per slot of the node's sketch, which a
+ * new key takes over from the key it evicted), so it never holds more rows than the sketch has
+ * slots, however many keys pass through it.
+ *
  * These writes bump no revision and write no audit entry: they are observations, not changes.
  */
-import { createHash } from "node:crypto";
 import { type Expression, type RawBuilder, sql } from "kysely";
 import { z } from "zod";
 import type { DialectName } from "../db/migrations.js";
-import type { Db } from "./common.js";
+import type { Db, Tx } from "./common.js";
 import { intColumn, readRow, text } from "./rows.js";
 
 /** Decisions of one bucket. */
@@ -50,6 +53,8 @@ export interface KeyRow {
   readonly node: string;
   /** The minute's start, epoch seconds. */
   readonly minute: number;
+  /** The key's slot in the node's sketch (see ../traffic/sketch.ts). */
+  readonly slot: number;
   readonly key: string;
   readonly hits: number;
   readonly overcount: number;
@@ -81,6 +86,7 @@ const sumRow = z.object({
 const keyRow = z.object({
   node: text,
   minute: intColumn,
+  slot: intColumn,
   ident: text,
   hits: intColumn,
   overcount: intColumn,
@@ -98,11 +104,6 @@ function chunks<T>(rows: readonly T[]): T[][] {
   return out;
 }
 
-/** The hash that keys an identifier in `traffic_keys`. */
-export function identHash(key: string): string {
-  return createHash("sha256").update(key).digest("hex").slice(0, 40);
-}
-
 /** Traffic history; see the module comment. */
 export class TrafficRepository {
   constructor(
@@ -111,10 +112,10 @@ export class TrafficRepository {
   ) {}
 
   /** `values(col)` (MySQL's upsert) or `excluded.col` (PostgreSQL and SQLite). */
-  private incoming(column: string): RawBuilder<number> {
+  private incoming<T = number>(column: string): RawBuilder<T> {
     return this.dialect === "mysql"
-      ? sql<number>`values(${sql.ref(column)})`
-      : sql<number>`${sql.ref(`excluded.${column}`)}`;
+      ? sql<T>`values(${sql.ref(column)})`
+      : sql<T>`${sql.ref(`excluded.${column}`)}`;
   }
 
   /** Adds counts to their buckets (rows must be distinct by policy, app, span, at). */
@@ -143,7 +144,10 @@ export class TrafficRepository {
     }
   }
 
-  /** Writes keys of node summaries (a key already written for its node and minute is replaced). */
+  /**
+   * Writes slots of node summaries: a slot already written for its node, minute and kind is
+   * replaced, with the key that holds it now.
+   */
   async putKeys(rows: readonly KeyRow[]): Promise<void> {
     const values = byKey(
       rows.map((r) => ({
@@ -151,29 +155,39 @@ export class TrafficRepository {
         kind: r.kind,
         node: r.node,
         minute: r.minute,
-        ident_hash: identHash(r.key),
+        slot: r.slot,
         ident: r.key,
         hits: r.hits,
         overcount: r.overcount,
         floor_hits: r.floor,
       })),
-      (r) => `${r.policy}\0${r.kind}\0${r.node}\0${r.minute}\0${r.ident_hash}`,
+      // Fixed-width slot numbers sort as numbers do.
+      (r) => `${r.policy}\0${r.kind}\0${r.node}\0${r.minute}\0${String(r.slot).padStart(10, "0")}`,
     );
-    for (const chunk of chunks(values)) {
-      const insert = this.db.insertInto("traffic_keys").values(chunk);
-      const replace = {
-        hits: this.incoming("hits"),
-        overcount: this.incoming("overcount"),
-        floor_hits: this.incoming("floor_hits"),
-      };
+    const replace = {
+      ident: this.incoming<string>("ident"),
+      hits: this.incoming("hits"),
+      overcount: this.incoming("overcount"),
+      floor_hits: this.incoming("floor_hits"),
+    };
+    const write = async (db: Db | Tx, chunk: typeof values) => {
+      const insert = db.insertInto("traffic_keys").values(chunk);
       if (this.dialect === "mysql") await insert.onDuplicateKeyUpdate(replace).execute();
       else
         await insert
           .onConflict((oc) =>
-            oc.columns(["policy", "kind", "node", "minute", "ident_hash"]).doUpdateSet(replace),
+            oc.columns(["policy", "kind", "node", "minute", "slot"]).doUpdateSet(replace),
           )
           .execute();
-    }
+    };
+    const parts = chunks(values);
+    if (parts.length === 1) await write(this.db, parts[0]!);
+    // One transaction: a reader never sees a key moved to a new slot beside its old one while
+    // the slot it left still holds it, nor a newcomer's slot not yet written.
+    else if (parts.length > 1)
+      await this.db.transaction().execute(async (trx) => {
+        for (const chunk of parts) await write(trx, chunk);
+      });
   }
 
   /** Deletes what is past its retention ({@link TRAFFIC_RETENTION}); `nowSec` is epoch seconds. */
@@ -280,7 +294,7 @@ export class TrafficRepository {
   async keyRows(policy: string, kind: KeyKind, fromMinute: number): Promise<KeyRow[]> {
     const rows = await this.db
       .selectFrom("traffic_keys")
-      .select(["node", "minute", "ident", "hits", "overcount", "floor_hits"])
+      .select(["node", "minute", "slot", "ident", "hits", "overcount", "floor_hits"])
       .where("policy", "=", policy)
       .where("kind", "=", kind)
       .where("minute", ">=", fromMinute)
@@ -292,6 +306,7 @@ export class TrafficRepository {
         kind,
         node: r.node,
         minute: r.minute,
+        slot: r.slot,
         key: r.ident,
         hits: r.hits,
         overcount: r.overcount,

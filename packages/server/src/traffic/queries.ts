@@ -174,7 +174,8 @@ export class TrafficQueries {
   /**
    * The heaviest keys of a policy over the last `window`: that many whole minutes and the
    * current one, every node's summary of each minute, merged. Counts are upper bounds;
-   * `count − overcount` is a lower bound.
+   * `count − overcount` is a lower bound; both are the key's exact count when every node saw
+   * at most its sketch's capacity of distinct keys in each minute.
    */
   async topKeys(
     policy: string,

@@ -119,6 +119,7 @@ describe("TrafficRecorder", () => {
         kind: "requests",
         node: "n1",
         minute: T0 / 1000,
+        slot: 0,
         key: "hot",
         hits: 4,
         overcount: 0,

@@ -7,7 +7,11 @@
  *
  * Memory is bounded: counts of at most `maxPendingSeconds` seconds wait for a flush (when the
  * database is down, the oldest are dropped and that is logged), and each policy has three
- * Space-Saving sketches of `keyCapacity` keys per minute (see ./sketch.ts).
+ * Space-Saving sketches of `keyCapacity` keys per minute (see ./sketch.ts), about 200 bytes a
+ * key watched: 1,000 keys of each kind are ~0.6 MB per policy and minute, two minutes kept
+ * (the current one and the one before, until written), up to 16 while the database is down.
+ * The default of 1,000 counts a node's minute exactly while a policy sees at most 1,000
+ * distinct keys in it, so a flat load of a few hundred keys is ranked as it really was.
  */
 import type { Logger } from "pino";
 import type { KeyKind, KeyRow, TrafficCounts, TrafficRow } from "../repository/traffic.js";
@@ -41,7 +45,7 @@ export interface TrafficRecorderOptions {
   readonly logger?: Logger;
   /** How often counts are written (ms). Default 1000. */
   readonly flushMs?: number;
-  /** Keys each sketch watches (per policy, kind and minute). Default 50. */
+  /** Keys each sketch watches (per policy, kind and minute). Default 1000. */
   readonly keyCapacity?: number;
   /** Seconds of counts kept while they cannot be written. Default 900 (15 minutes). */
   readonly maxPendingSeconds?: number;
@@ -79,7 +83,7 @@ export class TrafficRecorder {
 
   constructor(private readonly options: TrafficRecorderOptions) {
     this.now = options.now ?? Date.now;
-    this.keyCapacity = options.keyCapacity ?? 50;
+    this.keyCapacity = options.keyCapacity ?? 1000;
     this.maxPendingSeconds = options.maxPendingSeconds ?? 900;
   }
 
@@ -261,6 +265,7 @@ export class TrafficRecorder {
               kind,
               node: this.options.nodeId,
               minute,
+              slot: d.slot,
               key: d.key,
               hits: d.count,
               overcount: d.overcount,

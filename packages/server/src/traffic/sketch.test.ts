@@ -82,9 +82,53 @@ describe("SpaceSaving", () => {
     ]);
     expect(s.takeDirty()).toEqual([]);
     s.offer("b");
-    expect(s.takeDirty()).toEqual([{ key: "b", count: 2, overcount: 0 }]);
+    expect(s.takeDirty()).toEqual([{ key: "b", count: 2, overcount: 0, slot: 1 }]);
     s.markDirty(["a", "gone"]);
     expect(s.takeDirty().map((e) => e.key)).toEqual(["a"]);
+  });
+
+  it("a newcomer takes the slot of the key it evicts", () => {
+    const s = sketchOf(["a", "a", "b"], 2);
+    expect(s.takeDirty().map((e) => [e.key, e.slot])).toEqual([
+      ["a", 0],
+      ["b", 1],
+    ]);
+    s.offer("c");
+    expect(s.takeDirty()).toEqual([{ key: "c", count: 2, overcount: 1, slot: 1 }]);
+  });
+
+  it("a copy kept by slot from what takeDirty reports is the sketch, whatever the churn (property)", () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.array(fc.integer({ min: 0, max: 40 }).map(String), { maxLength: 30 }), {
+          maxLength: 12,
+        }),
+        fc.integer({ min: 1, max: 8 }),
+        (flushes, capacity) => {
+          const s = new SpaceSaving(capacity);
+          const copy = new Map<number, { key: string; count: number; overcount: number }>();
+          for (const between of flushes) {
+            for (const k of between) s.offer(k);
+            for (const { slot, ...e } of s.takeDirty()) copy.set(slot, e);
+            expect(copy.size).toBeLessThanOrEqual(capacity);
+            expect([...copy.keys()].every((i) => i >= 0 && i < capacity)).toBe(true);
+            const byKey = (a: { key: string }, b: { key: string }) => (a.key < b.key ? -1 : 1);
+            expect([...copy.values()].sort(byKey)).toEqual(s.top().sort(byKey));
+          }
+        },
+      ),
+    );
+  });
+
+  it("counts exactly while the stream has no more distinct keys than the sketch has slots", () => {
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 9 }).map(String)), (stream) => {
+        const s = sketchOf(stream, 10);
+        expect(s.floor).toBe(0);
+        expect(new Map(s.top().map((e) => [e.key, e.count]))).toEqual(exact(stream));
+        expect(s.top().every((e) => e.overcount === 0)).toBe(true);
+      }),
+    );
   });
 
   it("weights, and refuses a capacity that is not a positive integer", () => {

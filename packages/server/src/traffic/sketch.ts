@@ -7,7 +7,12 @@
  * when all are taken — the slot of the key with the smallest count `m`, starting from `m` (it
  * may have been seen up to `m` times before, unwatched). So each count is an **upper bound** of
  * the key's true count, too high by at most its `overcount`; and any key not watched was seen at
- * most {@link SpaceSaving.floor} times.
+ * most {@link SpaceSaving.floor} times. While a stream has no more distinct keys than the
+ * sketch has slots, nothing is evicted and every count is exact.
+ *
+ * Slots are numbered (0 to `capacity − 1`) and a newcomer takes the number of the key it
+ * evicts, so a copy kept by slot number (the `traffic_keys` rows, one per slot) holds exactly
+ * the sketch's keys: never more than `capacity`, never a key that was evicted.
  *
  * Summaries of several streams (nodes, minutes) merge with {@link mergeSummaries}: counts add,
  * and a key missing from one summary is counted at that summary's floor, so the bounds still
@@ -30,9 +35,16 @@ export interface Summary {
   readonly floor: number;
 }
 
+/** A watched key's place in the sketch, as {@link SpaceSaving.takeDirty} reports it. */
+export interface SlotEntry extends HeavyHitter {
+  /** Its slot's number, 0 to `capacity − 1`: the key it replaced had the same. */
+  readonly slot: number;
+}
+
 interface Slot {
   count: number;
   overcount: number;
+  readonly index: number;
 }
 
 /** The Space-Saving sketch of one stream; see the module comment. */
@@ -72,7 +84,7 @@ export class SpaceSaving {
       if (this.atMin > 0 && slot.count === this.minCount) this.atMin--;
       slot.count += weight;
     } else if (this.slots.size < this.capacity) {
-      this.slots.set(key, { count: weight, overcount: 0 });
+      this.slots.set(key, { count: weight, overcount: 0, index: this.slots.size });
       this.atMin = 0; // a new smallest count, maybe
     } else {
       // Evict a key with the smallest count; the newcomer inherits it as its possible overcount.
@@ -80,15 +92,17 @@ export class SpaceSaving {
       const min = this.minCount;
       // Map order is insertion order: the oldest slots, which hold the smallest counts most
       // often (newcomers start above the minimum), come first.
+      let index = -1;
       for (const [k, s] of this.slots) {
         if (s.count === min) {
+          index = s.index;
           this.slots.delete(k);
           this.dirty.delete(k);
           break;
         }
       }
       this.atMin--;
-      this.slots.set(key, { count: min + weight, overcount: min });
+      this.slots.set(key, { count: min + weight, overcount: min, index });
     }
     this.dirty.add(key);
   }
@@ -110,7 +124,9 @@ export class SpaceSaving {
 
   /** The `n` keys with the largest counts, largest first (ties by key). */
   top(n = this.capacity): HeavyHitter[] {
-    return sortHitters([...this.slots].map(([key, s]) => ({ key, ...s }))).slice(0, n);
+    return sortHitters(
+      [...this.slots].map(([key, s]) => ({ key, count: s.count, overcount: s.overcount })),
+    ).slice(0, n);
   }
 
   /** The summary: every watched key and the floor. */
@@ -119,14 +135,14 @@ export class SpaceSaving {
   }
 
   /**
-   * The watched keys whose count changed since the last call (evicted ones are left out: what was
-   * reported of them stays a valid upper bound). Each is reported once.
+   * The watched keys whose count changed since the last call, with their slots. An evicted key
+   * is left out: its slot is reported with the key that took it. Each is reported once.
    */
-  takeDirty(): HeavyHitter[] {
-    const out: HeavyHitter[] = [];
+  takeDirty(): SlotEntry[] {
+    const out: SlotEntry[] = [];
     for (const key of this.dirty) {
       const s = this.slots.get(key);
-      if (s) out.push({ key, count: s.count, overcount: s.overcount });
+      if (s) out.push({ key, count: s.count, overcount: s.overcount, slot: s.index });
     }
     this.dirty.clear();
     return out;
