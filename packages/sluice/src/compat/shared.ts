@@ -48,9 +48,10 @@ export function countOf(d: Decision): number {
  * The sluice key of a peer's key. The peers count the empty key as a key of its own, where
  * sluice refuses it (`SLUICE_ERR_KEY`): it becomes `"\u0000"`, and a key that starts with
  * `"\u0000"` gets one more in front, so no two keys meet. Every other key is itself (the same
- * keys sluice's own middleware uses).
+ * keys sluice's own middleware uses); what is not a string is left for the limiter to refuse.
  */
 export function sluiceKey(key: string): string {
+  if (typeof key !== "string") return key;
   if (key.length === 0) return "\u0000";
   return key.charCodeAt(0) === 0 ? `\u0000${key}` : key;
 }
