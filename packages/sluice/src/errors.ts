@@ -72,15 +72,30 @@ export type MiddlewareStage = "skip" | "limiter" | "key" | "cost" | "strategy.bo
  * The HTTP middleware could not decide a request: a function of its options threw or gave a
  * value it cannot use (`stage` names which; `decision` is the limiter refusing what it was given,
  * e.g. a cost above the policy's capacity). The original error is the `cause`. The request is
- * answered 500 with an `application/problem+json` body, and the middleware's `onError` hears it.
+ * answered with an `application/problem+json` body of `status`, and the middleware's `onError`
+ * hears it.
  */
 export class MiddlewareError extends SluiceError {
   /** Which function failed. */
   readonly stage: MiddlewareStage;
-  constructor(stage: MiddlewareStage, message: string, options?: { cause?: unknown }) {
-    super("SLUICE_ERR_MIDDLEWARE", message, options);
+  /**
+   * The status the request was answered with: 400 when the key function returned something
+   * other than a string (what the client sent, e.g. `?k=a&k=b` read as an array), else 500.
+   */
+  readonly status: 400 | 500;
+  constructor(
+    stage: MiddlewareStage,
+    message: string,
+    options?: { cause?: unknown; status?: 400 | 500 },
+  ) {
+    super(
+      "SLUICE_ERR_MIDDLEWARE",
+      message,
+      options && "cause" in options ? { cause: options.cause } : undefined,
+    );
     this.name = "MiddlewareError";
     this.stage = stage;
+    this.status = options?.status ?? 500;
   }
 }
 

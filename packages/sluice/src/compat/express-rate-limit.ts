@@ -24,7 +24,7 @@ import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClient } from "../stores/redis-client.js";
-import { counterPolicy, countOf, policyName, storeOf } from "./shared.js";
+import { counterPolicy, countOf, policyName, sluiceKey, storeOf } from "./shared.js";
 
 /** A client's hits and when they reset (express-rate-limit's `ClientRateLimitInfo`). */
 export interface ClientRateLimitInfo {
@@ -195,7 +195,7 @@ export class SluiceStore {
   /** Fetches a client's hits and reset time (undefined when it has no window open). */
   async get(key: string): Promise<ClientRateLimitInfo | undefined> {
     const limiter = this.ready();
-    const sd = await this.store.peek({ policy: limiter.policy, key, cost: 0 });
+    const sd = await this.store.peek({ policy: limiter.policy, key: sluiceKey(key), cost: 0 });
     const rule = sd.rules[0]!;
     if (this.options.algorithm !== undefined) {
       if (rule.remaining >= rule.burst && rule.resetAfterMs === 0) return undefined;
@@ -210,8 +210,11 @@ export class SluiceStore {
 
   /** Counts a hit (or, with `algorithm`, decides it) and answers the client's count. */
   async increment(key: string): Promise<ClientRateLimitInfo> {
+    // "" is a key of its own, as in express-rate-limit's stores (`keyGenerator: (req) =>
+    // req.get("x-api-key") || ""`).
+    key = sluiceKey(key);
     const counter = this.counter;
-    if (counter !== undefined && typeof key === "string" && key !== "") {
+    if (counter !== undefined && typeof key === "string") {
       // In memory: the store's counting path (the same count, no decision to build).
       const c = this.count;
       counter.countSync((this.limiter ?? this.ready()).policy, key, 1, c);
@@ -231,6 +234,7 @@ export class SluiceStore {
 
   /** Takes one hit back (never below 0). */
   async decrement(key: string): Promise<void> {
+    key = sluiceKey(key);
     const limiter = this.ready();
     const uncounted = this.uncounted?.get(key);
     if (uncounted !== undefined) {
@@ -244,6 +248,7 @@ export class SluiceStore {
 
   /** Forgets a client's count. */
   async resetKey(key: string): Promise<void> {
+    key = sluiceKey(key);
     this.uncounted?.delete(key);
     await this.ready().reset(key);
   }

@@ -25,7 +25,7 @@ import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClient } from "../stores/redis-client.js";
-import { counterPolicy, policyName, storeOf } from "./shared.js";
+import { counterPolicy, policyName, sluiceKey, storeOf } from "./shared.js";
 
 /** What `increment` answers (@nestjs/throttler's `ThrottlerStorageRecord`). */
 export interface ThrottlerStorageRecord {
@@ -121,9 +121,11 @@ export class SluiceThrottlerStorage {
     throttlerName: string,
   ): Promise<ThrottlerStorageRecord> {
     const t = this.throttle(ttl, limit, blockDuration, throttlerName);
+    // "" is a key of its own, as in @nestjs/throttler's storage.
+    key = sluiceKey(key);
     let d: Decision;
     let windowMs: number;
-    if (t.sync !== undefined && typeof key === "string" && key !== "") {
+    if (t.sync !== undefined && typeof key === "string") {
       // In memory, decided at once; the window counted on the store's counting path.
       d = t.sync.hits.limitSync(key);
       t.sync.counter.countSync(t.window.policy, key, 1, this.count);

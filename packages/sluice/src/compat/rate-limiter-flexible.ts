@@ -19,12 +19,13 @@
  * rate-limiter-flexible's #280). Differences that remain: docs/migrating.md.
  */
 import type { Decision } from "../decision.js";
-import { ValidationError, type ValidationIssue } from "../errors.js";
+import { StoreError, ValidationError, type ValidationIssue } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Policy, definePolicy, policyCapacity } from "../policy.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
-import { type RedisClient, clientPort } from "../stores/redis-client.js";
+import { type ClientPort, type RedisClient, clientPort } from "../stores/redis-client.js";
+import { RedisStore } from "../stores/redis.js";
 import {
   COUNTER_LIMIT,
   FOREVER_MS,
@@ -33,6 +34,7 @@ import {
   isStore,
   policyName,
   redisStoreOf,
+  sluiceKey,
 } from "./shared.js";
 
 /** What a consume, penalty, reward, get, set or block answers (rate-limiter-flexible's class). */
@@ -124,8 +126,9 @@ export class RateLimiterQueueError extends Error {
 /** Per-call options (rate-limiter-flexible's `options` object). */
 export interface ConsumeOptions {
   /**
-   * Not supported: a key's window length is its limiter's `duration` (sluice keeps a window's
-   * start, which a per-call length would move). Passing it throws.
+   * `consume`, `penalty` and `reward`: seconds the key's window lasts when this call opens it
+   * (0: forever), instead of `duration`; a window already open keeps its end. A negative value
+   * is `duration`, as in rate-limiter-flexible.
    */
   customDuration?: number;
   [other: string]: unknown;
@@ -202,8 +205,10 @@ export interface RateLimiterRedisOptions extends RateLimiterOptions {
   /** Block in the store once the key consumed this many points (≥ points; 0: at points + 1). */
   blockOnConsumed?: number;
   /**
-   * Accepted for compatibility; sluice's store already fails fast while Redis is down (its
-   * breaker) and never queues commands for a client that is not ready once it failed.
+   * Reject at once (or ask `insuranceLimiter`) while the ioredis client's `status` is not
+   * `ready` — connecting included — instead of waiting for it, as rate-limiter-flexible does;
+   * `delete` is not checked (nor in rate-limiter-flexible). Without it, a call waits while the
+   * first connection is made and fails fast while Redis is down (the store's breaker).
    */
   rejectIfRedisNotReady?: boolean;
 }
@@ -222,6 +227,8 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
   readonly keyPrefix: string;
   /** The sluice limiter that counts (rebuilt when `duration` changes). */
   protected counter!: Limiter;
+  /** Limiters whose windows are a `customDuration` (Redis store), by window length in ms. */
+  private readonly customCounters = new Map<number, Limiter>();
   /** The last store failure (what a store-error decision rejects with). */
   private lastError: unknown;
 
@@ -333,16 +340,22 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
   ): Promise<RateLimiterRes>;
 
   penalty(key: string | number, points = 1, options: ConsumeOptions = {}): Promise<RateLimiterRes> {
-    return this.guard("penalty", [key, points, options], () => this.change(key, points, options));
+    return this.guard("penalty", [key, points, options], async () =>
+      this.change(key, this.pointsOf(points), options, points),
+    );
   }
 
   reward(key: string | number, points = 1, options: ConsumeOptions = {}): Promise<RateLimiterRes> {
-    return this.guard("reward", [key, points, options], () => this.change(key, -points, options));
+    // Negated as given (a string of digits becomes a number), then read as points.
+    const negated = -points;
+    return this.guard("reward", [key, points, options], async () =>
+      this.change(key, this.pointsOf(negated), options, negated),
+    );
   }
 
   get(key: string | number, options: ConsumeOptions = {}): Promise<RateLimiterRes | null> {
     return this.guard("get", [key, options], async () => {
-      const now = await this.read(String(key));
+      const now = await this.read(sluiceKey(String(key)));
       return now.open ? this.res(now.count, now.ms, false) : null;
     });
   }
@@ -371,10 +384,10 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
 
   delete(key: string | number, options: ConsumeOptions = {}): Promise<boolean> {
     return this.guard("delete", [key, options], async () => {
-      const k = String(key);
+      const k = sluiceKey(String(key));
       // Asked in one tick, so a Redis store sends both in one script call: atomic.
       const [now] = await Promise.all([this.read(k), this.counter.reset(k)]);
-      this.forgetBlocked(k);
+      this.forgetBlocked(String(key));
       return now.open;
     });
   }
@@ -394,28 +407,48 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
     return op();
   }
 
-  /** Adds `points` (negative: takes away) to the key's count, without any check. */
+  /**
+   * Points as this limiter takes them: whole numbers or strings of digits (as
+   * rate-limiter-flexible's Redis limiter); anything else throws, naming `points`.
+   */
+  protected pointsOf(points: unknown): number {
+    return wholePoints(points);
+  }
+
+  /**
+   * Adds `points` (negative: takes away) to the key's count, without any check. `given` is the
+   * points as the caller wrote them (rate-limiter-flexible's Redis limiter tells
+   * `isFirstInDuration` by comparing the count with them).
+   */
   protected async change(
     key: string | number,
     points: number,
-    options: ConsumeOptions,
+    options: ConsumeOptions | undefined,
+    given: unknown = points,
   ): Promise<RateLimiterRes> {
-    checkOptions(options);
-    points = pointsOf(points);
-    const k = String(key);
-    // A store deciding in this process can tell whether the window was open before the charge
-    // (and decides without a promise).
+    const k = sluiceKey(String(key));
+    const windowMs = this.customWindowMs(options);
+    // A store deciding in this process can tell whether the window was open before the change,
+    // and decides without a promise.
     const sync = isSyncStore(this.store) ? (this.counter as SyncLimiter) : undefined;
-    const before =
-      sync !== undefined
-        ? sync.store.peekSync(sync.policy, k, 0).rules[0]!.resetAfterMs > 0
-        : undefined;
+    let before: boolean | undefined;
+    if (sync !== undefined) {
+      before = sync.store.peekSync(sync.policy, k, 0).rules[0]!.resetAfterMs > 0;
+      if (!before && (points <= 0 || windowMs !== undefined) && sync.store.setCountSync) {
+        // rate-limiter-flexible's memory limiter opens a key's window with any change (of
+        // `customDuration` when given), of 0 points too; sluice's count stays ≥ 0.
+        const count = Math.max(0, points);
+        const ms = windowMs ?? sync.policy.rules[0]!.periodMs;
+        sync.store.setCountSync(sync.policy, k, count, ms);
+        return this.res(count, ms, true);
+      }
+    }
     let d: Decision;
     if (points > 0)
       d =
         sync !== undefined
           ? sync.limitSync(k, { cost: points })
-          : await this.counter.limit(k, { cost: points });
+          : await this.counterOf(windowMs).limit(k, { cost: points });
     else if (points < 0) {
       // One tick: the refund and the read go in one Redis script call.
       [, d] = await Promise.all([this.counter.refund(k, -points), this.counter.peek(k)]);
@@ -424,9 +457,53 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
     const consumed = countOf(d);
     // isFirstInDuration: whether the charge opened the window — as rate-limiter-flexible's
     // memory limiter tells it where that is known, else as its store limiters (the count is
-    // what was charged).
-    const first = before !== undefined ? !before : consumed === points;
+    // what was given).
+    const first = before !== undefined ? !before : consumed === given;
     return this.res(consumed, d.resetAfterMs, points > 0 && first);
+  }
+
+  /**
+   * The window a change opens, in ms, when `options.customDuration` makes it other than
+   * `duration`'s; else undefined. As rate-limiter-flexible reads it: `customDuration >= 0`
+   * (so `null` is 0: forever), else `duration`.
+   */
+  private customWindowMs(options: ConsumeOptions | undefined): number | undefined {
+    const custom = options?.customDuration;
+    if (custom === undefined) return undefined;
+    const seconds = Number(custom);
+    if (!(seconds >= 0)) return undefined;
+    const ms = windowMsOf(seconds);
+    return ms === this.counter.policy.rules[0]!.periodMs ? undefined : ms;
+  }
+
+  /**
+   * The limiter that charges a key whose window, if this charge opens it, lasts `windowMs`: a
+   * counting policy of the same name (the same keys) with that period. The Redis store keeps a
+   * first-request window as its end (the key's expiry), so a window open already keeps its end
+   * whichever period charges it; the memory store is answered in `change`.
+   */
+  private counterOf(windowMs: number | undefined): Limiter {
+    if (windowMs === undefined) return this.counter;
+    let limiter = this.customCounters.get(windowMs);
+    if (limiter !== undefined) return limiter;
+    if (!(this.store instanceof RedisStore))
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid options", [
+        {
+          path: "customDuration",
+          message: `needs sluice's memory or Redis store (this limiter counts in the ${this.store.kind} store)`,
+        },
+      ]);
+    // Durations vary per call in some code (ExpressBruteFlexible's delays): keep a few.
+    if (this.customCounters.size >= 64) this.customCounters.clear();
+    limiter = createLimiter({
+      store: this.store,
+      policy: counterPolicy(this.keyPrefix, windowMs),
+      onError: (err) => {
+        this.lastError = err;
+      },
+    });
+    this.customCounters.set(windowMs, limiter);
+    return limiter;
   }
 
   /** The key's count and window, read without a change (a cost-0 look at the store). */
@@ -436,10 +513,9 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
     return { open: r.resetAfterMs > 0, count: COUNTER_LIMIT - r.remaining, ms: r.resetAfterMs };
   }
 
-  /** Puts the key at `points` for `ms` (0: forever). */
+  /** Puts the key at `points` for `ms` (0: forever); answers the points as given, as rate-limiter-flexible does. */
   protected async put(key: string | number, points: number, ms: number): Promise<RateLimiterRes> {
-    points = pointsOf(points);
-    await this.counter.setCount(String(key), Math.max(0, points), {
+    await this.counter.setCount(sluiceKey(String(key)), Math.max(0, this.pointsOf(points)), {
       windowMs: ms > 0 ? Math.max(1, Math.round(ms)) : FOREVER_MS,
     });
     return new RateLimiterRes(0, ms > 0 ? ms : -1, points);
@@ -470,8 +546,7 @@ export abstract class RateLimiterAbstract implements RateLimiterLike {
 
   /** The counting policy of a `duration` (seconds; 0: forever). */
   private policyFor(duration: number): Policy {
-    const ms = duration > 0 ? Math.max(1, Math.round(duration * 1000)) : FOREVER_MS;
-    return counterPolicy(this.keyPrefix, ms);
+    return counterPolicy(this.keyPrefix, windowMsOf(duration));
   }
 }
 
@@ -484,6 +559,17 @@ export class RateLimiterMemory extends RateLimiterAbstract {
     super(opts, new MemoryStore(), "Invalid RateLimiterMemory options");
   }
 
+  /**
+   * Points as rate-limiter-flexible's memory limiter counts them: a count is kept whole
+   * (`parseInt` of count + points), so fractional points count rounded down (1.5 is 1, and a
+   * reward of 1.5 takes 2). Strings of digits and other input as {@link RateLimiterAbstract}.
+   */
+  protected override pointsOf(points: unknown): number {
+    if (typeof points === "number" && Number.isFinite(points) && Math.abs(points) <= COUNTER_LIMIT)
+      return Math.floor(points);
+    return super.pointsOf(points);
+  }
+
   consume(
     key: string | number,
     pointsToConsume = 1,
@@ -491,15 +577,15 @@ export class RateLimiterMemory extends RateLimiterAbstract {
   ): Promise<RateLimiterRes> {
     let points: number;
     try {
-      points = pointsOf(pointsToConsume);
+      points = this.pointsOf(pointsToConsume);
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.change(key, points, options).then(async (res) => {
+    return this.change(key, points, options, pointsToConsume).then(async (res) => {
       if (res.consumedPoints > this.points) {
         // Block only the first time the count passes `points`.
         if (this.blockDuration > 0 && res.consumedPoints <= this.points + points) {
-          await this.counter.setCount(String(key), res.consumedPoints, {
+          await this.counter.setCount(sluiceKey(String(key)), res.consumedPoints, {
             windowMs: Math.max(1, Math.round(this.msBlockDuration)),
           });
           res = new RateLimiterRes(0, this.msBlockDuration, res.consumedPoints, true);
@@ -525,6 +611,8 @@ export class RateLimiterRedis extends RateLimiterAbstract {
   /** Points at which a key is blocked in the store (0: at points + 1). */
   readonly blockOnConsumed: number;
   private readonly blocked = new Map<string, number>();
+  /** With `rejectIfRedisNotReady`: the client that must be ready for a call to go. */
+  private readonly readiness: ClientPort | undefined;
 
   constructor(opts: RateLimiterRedisOptions) {
     const subject = "Invalid RateLimiterRedis options";
@@ -545,6 +633,7 @@ export class RateLimiterRedis extends RateLimiterAbstract {
       ]);
     else store = redisStoreOf(client as RedisClient);
     super(opts, store, subject);
+    this.readiness = opts.rejectIfRedisNotReady && typeof port === "object" ? port : undefined;
     this.inMemoryBlockOnConsumed = Math.trunc(Number(opts.inMemoryBlockOnConsumed ?? 0)) || 0;
     this.inMemoryBlockDuration = Math.trunc(Number(opts.inMemoryBlockDuration ?? 0)) || 0;
     this.blockOnConsumed = Math.trunc(Number(opts.blockOnConsumed ?? 0)) || 0;
@@ -587,8 +676,8 @@ export class RateLimiterRedis extends RateLimiterAbstract {
     const blockedFor = this.inMemoryBlockedFor(k);
     if (blockedFor > 0) return Promise.reject(new RateLimiterRes(0, blockedFor));
     return this.guard("consume", [key, pointsToConsume, options], async () => {
-      const points = pointsOf(pointsToConsume);
-      const res = await this.change(key, points, options);
+      const points = this.pointsOf(pointsToConsume);
+      const res = await this.change(key, points, options, pointsToConsume);
       if (
         this.inMemoryBlockOnConsumed > 0 &&
         !(this.inMemoryBlockDuration > 0) &&
@@ -634,7 +723,15 @@ export class RateLimiterRedis extends RateLimiterAbstract {
     args: unknown[],
     op: () => Promise<T>,
   ): Promise<T> {
-    return op().catch((err: unknown) => {
+    const ready =
+      method === "delete" || this.readiness === undefined || this.readiness.status() === "ready";
+    const attempt = ready
+      ? op
+      : () =>
+          Promise.reject(
+            new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "Redis connection is not ready"),
+          );
+    return attempt().catch((err: unknown) => {
       const insurance = this._insuranceLimiter;
       if (err instanceof RateLimiterRes || insurance === undefined) throw err;
       const call = insurance[method] as (...a: unknown[]) => Promise<T>;
@@ -644,7 +741,7 @@ export class RateLimiterRedis extends RateLimiterAbstract {
 
   private async blockInStore(key: string, consumed: number): Promise<void> {
     try {
-      await this.counter.setCount(key, consumed, {
+      await this.counter.setCount(sluiceKey(key), consumed, {
         windowMs: Math.max(1, Math.round(this.msBlockDuration)),
       });
     } catch (err) {
@@ -751,8 +848,8 @@ export class RateLimiterUnion {
 
   /** Consumes `points` from every limiter, or from none. */
   async consume(key: string | number, points = 1): Promise<Record<string, RateLimiterRes>> {
-    points = pointsOf(points);
-    const k = String(key);
+    points = wholePoints(points);
+    const k = sluiceKey(String(key));
     // More than some limiter's points can never fit: those limiters reject, nothing is taken.
     const d =
       points > policyCapacity(this.union.policy)
@@ -980,7 +1077,7 @@ class QueueLine {
  * Points as a whole number: a safe integer, or a string of digits (which rate-limiter-flexible's
  * Redis limiter takes too); anything else throws, naming `points`.
  */
-function pointsOf(points: unknown): number {
+function wholePoints(points: unknown): number {
   if (typeof points === "number" && Number.isSafeInteger(points)) return points;
   if (typeof points === "string" && /^[1-9][0-9]{0,14}$/.test(points)) return Number(points);
   throw new ValidationError("SLUICE_ERR_COST", "Invalid points", [
@@ -991,15 +1088,9 @@ function pointsOf(points: unknown): number {
   ]);
 }
 
-function checkOptions(options: ConsumeOptions | undefined): void {
-  if (options?.customDuration !== undefined)
-    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid options", [
-      {
-        path: "customDuration",
-        message:
-          "is not supported: a key's window is its limiter's duration (see docs/migrating.md)",
-      },
-    ]);
+/** A window of `seconds` (0: forever) in whole ms, at least 1. */
+function windowMsOf(seconds: number): number {
+  return seconds > 0 ? Math.max(1, Math.round(seconds * 1000)) : FOREVER_MS;
 }
 
 /**

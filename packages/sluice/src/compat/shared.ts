@@ -50,6 +50,18 @@ export function countOf(d: Decision): number {
   return COUNTER_LIMIT - d.remaining;
 }
 
+/**
+ * The sluice key of a peer's key. The peers count the empty key as a key of its own, where
+ * sluice refuses it (`SLUICE_ERR_KEY`): it becomes `"\u0000"`, and a key that starts with
+ * `"\u0000"` gets one more in front, so no two keys meet. Every other key is itself (the same
+ * keys sluice's own middleware uses); what is not a string is left for the limiter to refuse.
+ */
+export function sluiceKey(key: string): string {
+  if (typeof key !== "string") return key;
+  if (key.length === 0) return "\u0000";
+  return key.charCodeAt(0) === 0 ? `\u0000${key}` : key;
+}
+
 /** `name` as a policy name, or a {@link ValidationError} naming `field`. */
 export function policyName(name: unknown, field: string, subject: string): string {
   if (typeof name === "string" && NAME.test(name)) return name;

@@ -21,14 +21,14 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
-import { type Limiter, createLimiter } from "../limiter.js";
+import { type Limiter, createLimiter, toDecision } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisStore } from "../stores/redis.js";
 import { type RedisClient, clientPort } from "../stores/redis-client.js";
 import { type UpstashRedisLike, upstashStore } from "../stores/upstash.js";
-import { COUNTER_LIMIT, countOf, isStore, redisStoreOf } from "./shared.js";
+import { COUNTER_LIMIT, countOf, isStore, redisStoreOf, sluiceKey } from "./shared.js";
 
 /** A duration as Upstash writes it: `"10 s"`, `"500ms"`, `"1.5 m"` (units ms, s, m, h, d, w). */
 export type Duration = `${number} ${Unit}` | `${number}${Unit}`;
@@ -337,7 +337,7 @@ export class Ratelimit {
     const key = this.keyOf(identifier);
     this.cache?.pop(key);
     if (this.algorithm.kind === "cachedFixedWindow") this.cache?.pop(this.bucketKey(key));
-    await this.limiter.reset(identifier);
+    await this.limiter.reset(sluiceKey(identifier));
   };
 
   /** What `identifier` has left, when that resets, and the limit. */
@@ -356,7 +356,7 @@ export class Ratelimit {
     }
     const sd = await this.limiter.store.peek({
       policy: this.limiter.policy,
-      key: identifier,
+      key: sluiceKey(identifier),
       cost: 0,
     });
     const rule = sd.rules[0]!;
@@ -374,12 +374,9 @@ export class Ratelimit {
   };
 
   private async decide(identifier: string, rate: number): Promise<RatelimitResponse> {
-    if (typeof rate !== "number" || !Number.isSafeInteger(rate))
-      throw new ValidationError("SLUICE_ERR_COST", "Invalid rate", [
-        { path: "rate", message: `must be a whole number (got ${String(rate)})` },
-      ]);
     const a = this.algorithm;
     const key = this.keyOf(identifier);
+    // An identifier the cache holds blocked is answered before the rate is read, as Upstash does.
     if (this.cache !== undefined && rate > 0 && a.kind !== "cachedFixedWindow") {
       const { blocked, reset } = this.cache.isBlocked(key);
       if (blocked)
@@ -392,24 +389,30 @@ export class Ratelimit {
           reason: "cacheBlock",
         };
     }
+    if (typeof rate !== "number" || !Number.isSafeInteger(rate))
+      throw new ValidationError("SLUICE_ERR_COST", "Invalid rate", [
+        { path: "rate", message: `must be a whole number (got ${String(rate)})` },
+      ]);
     if (a.kind === "cachedFixedWindow") return this.cached(identifier, key, rate);
     const d = await this.charge(identifier, rate);
     let res: RatelimitResponse;
     if (a.kind === "fixedWindow") {
       const used = countOf(d);
       res = this.answer(used <= a.tokens, Math.max(0, a.tokens - used), this.windowEnd());
+    } else if (a.kind === "slidingWindow") {
+      // A look or a refund succeeds while the window is not over its limit (cost-0 look), as
+      // Upstash answers it.
+      if (!d.allowed && rate > 0) await this.countRefused(identifier, rate, d);
+      res = this.answer(d.allowed, d.allowed ? d.remaining : 0, this.windowEnd());
     } else {
-      // A look or a refund (rate ≤ 0) always succeeds, as Upstash answers it.
-      const success = d.allowed || rate <= 0;
-      res =
-        a.kind === "slidingWindow"
-          ? this.answer(success, d.remaining, this.windowEnd())
-          : this.answer(
-              success,
-              d.remaining,
-              Date.now() +
-                (success ? this.untilNextToken(d.remaining, d.resetAfterMs) : d.retryAfterMs),
-            );
+      // A look or a refund (rate ≤ 0) always succeeds (a cost-0 look); a refusal answers 0
+      // left, as Upstash answers them.
+      const success = d.allowed;
+      res = this.answer(
+        success,
+        success ? d.remaining : 0,
+        Date.now() + (success ? this.untilNextToken(d.remaining, d.resetAfterMs) : d.retryAfterMs),
+      );
     }
     if (this.cache !== undefined) {
       if (!res.success) this.cache.blockUntil(key, res.reset);
@@ -425,7 +428,9 @@ export class Ratelimit {
     const bucketKey = this.bucketKey(key);
     const reset = this.windowEnd();
     if (typeof cache.get(bucketKey) === "number") {
-      const count = cache.incr(bucketKey, rate);
+      let count = cache.incr(bucketKey, rate);
+      // A refund takes the count no lower than 0, as the store's does (Upstash's goes negative).
+      if (count < 0) cache.set(bucketKey, (count = 0));
       const success = count <= tokens;
       const pending = success ? this.charge(identifier, rate) : Promise.resolve();
       return { success, limit: tokens, remaining: tokens - count, reset, pending };
@@ -436,26 +441,51 @@ export class Ratelimit {
     return { success: remaining >= 0, limit: tokens, remaining, reset, pending: Promise.resolve() };
   }
 
-  /** Takes `rate` (negative: gives back; 0: looks) and answers the decision or the count after it. */
+  /**
+   * Takes `rate` (negative: gives back; 0: looks) and answers the decision or the count after it.
+   * A refund of any size is the store's `adjust`: counts stop at 0 (a bucket at full), in every
+   * algorithm.
+   */
   private async charge(identifier: string, rate: number): Promise<Decision> {
+    // "" is an identifier of its own, as in @upstash/ratelimit.
+    identifier = sluiceKey(identifier);
     let d: Decision;
     if (rate > 0 && rate <= this.capacity())
       d = await this.limiter.limit(identifier, { cost: rate });
     else if (rate > 0) {
-      // More than the bucket or window can ever hold: refused, nothing taken.
+      // More than the bucket or window can ever hold: refused, nothing taken; `remaining` is
+      // what is left now (an allowed look of 1 told what would be left after it).
       const now = await this.limiter.peek(identifier);
-      d = { ...now, allowed: false, retryAfterMs: this.algorithm.windowMs };
+      d = {
+        ...now,
+        allowed: false,
+        remaining: now.allowed ? now.remaining + 1 : now.remaining,
+        retryAfterMs: this.algorithm.windowMs,
+      };
     } else {
-      // One tick: a Redis store sends the refund and the look in one script call.
+      // One tick: a Redis store sends the refund and the look in one script call. The look
+      // costs 0: allowed while nothing is over the limit.
+      const { policy, store } = this.limiter;
       const [, look] = await Promise.all([
-        rate < 0 ? this.limiter.refund(identifier, -rate) : undefined,
-        this.limiter.peek(identifier),
+        rate < 0 ? store.adjust(policy, identifier, rate) : undefined,
+        store.peek({ policy, key: identifier, cost: 0 }),
       ]);
-      d = look;
+      d = toDecision(policy, look, 0);
     }
     if (d.reason === "store-error")
       throw this.lastError ?? new Error("Ratelimit: the store failed");
     return d;
+  }
+
+  /**
+   * Upstash's sliding window counts a refused request while its window has room for one (its
+   * script checks the count before, then INCRBY, answering `success: false`), a rate larger
+   * than the limit too: so does the face (a forced charge, `store.adjust`), or it would later
+   * admit what Upstash refuses. `d` is the refusal, whose `remaining` is what is left now.
+   */
+  private async countRefused(identifier: string, rate: number, d: Decision): Promise<void> {
+    const { policy, store } = this.limiter;
+    if (d.remaining >= 1) await store.adjust(policy, sluiceKey(identifier), rate);
   }
 
   /** The largest rate one request may take (the policy's capacity). */

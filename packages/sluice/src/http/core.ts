@@ -10,6 +10,7 @@ import { cidrContains, formatIp, ipIdentity, parseIp, resolveClientIp } from "./
 import { type ResolvedOptions, isLimiter, resolveOptions } from "./options.js";
 import {
   PROBLEM_CONTENT_TYPE,
+  invalidKeyProblem,
   middlewareErrorProblem,
   quotaExceededProblem,
   storeUnavailableProblem,
@@ -74,8 +75,10 @@ export type Outcome<Fallback> =
   /** The client went away while waiting: send nothing. */
   | { readonly kind: "aborted" }
   /**
-   * A function of the options failed (see {@link MiddlewareError}): respond now with this 500
-   * (an `application/problem+json` body naming the function); `onError` has heard `error`.
+   * A function of the options failed (see {@link MiddlewareError}): respond now with this
+   * status and `application/problem+json` body — 400 naming what the key function returned when
+   * that was not a string (the client's input decides it), else 500 naming the function.
+   * `onError` has heard `error` (a key function's result at most once a minute per route).
    */
   | {
       readonly kind: "error";
@@ -92,6 +95,8 @@ export type Outcome<Fallback> =
 export class RateLimitCore<Raw, Fallback = never> {
   private readonly o: ResolvedOptions<Raw, Fallback>;
   private readonly queues: WaitQueues;
+  /** Per route: when a key function's bad result was last reported, and how many since. */
+  private readonly badKeys = new Map<string, { reportedAt: number; since: number }>();
 
   /** Validates `options`; throws a `ValidationError` (`SLUICE_ERR_OPTIONS`) naming every bad field. */
   constructor(options: RateLimitOptions<Raw, Fallback>) {
@@ -149,12 +154,8 @@ export class RateLimitCore<Raw, Fallback = never> {
       stage = "key";
       const keyFn = tier.key ?? o.key;
       const found = keyFn ? await keyFn(raw, req) : undefined;
-      if (found !== undefined && found !== null && typeof found !== "string") {
-        throw new MiddlewareError(
-          "key",
-          `the key function returned ${describe(found)}, not a string (or undefined for the client IP)`,
-        );
-      }
+      if (found !== undefined && found !== null && typeof found !== "string")
+        return this.badKey(found, input);
       const key = found || `ip:${req.ip}`;
       stage = "cost";
       const costFn = tier.cost ?? o.cost;
@@ -273,6 +274,45 @@ export class RateLimitCore<Raw, Fallback = never> {
     };
   }
 
+  /**
+   * The answer to a key function's result that is not a string: 400, as what the client sent
+   * decides it (`?k=a&k=b`), so a client could otherwise fill the log at will. `onError` hears
+   * it at most once a minute per route (by the middleware's clock; where the framework does not
+   * know the route, once a minute for the middleware), told how many it did not hear.
+   */
+  private badKey(found: unknown, input: RequestInput<Raw>): Outcome<Fallback> {
+    const now = this.o.clock();
+    const route = input.route ?? "";
+    const last = this.badKeys.get(route);
+    const held = last !== undefined && now - last.reportedAt < BAD_KEY_REPORT_MS;
+    const since = held || last === undefined ? 0 : last.since;
+    const error = new MiddlewareError(
+      "key",
+      `the key function returned ${describe(found)}, not a string (or undefined for the client IP): answered 400` +
+        (input.route !== undefined ? ` on ${input.route}` : "") +
+        (since > 0
+          ? `, as ${since} more request${since === 1 ? "" : "s"} since the last report`
+          : ""),
+      { status: 400 },
+    );
+    if (held) last.since++;
+    else {
+      // Routes are the app's patterns, a bounded set; the bound guards against a router that
+      // hands over the path instead.
+      if (last === undefined && this.badKeys.size >= 1000) this.badKeys.clear();
+      this.badKeys.set(route, { reportedAt: now, since: 0 });
+      const hook = this.o.onError;
+      safe(() => hook(error, input.raw));
+    }
+    return {
+      kind: "error",
+      status: 400,
+      headers: [["Content-Type", PROBLEM_CONTENT_TYPE]],
+      body: JSON.stringify(invalidKeyProblem(found)),
+      error,
+    };
+  }
+
   /** The answer to a request the options' functions failed on; `onError` hears why. */
   private failed(err: unknown, stage: MiddlewareStage, raw: Raw): Outcome<Fallback> {
     const error =
@@ -322,6 +362,9 @@ export class RateLimitCore<Raw, Fallback = never> {
     };
   }
 }
+
+/** A key function's bad result is reported to `onError` at most once per this many ms per route. */
+const BAD_KEY_REPORT_MS = 60_000;
 
 function messageOf(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -24,8 +24,9 @@ export {
   quotaExceededProblem,
   storeUnavailableProblem,
   middlewareErrorProblem,
+  invalidKeyProblem,
 } from "./problem.js";
-export type { ProblemDetails, ServerErrorProblem } from "./problem.js";
+export type { BadRequestProblem, ProblemDetails, ServerErrorProblem } from "./problem.js";
 export {
   NAMED_RANGES,
   parseIp,

@@ -101,9 +101,13 @@ function defaultShadowLog(e: DecisionEvent): void {
   );
 }
 
-/** The default `onError`: the error, its cause and stack on stderr, as a server logs a 500. */
+/**
+ * The default `onError`: for a 500, the error, its cause and stack on stderr, as a server logs
+ * one; for a 400 (what the client sent), one line, as the client's mistake needs no stack.
+ */
 function defaultErrorLog(error: MiddlewareError): void {
-  console.error("sluice: rate limiting failed, answered 500:", error);
+  if (error.status === 400) console.warn(`sluice: ${error.message}`);
+  else console.error("sluice: rate limiting failed, answered 500:", error);
 }
 
 /** Validates the middleware's options; throws a `ValidationError` listing every problem. */

@@ -90,3 +90,38 @@ export function middlewareErrorProblem(stage: MiddlewareStage): ServerErrorProbl
     detail: `The rate limiter could not decide on this request: ${what}. The server's log has the error.`,
   };
 }
+
+/** A problem details object (RFC 9457) for a request the middleware could not identify. */
+export interface BadRequestProblem {
+  /** `about:blank`: the problem is the status itself. */
+  readonly type: "about:blank";
+  /** The status's reason phrase. */
+  readonly title: "Bad Request";
+  /** 400. */
+  readonly status: 400;
+  /** What the key function returned, by kind only (never its value). */
+  readonly detail: string;
+}
+
+/**
+ * The body of a 400 sent when the key function returned something other than a string,
+ * `undefined` or `null`: what the client sent decides that (`?k=a&k=b` is an array in Express,
+ * Fastify and Koa; `?k[x]=1` an object with Express 4's query parser), so it is the client's
+ * request that cannot be identified. Names the kind of the result, never its content.
+ */
+export function invalidKeyProblem(result: unknown): BadRequestProblem {
+  return {
+    type: "about:blank",
+    title: "Bad Request",
+    status: 400,
+    detail: `The rate limiter could not identify this request: its key function returned ${kindOf(result)}, not a string (a query parameter sent twice is read as an array, one in brackets as an object).`,
+  };
+}
+
+/** `an array`, `an object`, `a number`, …: what a value is, without its content. */
+function kindOf(v: unknown): string {
+  if (Array.isArray(v)) return "an array";
+  if (v === null) return "null";
+  const t = typeof v;
+  return t === "object" ? "an object" : `a ${t}`;
+}

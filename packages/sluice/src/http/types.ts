@@ -185,8 +185,11 @@ export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGro
    * Hears every request the middleware could not decide because one of the functions above
    * (`key`, `cost`, `skip`, `limiter`, `strategy.body`) threw or gave an invalid value: a
    * {@link MiddlewareError} (`SLUICE_ERR_MIDDLEWARE`) naming the function, with the original
-   * error as its `cause`. The request is answered 500 with a problem+json body either way.
-   * Default: `console.error`. Exceptions thrown by it are ignored.
+   * error as its `cause`. The request is answered 500 with a problem+json body either way —
+   * except a key function's result that is not a string (`?k=a&k=b` read as an array): that is
+   * what the client sent, answered 400, and heard at most once a minute per route (by `clock`),
+   * the message telling how many were not. Default: `console.error` with the stack for a 500,
+   * one line on `console.warn` for a 400. Exceptions thrown by it are ignored.
    */
   onError?: (error: MiddlewareError, req: Raw) => void;
   /**

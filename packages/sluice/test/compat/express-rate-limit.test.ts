@@ -105,6 +105,40 @@ async function hit(base: string, path = "/", user = "u1"): Promise<Seen> {
   return { status: res.status, headers, body: await res.text() };
 }
 
+/**
+ * Keys at the edges, as a client sends them in `x-user` (percent-encoded; the edge apps'
+ * keyGenerator decodes it): empty (a key of its own for express-rate-limit's stores), NUL and
+ * two NULs (what sluice's empty key is made of), long, non-ASCII, braces and spaces.
+ */
+const EDGE_USERS = [
+  "",
+  "%00",
+  "%00%00",
+  "x".repeat(3000),
+  encodeURIComponent("ключ🔑"),
+  "a%20b%7Bc%7D",
+];
+
+/** A keyGenerator reading `x-user` percent-decoded, "" when absent (as `req.get(h) || ""`). */
+const edgeKey: Partial<Options> = {
+  keyGenerator: (req) => decodeURIComponent(req.get("x-user") || ""),
+};
+
+/** Each edge user's hits, user after user (the i-th user hits i + 1 times), then each again. */
+async function edgeScript(a: App, b: App, compare: (y: Seen, x: Seen, what: string) => void) {
+  for (const [i, user] of EDGE_USERS.entries())
+    for (let n = 0; n <= i; n++) {
+      const [x, y] = [await hit(a.url, "/", user), await hit(b.url, "/", user)];
+      compare(y, x, `user ${i} hit ${n}`);
+    }
+  for (const [i, user] of EDGE_USERS.entries()) {
+    const [x, y] = [await hit(a.url, "/", user), await hit(b.url, "/", user)];
+    compare(y, x, `user ${i} again`);
+    // The i-th user has hit i + 2 times: over the limit of 2 from the second user on.
+    expect(x.status, `user ${i}`).toBe(i === 0 ? 200 : 429);
+  }
+}
+
 /** How many of 100 concurrent requests to `base` passed (status 200). */
 async function passed(base: string): Promise<number> {
   const rs = await Promise.all(Array.from({ length: 100 }, () => hit(base)));
@@ -177,7 +211,7 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
                 arbitrary: fc.record({
                   op: fc.constant("hit" as const),
                   path: fc.constantFrom("/", "/", "/fail"),
-                  user: fc.constantFrom("a", "b"),
+                  user: fc.constantFrom("a", "b", ""),
                 }),
               },
               {
@@ -242,6 +276,27 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
     const { a, b } = await pair({ limit: 5, windowMs: 60_000 });
     expect(await passed(a.url)).toBe(5);
     expect(await passed(b.url)).toBe(5);
+  });
+
+  it("edge keys (empty, NUL, long, non-ASCII): each counted on its own, the same answers", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: 1_700_000_000_000 });
+    const { a, b } = await pair({ ...edgeKey, limit: 2 });
+    await edgeScript(a, b, (y, x, what) => expect(y, what).toEqual(x));
+  });
+
+  it('a keyGenerator answering "" (req.get(h) || ""): 200, then 429 at the limit, as its MemoryStore', async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: 1_700_000_000_000 });
+    const { a, b } = await pair({ keyGenerator: (req) => req.get("x-api-key") || "", limit: 2 });
+    const statuses = async (url: string) => {
+      const out: number[] = [];
+      for (let i = 0; i < 3; i++) out.push((await fetch(url)).status);
+      return out;
+    };
+    expect(await statuses(a.url)).toEqual([200, 200, 429]);
+    expect(await statuses(b.url)).toEqual([200, 200, 429]);
+    expect(await b.limiter.getKey("")).toEqual(await a.limiter.getKey(""));
+    await Promise.resolve(b.limiter.resetKey(""));
+    expect((await fetch(b.url)).status).toBe(200);
   });
 
   it("refuses bad options with an error naming them", async () => {
@@ -383,6 +438,11 @@ describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
     expect(await passed(a.url)).toBe(5);
     expect(await passed(b.url)).toBe(5);
     expect(await client.get(`sl:s${run}${n}:{u1}:f0`)).toBe("100");
+  });
+
+  it("edge keys (empty, NUL, long, non-ASCII): each counted on its own, the same answers", async () => {
+    const { a, b } = await pair({ ...edgeKey, limit: 2, windowMs: 60_000 });
+    await edgeScript(a, b, (y, x, what) => expect(withinASecond(y, x), what).toEqual(x));
   });
 
   it("getKey: hits and reset time of a key; undefined once nothing is counted", async () => {

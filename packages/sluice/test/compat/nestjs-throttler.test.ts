@@ -39,6 +39,12 @@ const SETTINGS = [
   { name: "short", ttl: 8_000, limit: 3, block: 2_000, blockedHits: false },
 ];
 
+/**
+ * Keys at the edges (the guard hashes its keys, but the storage takes any): empty, NUL and two
+ * (what sluice's empty key is made of), long, non-ASCII, braces and spaces.
+ */
+const EDGE_KEYS = ["", "\u0000", "\u0000\u0000", "x".repeat(3000), "ключ🔑", "a b{c}"];
+
 describe("SluiceThrottlerStorage against ThrottlerStorageService (faked Date: exact)", () => {
   afterEach(() => vi.useRealTimers());
 
@@ -50,6 +56,7 @@ describe("SluiceThrottlerStorage against ThrottlerStorageService (faked Date: ex
         fc.array(
           fc.oneof(
             { weight: 5, arbitrary: fc.record({ key: fc.constantFrom("k1", "k2") }) },
+            { weight: 1, arbitrary: fc.record({ key: fc.constantFrom(...EDGE_KEYS) }) },
             { weight: 2, arbitrary: fc.record({ wait: fc.integer({ min: 1, max: 4000 }) }) },
           ),
           { minLength: 3, maxLength: 40 },
@@ -226,6 +233,23 @@ describe("SluiceThrottlerStorage on a redis-server", () => {
     // sluice's sliding log: one member per millisecond, "<t>" or "<t>:<hits>".
     const members = await client.zrange(`sl:n${run}:default:{hot}:l0`, "0", "-1");
     expect(members.reduce((n, m) => n + Number(m.split(":")[1] ?? 1), 0)).toBe(5);
+  });
+
+  it("edge keys (empty, NUL, long, non-ASCII): each counted on its own, as ThrottlerStorageService", async () => {
+    const a = new ThrottlerStorageService();
+    const b = new SluiceThrottlerStorage({ client, prefix: `e${run}` });
+    for (const [i, key] of EDGE_KEYS.entries())
+      for (let n = 0; n <= i; n++) {
+        const x = await a.increment(key, 20_000, 10, 30_000, "default");
+        const y = await b.increment(key, 20_000, 10, 30_000, "default");
+        expect({ ...y, timeToExpire: 0, timeToBlockExpire: 0 }, `key ${i} hit ${n}`).toEqual({
+          ...x,
+          timeToExpire: 0,
+          timeToBlockExpire: 0,
+        });
+        expect(x.totalHits).toBe(n + 1);
+      }
+    a.onApplicationShutdown();
   });
 
   it("answers as ThrottlerStorageService does (times within a second: real clocks)", async () => {

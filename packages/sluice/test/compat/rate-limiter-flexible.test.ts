@@ -52,9 +52,9 @@ function within(got: unknown, want: unknown, tolerance: number): unknown {
 }
 
 type AnyLimiter = {
-  consume(k: string, p?: number): Promise<unknown>;
-  penalty(k: string, p?: number): Promise<unknown>;
-  reward(k: string, p?: number): Promise<unknown>;
+  consume(k: string, p?: number, o?: face.ConsumeOptions): Promise<unknown>;
+  penalty(k: string, p?: number, o?: face.ConsumeOptions): Promise<unknown>;
+  reward(k: string, p?: number, o?: face.ConsumeOptions): Promise<unknown>;
   get(k: string): Promise<unknown>;
   set(k: string, p: number, s: number): Promise<unknown>;
   block(k: string, s: number): Promise<unknown>;
@@ -62,7 +62,7 @@ type AnyLimiter = {
 };
 
 type Op =
-  | { op: "consume" | "penalty" | "reward"; key: string; points: number }
+  | { op: "consume" | "penalty" | "reward"; key: string; points: number; custom?: unknown }
   | { op: "get" | "delete"; key: string }
   | { op: "set"; key: string; points: number; sec: number }
   | { op: "block"; key: string; sec: number }
@@ -73,7 +73,9 @@ function call(l: AnyLimiter, o: Exclude<Op, { op: "wait" }>): Promise<unknown> {
     case "consume":
     case "penalty":
     case "reward":
-      return l[o.op](o.key, o.points);
+      return o.custom === undefined
+        ? l[o.op](o.key, o.points)
+        : l[o.op](o.key, o.points, { customDuration: o.custom as number });
     case "get":
     case "delete":
       return l[o.op](o.key);
@@ -85,6 +87,12 @@ function call(l: AnyLimiter, o: Exclude<Op, { op: "wait" }>): Promise<unknown> {
 }
 
 const run = Date.now().toString(36);
+
+/**
+ * Keys at the edges: empty (a key of its own in rate-limiter-flexible, never another key's),
+ * one that starts with the character sluice's empty key is made of, a long one, non-ASCII.
+ */
+const EDGE_KEYS = ["", "\u0000", "\u0000\u0000", "x".repeat(3000), "ключ🔑", "a b{c}"];
 
 /** rate-limiter-flexible, typed as the face, for code that drives either. */
 const P = peer as unknown as typeof face;
@@ -100,12 +108,27 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
   ];
 
   const opArb = (points: number): fc.Arbitrary<Op> => {
-    const key = fc.constantFrom("a", "b", "c");
-    const n = fc.integer({ min: 1, max: points + 2 });
+    const key = fc.constantFrom("a", "b", "c", ...EDGE_KEYS);
+    // Whole points, 0, and fractions (the memory limiter keeps counts whole: 1.5 counts 1).
+    const n = fc.oneof(
+      { weight: 6, arbitrary: fc.integer({ min: 1, max: points + 2 }) },
+      { weight: 1, arbitrary: fc.constant(0) },
+      { weight: 1, arbitrary: fc.constantFrom(0.5, 1.5, 2.75) },
+    );
+    // customDuration: none mostly; negative is `duration`, 0 forever, fractions to the ms.
+    const custom = fc.option(fc.constantFrom(-1, 0, 1, 2.5, 7, 30, null), {
+      nil: undefined,
+      freq: 2,
+    });
+    const change = (op: "consume" | "penalty" | "reward") =>
+      fc.record(
+        { op: fc.constant(op), key, points: n, custom },
+        { requiredKeys: ["op", "key", "points"] },
+      );
     return fc.oneof(
-      { weight: 8, arbitrary: fc.record({ op: fc.constant("consume" as const), key, points: n }) },
-      { weight: 2, arbitrary: fc.record({ op: fc.constant("penalty" as const), key, points: n }) },
-      { weight: 2, arbitrary: fc.record({ op: fc.constant("reward" as const), key, points: n }) },
+      { weight: 8, arbitrary: change("consume") },
+      { weight: 2, arbitrary: change("penalty") },
+      { weight: 2, arbitrary: change("reward") },
       {
         weight: 3,
         arbitrary: fc.record({ op: fc.constantFrom("get" as const, "delete" as const), key }),
@@ -156,9 +179,9 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
               }
               // rate-limiter-flexible lets a reward take a count below zero; sluice stops at zero
               // (a documented difference), so rewards here give back at most what was consumed.
-              if (o.op === "reward") {
+              if (o.op === "reward" && o.points > 0) {
                 const now = (await a.get(o.key)) as peer.RateLimiterRes | null;
-                if (!now || now.consumedPoints < o.points) continue;
+                if (!now || now.consumedPoints < Math.ceil(o.points)) continue;
               }
               const [x, y] = [await outcome(() => call(a, o)), await outcome(() => call(b, o))];
               expect(
@@ -260,12 +283,123 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
     await expect(b.consume("k", 4)).rejects.toMatchObject({ consumedPoints: 4 });
   });
 
-  it("refuses what rate-limiter-flexible's Redis limiter refuses, with a clear error", async () => {
+  it("customDuration: the window a change opens lasts it; an open window keeps its end", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const opts = { points: 3, duration: 60, blockDuration: 20 };
+    const a = new peer.RateLimiterMemory(opts);
+    const b = new face.RateLimiterMemory(opts);
+    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
+      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
+      expect(y).toEqual(x);
+      return y;
+    };
+    expect(await both((l) => l.consume("k", 1, { customDuration: 5 }))).toEqual({
+      resolved: {
+        remainingPoints: 2,
+        msBeforeNext: 5000,
+        consumedPoints: 1,
+        isFirstInDuration: true,
+      },
+    });
+    await vi.advanceTimersByTimeAsync(1000);
+    // Open: its end stays, whatever this call's customDuration.
+    expect(await both((l) => l.consume("k", 1, { customDuration: 100 }))).toEqual({
+      resolved: {
+        remainingPoints: 1,
+        msBeforeNext: 4000,
+        consumedPoints: 2,
+        isFirstInDuration: false,
+      },
+    });
+    await both((l) => l.penalty("k", 1));
+    await both((l) => l.get("k"));
+    // Over points: blocked for blockDuration, as without customDuration.
+    await both((l) => l.consume("k", 1, { customDuration: 5 }));
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(await both((l) => l.get("k"))).toEqual({ resolved: null });
+    // 0: forever; negative: `duration`; null: forever (rate-limiter-flexible reads `>= 0`).
+    expect(await both((l) => l.consume("forever", 1, { customDuration: 0 }))).toMatchObject({
+      resolved: { msBeforeNext: -1 },
+    });
+    expect(await both((l) => l.penalty("neg", 2, { customDuration: -1 }))).toMatchObject({
+      resolved: { msBeforeNext: 60_000 },
+    });
+    expect(
+      await both((l) => l.consume("null", 1, { customDuration: null as unknown as number })),
+    ).toMatchObject({ resolved: { msBeforeNext: -1 } });
+    expect(await both((l) => l.penalty("r", 1, { customDuration: 2.5 }))).toMatchObject({
+      resolved: { msBeforeNext: 2500 },
+    });
+    await vi.advanceTimersByTimeAsync(2500);
+    expect(await both((l) => l.get("r"))).toEqual({ resolved: null });
+  });
+
+  it("edge keys and points answer as rate-limiter-flexible's memory limiter", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const opts = { points: 4, duration: 10 };
+    const a = new peer.RateLimiterMemory(opts);
+    const b = new face.RateLimiterMemory(opts);
+    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
+      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
+      expect(y).toEqual(x);
+      return y;
+    };
+    // Each edge key counts on its own: "" is never "\u0000" nor any other.
+    for (const [i, key] of EDGE_KEYS.entries()) {
+      for (let n = 0; n <= i; n++) await both((l) => l.consume(key));
+      expect(await both((l) => l.get(key))).toMatchObject({ resolved: { consumedPoints: i + 1 } });
+    }
+    // 0 points open a window at 0; fractions count rounded down, as its counts are whole.
+    expect(await both((l) => l.consume("zero", 0))).toEqual({
+      resolved: {
+        remainingPoints: 4,
+        msBeforeNext: 10_000,
+        consumedPoints: 0,
+        isFirstInDuration: true,
+      },
+    });
+    expect(await both((l) => l.consume("half", 0.5))).toMatchObject({
+      resolved: { consumedPoints: 0 },
+    });
+    expect(await both((l) => l.consume("half", 1.5))).toMatchObject({
+      resolved: { consumedPoints: 1 },
+    });
+    expect(await both((l) => l.penalty("half", 2.5))).toMatchObject({
+      resolved: { consumedPoints: 3 },
+    });
+    expect(await both((l) => l.reward("half", 1.5))).toMatchObject({
+      resolved: { consumedPoints: 1 },
+    });
+    // set answers the points as given, and keeps them rounded down.
+    expect(await both((l) => l.set("half", 2.9, 5))).toMatchObject({
+      resolved: { consumedPoints: 2.9 },
+    });
+    expect(await both((l) => l.get("half"))).toMatchObject({ resolved: { consumedPoints: 2 } });
+    await both((l) => l.reward("fresh", 0));
+    await both((l) => l.get("fresh"));
+  });
+
+  it("differs on purpose: a negative consume stops at zero; digit strings are numbers", async () => {
+    vi.useFakeTimers({ now: 1_700_000_000_000 });
+    const a = new peer.RateLimiterMemory({ points: 2, duration: 10 });
     const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
-    await expect(b.consume("k", 1.5)).rejects.toThrow(
-      /points: must be a whole number \(got 1\.5\)/,
+    expect((await a.consume("k", -1)).consumedPoints).toBe(-1);
+    expect((await b.consume("k", -1)).consumedPoints).toBe(0);
+    await a.consume("s", 1);
+    await b.consume("s", 1);
+    // rate-limiter-flexible's memory limiter appends a string to the count: 1 and "2" make 12.
+    await expect(a.consume("s", "2" as unknown as number)).rejects.toMatchObject({
+      consumedPoints: 12,
+    });
+    expect((await b.consume("s", "1" as unknown as number)).consumedPoints).toBe(2);
+  });
+
+  it("refuses points that are not numbers, with a clear error", async () => {
+    const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
+    await expect(b.consume("k", Number.NaN)).rejects.toThrow(/points: must be a whole number/);
+    await expect(b.consume("k", "1.5" as unknown as number)).rejects.toThrow(
+      /points: must be a whole number \(got "1\.5"\)/,
     );
-    await expect(b.consume("k", 1, { customDuration: 5 })).rejects.toThrow(/customDuration/);
     expect(() => new face.RateLimiterMemory({ points: Number.NaN, duration: 1 })).toThrow(
       /points: must be set and must be a finite number/,
     );
@@ -471,6 +605,120 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
       const x = await outcome(() => call(a, o));
       const y = await outcome(() => call(b, o));
       expect(within(y, x, TOLERANCE), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
+    }
+  });
+
+  it("customDuration, edge keys and edge points: the same answers as rate-limiter-flexible's", async () => {
+    const opts = { points: 4, duration: 30, blockDuration: 60, keyPrefix: `edge${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const ops: Op[] = [
+      { op: "consume", key: "c", points: 1, custom: 5 },
+      // Open: the window keeps its end, whatever this call's customDuration.
+      { op: "consume", key: "c", points: 1, custom: 100 },
+      { op: "get", key: "c" },
+      { op: "penalty", key: "c", points: 1, custom: 2 },
+      { op: "consume", key: "c", points: 2 },
+      { op: "get", key: "c" },
+      { op: "consume", key: "d", points: 1, custom: 0 },
+      { op: "get", key: "d" },
+      { op: "consume", key: "e", points: 1, custom: -1 },
+      { op: "consume", key: "n", points: 1, custom: null },
+      { op: "penalty", key: "f", points: 2, custom: 7 },
+      { op: "reward", key: "f", points: 1, custom: 1 },
+      { op: "get", key: "f" },
+      { op: "consume", key: "s", points: 1, custom: "9" },
+      ...EDGE_KEYS.flatMap((key, i): Op[] => [
+        ...Array.from({ length: i + 1 }, () => ({ op: "consume" as const, key, points: 1 })),
+        { op: "get", key },
+      ]),
+      { op: "delete", key: "" },
+      { op: "get", key: "" },
+      { op: "get", key: "\u0000" },
+      // Fractions are refused by both; strings of digits are points (and the count is then
+      // never equal to them: isFirstInDuration false).
+      { op: "consume", key: "p", points: 1.5 },
+      { op: "consume", key: "p", points: "2" as unknown as number },
+      { op: "penalty", key: "p", points: "1" as unknown as number },
+      { op: "get", key: "p" },
+      { op: "set", key: "p", points: 2.5, sec: 10 },
+      { op: "get", key: "p" },
+    ];
+    for (const [i, o] of ops.entries()) {
+      if (o.op === "wait") continue;
+      const x = await outcome(() => call(a, o));
+      const y = await outcome(() => call(b, o));
+      expect(within(y, x, TOLERANCE), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
+    }
+  });
+
+  it("customDuration: the window ends then (real time, 1 s), and concurrent consumes admit exactly `points`", async () => {
+    const opts = { points: 7, duration: 600, keyPrefix: `cdw${run}` };
+    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
+    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const admitted = async (l: AnyLimiter) => {
+      const rs = await Promise.allSettled(
+        Array.from({ length: 300 }, () => l.consume("hot", 1, { customDuration: 1 })),
+      );
+      return rs.filter((r) => r.status === "fulfilled").length;
+    };
+    const [x, y] = await Promise.all([admitted(a), admitted(b)]);
+    expect(x).toBe(7);
+    expect(y).toBe(7);
+    expect((await b.get("hot"))?.consumedPoints).toBe(300);
+    expect((await b.get("hot"))?.msBeforeNext).toBeLessThanOrEqual(1000);
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await b.get("hot")).toBeNull();
+    expect(await a.get("hot")).toBeNull();
+    // The next window is the limiter's own duration again, on both.
+    const theirs = view(await a.consume("hot"));
+    const ours = view(await b.consume("hot"));
+    expect(within(ours, theirs, TOLERANCE)).toEqual(theirs);
+    expect(theirs).toMatchObject({ consumedPoints: 1, isFirstInDuration: true });
+  });
+
+  it("rejectIfRedisNotReady: a client not ready yet rejects at once, as rate-limiter-flexible's", async () => {
+    const connecting = new Redis(server.url);
+    try {
+      const opts = { points: 2, duration: 30, keyPrefix: `nr${run}`, rejectIfRedisNotReady: true };
+      const a = new peer.RateLimiterRedis({ ...opts, storeClient: connecting });
+      const b = new face.RateLimiterRedis({ ...opts, storeClient: connecting });
+      const insured = new face.RateLimiterRedis({
+        ...opts,
+        storeClient: connecting,
+        insuranceLimiter: new face.RateLimiterMemory({ points: 2, duration: 30 }),
+      });
+      const calls: Array<(l: AnyLimiter) => Promise<unknown>> = [
+        (l) => l.consume("k"),
+        (l) => l.penalty("k"),
+        (l) => l.reward("k"),
+        (l) => l.get("k"),
+        (l) => l.set("k", 1, 10),
+        (l) => l.block("k", 10),
+      ];
+      for (const [i, f] of calls.entries()) {
+        expect(connecting.status, `call ${i}`).not.toBe("ready");
+        const [x, y] = await Promise.all([
+          f(a).then(
+            () => "resolved",
+            (e: unknown) => (e as Error).message,
+          ),
+          f(b).then(
+            () => "resolved",
+            (e: unknown) => (e as Error).message,
+          ),
+        ]);
+        expect(x, `call ${i}`).toBe("Redis connection is not ready");
+        expect(y, `call ${i}`).toBe(x);
+        // With an insurance limiter, it answers instead.
+        await expect(f(insured)).resolves.toBeDefined();
+      }
+      expect(connecting.status).not.toBe("ready");
+      await new Promise<void>((r) => connecting.once("ready", () => r()));
+      const theirs = view(await a.consume("ready"));
+      expect(within(view(await b.consume("ready2")), theirs, TOLERANCE)).toEqual(theirs);
+    } finally {
+      connecting.disconnect();
     }
   });
 

@@ -69,6 +69,23 @@ function both(kind: Made, a: number, window: Duration, b = 0, cache = true) {
   };
 }
 
+/**
+ * Identifiers at the edges: empty (a key of its own in @upstash/ratelimit), NUL and two (what
+ * sluice's empty key is made of), long, non-ASCII, braces and spaces.
+ */
+const EDGE_IDS = ["", "\u0000", "\u0000\u0000", "x".repeat(3000), "ключ🔑", "a b{c}"];
+
+/** What a call came to: the response without `pending`, or that it rejected. */
+async function settled<T extends { pending: Promise<unknown> }>(
+  p: () => Promise<T>,
+): Promise<Omit<T, "pending"> | "rejected"> {
+  try {
+    return view(await p());
+  } catch {
+    return "rejected";
+  }
+}
+
 /** A response without `pending` (a promise). */
 function view<T extends { pending: Promise<unknown> }>(r: T): Omit<T, "pending"> {
   const { pending, ...rest } = r;
@@ -89,7 +106,7 @@ describe("fixedWindow and cachedFixedWindow against @upstash/ratelimit (faked Da
                 weight: 6,
                 arbitrary: fc.record({
                   op: fc.constant("limit" as const),
-                  id: fc.constantFrom("a", "b"),
+                  id: fc.constantFrom("a", "b", "a", "b", ""),
                   rate: fc.constantFrom(1, 1, 1, 2, 0, -1),
                 }),
               },
@@ -161,6 +178,51 @@ describe("fixedWindow and cachedFixedWindow against @upstash/ratelimit (faked Da
     },
   );
 
+  it.each(["fixedWindow", "cachedFixedWindow", "slidingWindow"] as const)(
+    "%s: edge identifiers and rates (0, 2) give the same answers",
+    async (kind) => {
+      // Early in a window, so that a sliding window's previous one weighs nothing.
+      vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 60_000) * 60_000 + 10 });
+      const { peer, face, memory } = both(kind, 5, "60 s");
+      for (const [i, id] of EDGE_IDS.entries())
+        for (const rate of [1, ...Array.from({ length: i }, () => 1), 2, 0]) {
+          const where = `id ${i} rate ${rate}`;
+          const x = await settled(() => peer.limit(id, { rate }));
+          expect(await settled(() => face.limit(id, { rate })), where).toEqual(x);
+          expect(await settled(() => memory.limit(id, { rate })), where).toEqual(x);
+          vi.advanceTimersByTime(1);
+        }
+      for (const id of EDGE_IDS) {
+        const x = await peer.getRemaining(id);
+        expect(await face.getRemaining(id)).toEqual(x);
+        expect(await memory.getRemaining(id)).toEqual(x);
+      }
+      // "" and "\u0000" are two identifiers, never one.
+      await face.resetUsedTokens("");
+      expect((await face.getRemaining("")).remaining).toBe(5);
+      expect((await face.getRemaining("\u0000")).remaining).toBeLessThan(5);
+    },
+  );
+
+  it("differs on purpose: a fractional rate is refused, naming it (Upstash's scripts refuse it at INCRBY)", async () => {
+    for (const kind of ["fixedWindow", "slidingWindow", "cachedFixedWindow"] as const) {
+      const { peer, face, memory } = both(kind, 5, "60 s");
+      await expect(peer.limit("k", { rate: 1.5 })).rejects.toThrow(/not an integer/);
+      await expect(face.limit("k", { rate: 1.5 })).rejects.toThrow(
+        /rate: must be a whole number \(got 1\.5\)/,
+      );
+      await expect(memory.limit("k", { rate: 1.5 })).rejects.toThrow(
+        /rate: must be a whole number/,
+      );
+    }
+    // A blocked identifier is answered from the cache first, whatever the rate, on both.
+    const { peer, face } = both("fixedWindow", 1, "60 s");
+    for (const r of [peer, face]) {
+      await r.limit("b", { rate: 2 });
+      expect((await r.limit("b", { rate: 1.5 })).reason).toBe("cacheBlock");
+    }
+  });
+
   it("many concurrent requests at a small limit: exactly the limit succeeds on both", async () => {
     const { peer, face } = both("fixedWindow", 5, "60 s");
     const ok = async (r: { limit: (id: string) => Promise<{ success: boolean }> }) =>
@@ -192,6 +254,41 @@ describe("slidingWindow against @upstash/ratelimit", () => {
       expect(view(await memory.limit("k", { rate })), `${wait} ${rate}`).toEqual(x);
     }
     expect(await face.getRemaining("k")).toEqual(await peer.getRemaining("k"));
+  });
+
+  it("a refused rate the window has room for is counted, as Upstash counts it; later answers agree", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 10_000) * 10_000 + 10 });
+    // (Without the ephemeral cache, so that every call reaches the counts.)
+    const { peer, face, memory } = both("slidingWindow", 5, "10 s", 0, false);
+    for (const [id, rate] of [
+      ["k", 1],
+      ["k", 1],
+      ["k", 1],
+      ["k", 1],
+      // 4 of 5 counted: a rate of 3 is refused, and counted (7 of 5).
+      ["k", 3],
+      ["k", 1],
+      ["k", 0],
+      ["k", -2],
+      ["k", 0],
+      ["k", 1],
+      // At the limit exactly: refused, not counted.
+      ["k", 1],
+      ["k", -1],
+      ["k", 1],
+      // More than the limit, with room: refused, counted.
+      ["l", 9],
+      ["l", 1],
+      ["l", -9],
+      ["l", 1],
+    ] as const) {
+      vi.advanceTimersByTime(10);
+      const x = view(await peer.limit(id, { rate }));
+      expect(view(await face.limit(id, { rate })), `${id} ${rate}`).toEqual(x);
+      expect(view(await memory.limit(id, { rate })), `${id} ${rate}`).toEqual(x);
+    }
+    expect(await face.getRemaining("k")).toEqual(await peer.getRemaining("k"));
+    expect(await memory.getRemaining("l")).toEqual(await peer.getRemaining("l"));
   });
 
   it("differs on purpose in the next window: the previous window's share is not rounded down", async () => {
@@ -241,8 +338,58 @@ describe("tokenBucket against @upstash/ratelimit", () => {
   it("a rate larger than the bucket is refused without taking anything, on both", async () => {
     const { peer, face } = both("tokenBucket", 1, "10 s", 3, false);
     for (const r of [peer, face]) {
-      expect((await r.limit("k", { rate: 5 })).success).toBe(false);
+      expect(view(await r.limit("k", { rate: 5 }))).toMatchObject({ success: false, remaining: 0 });
       expect((await r.limit("k", { rate: 3 })).success).toBe(true);
+      // Refused: nothing left, as Upstash answers a refusal.
+      expect(view(await r.limit("k"))).toMatchObject({ success: false, remaining: 0 });
+    }
+  });
+});
+
+describe("refunds past what was used (rate −1000): the same answer from every algorithm", () => {
+  it.each([
+    ["fixedWindow", 4, "60 s", 0],
+    ["cachedFixedWindow", 4, "60 s", 0],
+    ["slidingWindow", 4, "60 s", 0],
+    ["tokenBucket", 1, "60 s", 4],
+  ] as const)(
+    "%s: success, the count back to 0 (never below: remaining is the limit)",
+    async (kind, a, window, b) => {
+      vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 60_000) * 60_000 + 10 });
+      const { peer, face, memory } = both(kind, a, window, b, kind === "cachedFixedWindow");
+      for (const r of [peer, face, memory]) for (let i = 0; i < 3; i++) await r.limit("k");
+      // Upstash takes its count below 0 (its bucket above maxTokens): success, more than the limit left.
+      const x = await peer.limit("k", { rate: -1000 });
+      expect(x.success).toBe(true);
+      expect(x.remaining).toBeGreaterThan(4);
+      for (const r of [face, memory]) {
+        expect(view(await r.limit("k", { rate: -1000 }))).toMatchObject({
+          success: true,
+          limit: 4,
+          remaining: 4,
+        });
+        // Then exactly the limit passes again.
+        const passed = [];
+        for (let i = 0; i < 5; i++) passed.push((await r.limit("k")).success);
+        expect(passed).toEqual([true, true, true, true, false]);
+        expect((await r.getRemaining("k")).remaining).toBe(0);
+      }
+    },
+  );
+
+  it("cachedFixedWindow: a refund from the cache never leaves more than the limit", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 60_000) * 60_000 + 10 });
+    const { face, memory } = both("cachedFixedWindow", 4, "60 s");
+    for (const r of [face, memory]) {
+      await r.limit("k");
+      // Cached now: the refund is answered from this process's count.
+      const back = await r.limit("k", { rate: -3 });
+      await back.pending;
+      expect(view(back)).toMatchObject({ success: true, remaining: 4 });
+      expect(await r.getRemaining("k")).toMatchObject({ remaining: 4 });
+      const passed = [];
+      for (let i = 0; i < 5; i++) passed.push((await r.limit("k")).success);
+      expect(passed).toEqual([true, true, true, true, false]);
     }
   });
 });

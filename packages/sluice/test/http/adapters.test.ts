@@ -9,6 +9,7 @@ import {
   MiddlewareError,
   type MiddlewareStage,
   QUOTA_EXCEEDED_TYPE,
+  invalidKeyProblem,
   middlewareErrorProblem,
 } from "../../src/http/index.js";
 import { ManualTime } from "../../../../test/support/manual-time.js";
@@ -677,11 +678,6 @@ describe.each(harnesses)("$name adapter", (h) => {
         "skip",
         /^the skip function threw: flag service down$/,
       ],
-      [
-        { limiter, onError, key: () => ["a", "b"] as unknown as string },
-        "key",
-        /^the key function returned an array \(2 items\), not a string/,
-      ],
       [{ limiter, onError, cost: () => 5 }, "decision", /^the limiter failed: .*can never fit/],
     ];
     for (const [options, stage, message] of cases) {
@@ -698,6 +694,37 @@ describe.each(harnesses)("$name adapter", (h) => {
       expect(heard[0]!.error.stage).toBe(stage);
       expect(heard[0]!.error.message).toMatch(message);
       expect(heard[0]!.req).toBeTypeOf("object");
+      expect(heard[0]!.error.status).toBe(500);
+      await running?.close();
+      running = undefined;
+    }
+  });
+
+  it("answers a problem+json 400 when the key function returns what is not a string", async () => {
+    const limiter = createLimiter({ policy: { name: "api", rules: [{ limit: 1, period: "1m" }] } });
+    const heard: MiddlewareError[] = [];
+    for (const [result, kind, described] of [
+      [["a", "b"], "an array", "an array (2 items)"],
+      [{ x: "1" }, "an object", "an object"],
+      [42, "a number", "a number (42)"],
+    ] as const) {
+      heard.length = 0;
+      const { url } = await start({
+        limiter,
+        onError: (e) => heard.push(e),
+        key: () => result as unknown as string,
+      });
+      const r = await get(url);
+      expect(r.status).toBe(400);
+      expect(r.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+      expect(JSON.parse(r.text_)).toEqual(invalidKeyProblem(result));
+      expect(JSON.parse(r.text_).detail).toContain(`returned ${kind}, not a string`);
+      expect(r.text_).not.toContain("42");
+      expect(heard).toHaveLength(1);
+      expect(heard[0]!.code).toBe("SLUICE_ERR_MIDDLEWARE");
+      expect(heard[0]!.stage).toBe("key");
+      expect(heard[0]!.status).toBe(400);
+      expect(heard[0]!.message).toContain(`the key function returned ${described}, not a string`);
       await running?.close();
       running = undefined;
     }

@@ -5,13 +5,20 @@
 import { type IncomingMessage, createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import express from "express";
+import express4 from "express4";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Hono } from "hono";
 import Koa from "koa";
 import { afterEach, describe, expect, it } from "vitest";
 import { serve } from "@hono/node-server";
 import { type Limiter, createLimiter, memoryStore, ValidationError } from "sluice";
-import { keys, middlewareErrorProblem, rateLimit as expressLimit } from "sluice/express";
+import {
+  type MiddlewareError,
+  invalidKeyProblem,
+  keys,
+  middlewareErrorProblem,
+  rateLimit as expressLimit,
+} from "sluice/express";
 import fastifyRateLimit, { rateLimit as fastifyLimit } from "sluice/fastify";
 import { rateLimit as honoLimit } from "sluice/hono";
 import { rateLimit as koaLimit } from "sluice/koa";
@@ -346,5 +353,185 @@ describe("koa", () => {
     });
     const base = await listen(createServer(app.callback()));
     expect(await (await fetch(base)).json()).toEqual({ remaining: 2 });
+  });
+});
+
+/**
+ * docs/http.md's own key functions (`key: (req) => req.query.k`, and Fastify's and Koa's) in
+ * real apps: a client that sends `?k=a&k=b` (an array) or `?k[x]=1` (an object, with Express 4's
+ * query parser) gets a 400 problem+json naming what the key function returned, never a 500; the
+ * failure reaches `onError` at most once a minute per route (the middleware's clock).
+ */
+describe("a key function's result that is not a string is the client's doing: 400", () => {
+  interface QueryApp {
+    readonly name: string;
+    /** An app limited with the docs' key function of its framework, on `clock`; `/a` and `/b` are two routes. */
+    start(
+      limiter: Limiter,
+      clock: () => number,
+      onError: (e: MiddlewareError) => void,
+    ): Promise<string>;
+    /** The queries its parser reads as an array or an object, with what the key function returned. */
+    readonly bad: ReadonlyArray<readonly [string, unknown]>;
+  }
+  const apps: QueryApp[] = [
+    {
+      name: "express",
+      bad: [["?k=a&k=b", ["a", "b"]]],
+      async start(limiter, clock, onError) {
+        const app = express();
+        const limit = expressLimit({
+          limiter,
+          clock,
+          onError,
+          key: (req) => req.query.k as string,
+        });
+        app.get("/a", limit, (_req, res) => void res.send("ok"));
+        app.get("/b", limit, (_req, res) => void res.send("ok"));
+        return listen(createServer(app));
+      },
+    },
+    {
+      name: "express 4",
+      bad: [
+        ["?k=a&k=b", ["a", "b"]],
+        ["?k[x]=1", { x: "1" }],
+      ],
+      async start(limiter, clock, onError) {
+        const app = express4();
+        const limit = expressLimit({
+          limiter,
+          clock,
+          onError,
+          key: (req) => req.query.k as string,
+        });
+        app.get("/a", limit, (_req, res) => void res.send("ok"));
+        app.get("/b", limit, (_req, res) => void res.send("ok"));
+        return listen(createServer(app));
+      },
+    },
+    {
+      name: "fastify",
+      bad: [["?k=a&k=b", ["a", "b"]]],
+      async start(limiter, clock, onError) {
+        return fastify(async (app) => {
+          await app.register(
+            fastifyLimit({
+              limiter,
+              clock,
+              onError,
+              key: (request) => (request.query as { k?: string }).k,
+            }),
+          );
+          app.get("/a", async () => "ok");
+          app.get("/b", async () => "ok");
+        });
+      },
+    },
+    {
+      name: "koa",
+      bad: [["?k=a&k=b", ["a", "b"]]],
+      async start(limiter, clock, onError) {
+        const app = new Koa();
+        // Koa has no router of its own: the route is unknown, and one report a minute covers all.
+        app.use(koaLimit({ limiter, clock, onError, key: (ctx) => ctx.query.k as string }));
+        app.use((ctx) => {
+          ctx.body = "ok";
+        });
+        return listen(createServer(app.callback()));
+      },
+    },
+  ];
+
+  it.each(apps)("$name: 400 problem+json, reported once a minute per route", async (a) => {
+    let now = T0;
+    const heard: MiddlewareError[] = [];
+    const base = await a.start(
+      limiterOf(`query-${a.name.replace(" ", "")}`, 100),
+      () => now,
+      (e) => heard.push(e),
+    );
+    for (const [query, result] of a.bad) {
+      heard.length = 0;
+      now += 60_000;
+      for (let i = 0; i < 3; i++) {
+        const r = await fetch(`${base}/a${query}`, { headers: { accept: "text/html" } });
+        expect(r.status, query).toBe(400);
+        expect(r.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+        expect(await r.json()).toEqual(invalidKeyProblem(result));
+      }
+      // The client's plain key still works.
+      expect(await status(`${base}/a?k=plain`)).toBe(200);
+      expect(heard).toHaveLength(1);
+      expect(heard[0]!.stage).toBe("key");
+      expect(heard[0]!.status).toBe(400);
+      expect(heard[0]!.message).toMatch(/^the key function returned an? (array|object)/);
+      // Another route is reported on its own (where the framework knows the route).
+      const other = await fetch(`${base}/b${query}`);
+      expect(other.status).toBe(400);
+      expect(heard).toHaveLength(a.name === "koa" ? 1 : 2);
+      // A minute later the next one is reported, with how many were not.
+      now += 59_999;
+      expect((await fetch(`${base}/a${query}`)).status).toBe(400);
+      expect(heard).toHaveLength(a.name === "koa" ? 1 : 2);
+      now += 1;
+      expect((await fetch(`${base}/a${query}`)).status).toBe(400);
+      expect(heard).toHaveLength(a.name === "koa" ? 2 : 3);
+      expect(heard.at(-1)!.message).toMatch(
+        a.name === "koa" ? /4 more requests/ : /3 more requests/,
+      );
+    }
+  });
+
+  it("without onError: one line on console.warn, no stack, once a minute", async () => {
+    let now = T0;
+    const app = express();
+    app.use(
+      expressLimit({
+        limiter: limiterOf("query-log", 100),
+        clock: () => now,
+        key: (req) => req.query.k as string,
+      }),
+    );
+    app.get("/", (_req, res) => void res.send("ok"));
+    const base = await listen(createServer(app));
+    const warned: unknown[][] = [];
+    const errored: unknown[][] = [];
+    const [warn, error] = [console.warn, console.error];
+    console.warn = (...args: unknown[]) => void warned.push(args);
+    console.error = (...args: unknown[]) => void errored.push(args);
+    try {
+      for (let i = 0; i < 50; i++) expect(await status(`${base}/?k=a&k=b`)).toBe(400);
+      now += 60_000;
+      expect(await status(`${base}/?k=a&k=b`)).toBe(400);
+    } finally {
+      [console.warn, console.error] = [warn, error];
+    }
+    expect(errored).toEqual([]);
+    expect(warned).toHaveLength(2);
+    for (const args of warned) {
+      expect(args).toHaveLength(1);
+      expect(args[0]).toBeTypeOf("string");
+      expect(args[0] as string).not.toContain("\n");
+    }
+    expect(warned[0]![0]).toMatch(/^sluice: the key function returned an array \(2 items\)/);
+    expect(warned[1]![0]).toMatch(/49 more requests/);
+  });
+
+  it("a throwing key function is still a 500 (the server's bug)", async () => {
+    const app = express();
+    app.use(
+      expressLimit({
+        limiter: limiterOf("query-throw", 100),
+        clock,
+        onError: () => undefined,
+        key: (req) => (req.query.k as string).toLowerCase(),
+      }),
+    );
+    app.get("/", (_req, res) => void res.send("ok"));
+    const base = await listen(createServer(app));
+    const r = await fetch(`${base}/?k=a&k=b`);
+    expect(r.status).toBe(500);
+    expect(await r.json()).toEqual(middlewareErrorProblem("key"));
   });
 });
