@@ -76,14 +76,62 @@ function classOfRule(remaining: number, capacity: number): KeyClass {
 /**
  * Keys in insertion order, a cursor that walks them round and round (the sweep's), and one
  * that stays at the oldest (eviction's: it removes every entry it steps on).
+ *
+ * Neither cursor is left standing while its map changes. V8 keeps a Map's hash table, once
+ * rehashed (it is, every few thousand insertions and deletions), alive for as long as an
+ * iterator that has not moved since points into it, and with it every newer table it was
+ * rehashed into and every key those tables held: an iterator catches up to the current table
+ * only when it is stepped. A sweep cursor that stood still through a flood at the cap kept
+ * every table its map ever had (~51 B per key that went through), and one that stood still
+ * while known keys changed class, ~20 B per change, without a single new key. So the map is
+ * changed only here, changes are counted, and a cursor that has not moved within
+ * {@link Ring.patience} changes is let go: the next look starts a new one (eviction's, at the
+ * oldest key, which is where it stood anyway; the sweep's, at the oldest, one pass started
+ * early). What an iterator can keep is then the tables of those few changes.
  */
 class Ring<V> {
+  /** The keys; read it, but change it only through {@link add} and {@link remove}. */
   readonly map = new Map<string, V>();
   private cursor: Iterator<[string, V]> | undefined = undefined;
   private head: Iterator<[string, V]> | undefined = undefined;
+  /** Changes of the map since the cursors were last looked at, and whether each moved since. */
+  private changes = 0;
+  private cursorMoved = false;
+  private headMoved = false;
+
+  /** Adds a new key. */
+  add(key: string, value: V): void {
+    this.map.set(key, value);
+    if (++this.changes > this.patience()) this.letGoOfStillCursors();
+  }
+
+  /** Removes a key; returns whether it was there. */
+  remove(key: string): boolean {
+    if (!this.map.delete(key)) return false;
+    if (++this.changes > this.patience()) this.letGoOfStillCursors();
+    return true;
+  }
+
+  /**
+   * Changes a cursor may stand through: a few, and an eighth of the keys for a large map (a
+   * rehash comes after at least about half as many changes as keys, so a cursor let go of at
+   * this pace keeps at most the one table before the current, and a new one is rarely started:
+   * starting one steps over the holes at the start of the table).
+   */
+  private patience(): number {
+    return 16 + (this.map.size >>> 3);
+  }
+
+  private letGoOfStillCursors(): void {
+    if (!this.cursorMoved) this.cursor = undefined;
+    if (!this.headMoved) this.head = undefined;
+    this.cursorMoved = this.headMoved = false;
+    this.changes = 0;
+  }
 
   /** The cursor's next step; at the end, a `done` step once, then (if restarted) undefined. */
   next(restarted: boolean): IteratorResult<[string, V]> | undefined {
+    this.cursorMoved = true;
     const step = this.cursor?.next();
     if (step !== undefined && step.done !== true) return step;
     if (restarted || this.map.size === 0) return undefined;
@@ -94,13 +142,14 @@ class Ring<V> {
   /** Removes the oldest entry and returns it (undefined when empty). */
   shift(): [string, V] | undefined {
     if (this.map.size === 0) return undefined;
+    this.headMoved = true;
     let step = this.head?.next();
     if (step === undefined || step.done === true) {
       this.head = this.map.entries();
       step = this.head.next();
     }
     if (step.done === true) return undefined;
-    this.map.delete(step.value[0]);
+    this.remove(step.value[0]);
     return step.value;
   }
 }
@@ -164,21 +213,21 @@ abstract class Space<V> {
 
   /** Adds a new key in class `to`. */
   set(key: string, value: V, to: KeyClass): void {
-    this.rings[to].map.set(key, value);
+    this.rings[to].add(key, value);
   }
 
   /** Moves a key from class `from` (where it is) to class `to`, if they differ. */
   classify(key: string, value: V, from: KeyClass, to: KeyClass): void {
     if (from === to) return;
-    this.rings[from].map.delete(key);
-    this.rings[to].map.set(key, value);
+    this.rings[from].remove(key);
+    this.rings[to].add(key, value);
   }
 
   /** Removes a key; returns whether it was there. */
   delete(key: string): boolean {
     const v = this.get(key);
     if (v === undefined) return false;
-    this.rings[this.found].map.delete(key);
+    this.rings[this.found].remove(key);
     this.free(v);
     return true;
   }
@@ -229,7 +278,7 @@ abstract class Space<V> {
       seen++;
       const [key, value] = step.value;
       if (this.expiry(value) <= before) {
-        ring.map.delete(key);
+        ring.remove(key);
         this.free(value);
         dropped++;
       }
