@@ -20,6 +20,7 @@ import {
 } from "../evaluate.js";
 import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
+import { MAX_RAW_IDENTIFIER, identifierTag } from "./redis-keys.js";
 
 /** Options of {@link memoryStore}. */
 export interface MemoryStoreOptions {
@@ -31,6 +32,10 @@ export interface MemoryStoreOptions {
    * while it holds more than they do. Within it an expired key goes first, then the oldest key
    * with at least half of its limit left, then one with less, and an exhausted key (denied,
    * blocked, or its last unit taken) only when no other is left. Default 1,000,000.
+   *
+   * A key longer than 64 characters is held by its digest (28 characters, the name the Redis
+   * store gives it), so the cap bounds bytes too: each key held costs about 70–100 B of heap
+   * (sliding-log and concurrency: ~300 B and their state), whatever its length.
    */
   maxKeys?: number;
 }
@@ -56,6 +61,19 @@ export interface WindowCount {
  * inserted again. A full store does not wait: it takes expired keys at once.
  */
 const SWEEP_GRACE_MS = 1000;
+
+/**
+ * The name a key is held under: the key itself, or — when it is longer than
+ * {@link MAX_RAW_IDENTIFIER} (64) characters, or starts with `#` as a digest does — `#` and the
+ * base64url of its SHA-1 (28 characters): the Redis store's name for it ({@link identifierTag}),
+ * so both stores tell long keys apart alike. A key is then held in at most ~150 B however long
+ * it is (a key of 4,096 "€" is 8 KiB as a string), and `maxKeys` bounds the store's bytes. Two
+ * keys share a counter only if their SHA-1s collide, and a short key is never taken for a
+ * digest (a short one starting with `#` is hashed too).
+ */
+function heldKey(key: string): string {
+  return key.length > MAX_RAW_IDENTIFIER || key.charCodeAt(0) === 0x23 ? identifierTag(key) : key;
+}
 
 /**
  * A key's class, by what its last decision left: `CALM` at least half of every rule's
@@ -518,11 +536,11 @@ export class MemoryStore implements SyncStore {
   }
 
   decideSync(policy: Policy, key: string, cost: number): StoreDecision {
-    return this.run(policy, key, cost, true);
+    return this.run(policy, heldKey(key), cost, true);
   }
 
   peekSync(policy: Policy, key: string, cost: number): StoreDecision {
-    return this.run(policy, key, cost, false);
+    return this.run(policy, heldKey(key), cost, false);
   }
 
   /**
@@ -533,6 +551,7 @@ export class MemoryStore implements SyncStore {
    * object per caller, reused: no allocation per call). @internal
    */
   countSync(policy: Policy, key: string, cost: number, out: WindowCount): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     const rule = policy.rules[0]!;
@@ -587,6 +606,7 @@ export class MemoryStore implements SyncStore {
   }
 
   adjustSync(policy: Policy, key: string, delta: number): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     const n = policy.rules.length;
@@ -626,6 +646,7 @@ export class MemoryStore implements SyncStore {
 
   releaseSync(policy: Policy, key: string, leaseId: string): boolean {
     if (policy.algorithm !== "concurrency") return false;
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy) as VarSpace;
     const entry = sp.get(key);
@@ -642,7 +663,7 @@ export class MemoryStore implements SyncStore {
   }
 
   resetSync(policy: Policy, key: string): void {
-    if (this.space(policy).delete(key)) this.size--;
+    if (this.space(policy).delete(heldKey(key))) this.size--;
   }
 
   setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
@@ -651,6 +672,7 @@ export class MemoryStore implements SyncStore {
   }
 
   setCountSync(policy: Policy, key: string, count: number, windowMs: number): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     if (!(sp instanceof FixedSpace) || sp.compact) return;
