@@ -166,9 +166,12 @@ describe("memory store: keys longer than 64 characters are held by their digest"
       expect(limiter.limitSync(long("a")).allowed).toBe(false);
       expect(limiter.peekSync(long("a")).allowed).toBe(false);
       expect(limiter.limitSync(long("b"), { cost: 4 }).remaining).toBe(6);
-      // The digest's own name, sent as a key of 28 characters, is a key of its own.
-      expect(identifierTag(long("a"))).toHaveLength(28);
-      expect(limiter.limitSync(identifierTag(long("a"))).remaining).toBe(9);
+      // A key of 64 characters is held as it is; one of 65, by its digest: the name the Redis
+      // store gives it, 28 characters, which a short key spelling it reaches too (only someone
+      // who knows the long key can spell it).
+      expect(limiter.limitSync("k".repeat(64)).remaining).toBe(9);
+      expect(identifierTag(long("a"))).toMatch(/^#[\w-]{27}$/);
+      expect(limiter.peekSync(identifierTag(long("a"))).allowed).toBe(false);
       expect(store.keyCount).toBe(3);
       await limiter.reset(long("a"));
       expect(limiter.peekSync(long("a")).remaining).toBe(10);
@@ -302,14 +305,14 @@ describe("memory store's heap under a key flood (10× the cap, heap bounded)", (
     expectBounded(r, 16);
   });
 
-  it.each(FLOODED.filter(([name]) => name === "gcra" || name === "sliding-log"))(
-    "%s, 4,096-character keys",
-    async (_, policy) => {
-      const r = await measure({ kind: "flood", policy, cap: CAP, keyLength: 4096 });
-      expect(r.hotAllowed).toBe(0);
-      expectBounded(r, 4096);
-    },
-  );
+  // One algorithm: what a key costs does not depend on it, and hashing 110,000 keys of 12 KiB
+  // takes a while (every algorithm holds a long key by its digest: the tests of long keys above).
+  it("gcra, 4,096-character keys", async () => {
+    const policy = FLOODED.find(([name]) => name === "gcra")![1];
+    const r = await measure({ kind: "flood", policy, cap: CAP, keyLength: 4096 });
+    expect(r.hotAllowed).toBe(0);
+    expectBounded(r, 4096);
+  });
 
   it.each(
     FLOODED.filter(([name]) =>
