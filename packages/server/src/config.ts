@@ -28,8 +28,8 @@ export interface ServerConfig {
   readonly redisUrl: string | undefined;
   /**
    * Most keys the memory counters hold (the memory store's `maxKeys`; unused with Redis). Each
-   * costs about 100 B of heap whatever its length (a key past 64 characters is held by its
-   * digest). Default 1,000,000.
+   * costs 70–350 B of heap by algorithm, whatever its length (a key past 64 characters is held
+   * by its digest). Default 1,000,000.
    */
   readonly memoryMaxKeys: number;
   /** pino level. Default `info`. */

@@ -34,8 +34,9 @@ export interface MemoryStoreOptions {
    * blocked, or its last unit taken) only when no other is left. Default 1,000,000.
    *
    * A key longer than 64 characters is held by its digest (28 characters, the name the Redis
-   * store gives it), so the cap bounds bytes too: each key held costs about 70–100 B of heap
-   * (sliding-log and concurrency: ~300 B and their state), whatever its length.
+   * store gives it), so the cap bounds bytes too: a key held costs about 70–125 B of heap
+   * (sliding-log and concurrency: 300–350 B, more with long logs), whatever its length, and a
+   * flood of new keys into a full store does not add to it.
    */
   maxKeys?: number;
 }

@@ -1,7 +1,8 @@
 /**
  * One key flood into a memory store, measured: `node --import tsx --expose-gc
- * --max-old-space-size=… flood-heap-worker.ts`, forked with IPC (flood.test.ts). It reads its
- * case (a {@link FloodCase}, JSON) from argv[2], sends a {@link FloodReport} and exits.
+ * --max-old-space-size=… flood-heap-worker.ts '<case>'`, forked with IPC (flood.test.ts). It reads
+ * its case (a {@link FloodCase}, JSON) from argv[2], sends a {@link FloodReport} (or prints it,
+ * run by hand) and exits.
  *
  * `flood`: a hot key is exhausted, `cap − 1` new keys fill the store, then `10 × cap` new keys
  * arrive (the hot key asks every 100th), one a millisecond of the injected clock. The heap is
@@ -93,4 +94,7 @@ function run(c: FloodCase): FloodReport {
   return { base, atCap, half, end, keyCount: store.keyCount, hotAllowed };
 }
 
-process.send!(run(JSON.parse(process.argv[2]!) as FloodCase));
+const report = run(JSON.parse(process.argv[2]!) as FloodCase);
+// Forked: to the test; run by hand: to stdout.
+if (process.send) process.send(report);
+else console.log(JSON.stringify(report));
