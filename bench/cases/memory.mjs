@@ -182,3 +182,61 @@ export async function flood({ algorithm, maxKeys, policy = FLOOD }) {
   const flooded = (maxKeys + 1) / r.floodS;
   return { fill, flood: flooded, ratio: fill / flooded, hotDenied: r.hotDenied };
 }
+
+/**
+ * The heap of a store at its cap and after a key flood of `times` × the cap (heapUsed after
+ * full GCs; needs `--expose-gc`): a store of `maxKeys`, one policy of `policy` ({@link FLOOD}),
+ * a hot key exhausted first, filled with new 16-character identifiers (flat strings), then
+ * flooded with `times × maxKeys` more, one decision each. `heldPerKey`: the growth at the cap
+ * over the heap before the store, per key held; `floodPerKey`: the growth after the flood, per
+ * key held; `ratio`: the whole heap after the flood ÷ at the cap; `storeRatio`: the store's own
+ * share after ÷ at the cap. A warm-up round on a separate store compiles both paths first.
+ */
+export async function floodHeap({ algorithm, maxKeys, times = 10, policy = FLOOD }) {
+  const gc = globalThis.gc;
+  if (typeof gc !== "function") throw new Error("run with --expose-gc");
+  const { createLimiter, memoryStore } = await import("sluice");
+  const settle = async () => {
+    for (let i = 0; i < 4; i++) {
+      gc();
+      await new Promise((r) => setImmediate(r));
+    }
+    return process.memoryUsage().heapUsed;
+  };
+  const round = async (cap, flood, tag, measure) => {
+    const before = measure ? await settle() : 0;
+    const store = memoryStore({ maxKeys: cap });
+    const limiter = createLimiter({
+      store,
+      policy: {
+        name: "flood",
+        algorithm,
+        rules: [{ limit: policy.limit, period: policy.periodMs }],
+      },
+    });
+    for (let i = 0; i <= policy.limit; i++) limiter.limitSync("hot");
+    for (let i = 0; i < cap - 1; i++) limiter.limitSync(flatKey(i) + tag);
+    const atCap = measure ? await settle() : 0;
+    for (let i = cap; i < cap + flood; i++) limiter.limitSync(flatKey(i) + tag);
+    const after = measure ? await settle() : 0;
+    // Used after the reading, or V8 may free the store before it.
+    return {
+      before,
+      atCap,
+      after,
+      hotDenied: !limiter.peekSync("hot").allowed,
+      keys: store.keyCount,
+    };
+  };
+  await round(Math.min(maxKeys, 20_000), 2 * Math.min(maxKeys, 20_000), "w", false);
+  const r = await round(maxKeys, times * maxKeys, "f", true);
+  return {
+    heldPerKey: (r.atCap - r.before) / maxKeys,
+    floodPerKey: (r.after - r.before) / maxKeys,
+    ratio: r.after / r.atCap,
+    storeRatio: (r.after - r.before) / (r.atCap - r.before),
+    times,
+    hotDenied: r.hotDenied,
+    keyCount: r.keys,
+  };
+}

@@ -163,7 +163,7 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
- * { memory, memoryHot, memorySync, memoryFlood, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
+ * { memory, memoryHot, memorySync, memoryFlood, memoryFloodHeap, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
  * service, grpc, failures }, each figure the median over the rounds. memorySync's peer is
  * memory.rlf (RateLimiterMemory has no synchronous path).
  */
@@ -174,11 +174,14 @@ export function planFor({ quick, only, port, log }) {
   const samples = new Map();
   /** The memory-flood runs per algorithm (fill and flood rates of one process each). */
   const floods = new Map();
+  /** The memory-flood heap runs per algorithm (heap at the cap and after 10× the cap). */
+  const floodHeaps = new Map();
   const results = {
     memory: {},
     memoryHot: {},
     memorySync: {},
     memoryFlood: {},
+    memoryFloodHeap: {},
     heap: {},
     redis: {},
     redisPolicies: {},
@@ -290,6 +293,27 @@ export function planFor({ quick, only, port, log }) {
           },
           (r) =>
             `fill ${fmtRate(r.fill)}/s, flood ${fmtRate(r.flood)}/s: a flood costs ${r.ratio.toFixed(2)}× filling`,
+        );
+        add(
+          "memory-flood",
+          `memory flood at the cap, heap: sluice ${algorithm}${tag}`,
+          async () => {
+            const r = await runCaseRetry(
+              "memory",
+              "floodHeap",
+              { algorithm, ...config.memoryFlood },
+              { nodeArgs: ["--expose-gc"] },
+            );
+            if (!r.hotDenied) throw new Error("the exhausted hot key was evicted by the flood");
+            if (r.keyCount !== config.memoryFlood.maxKeys)
+              throw new Error(`the store holds ${r.keyCount} keys, not its cap`);
+            const all = floodHeaps.get(algorithm) ?? [];
+            all.push(r);
+            floodHeaps.set(algorithm, all);
+            return r;
+          },
+          (r) =>
+            `${r.heldPerKey.toFixed(0)} B/key held at the cap, ${r.floodPerKey.toFixed(0)} B/key after ${r.times}× the cap: heap ${r.ratio.toFixed(2)}× (the store's share ${r.storeRatio.toFixed(2)}×)`,
         );
       }
     }
@@ -560,6 +584,16 @@ export function planFor({ quick, only, port, log }) {
         fill: median(xs.map((x) => x.fill)),
         flood: median(xs.map((x) => x.flood)),
         ratio: median(xs.map((x) => x.ratio)),
+        rounds: xs.length,
+      };
+    }
+    for (const [a, xs] of floodHeaps) {
+      results.memoryFloodHeap[a] = {
+        heldPerKey: median(xs.map((x) => x.heldPerKey)),
+        floodPerKey: median(xs.map((x) => x.floodPerKey)),
+        ratio: median(xs.map((x) => x.ratio)),
+        storeRatio: median(xs.map((x) => x.storeRatio)),
+        times: xs[0].times,
         rounds: xs.length,
       };
     }

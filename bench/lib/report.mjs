@@ -404,6 +404,39 @@ function sections(r, config) {
     );
   } else parts.push(notMeasured(floodTitle));
 
+  // The same flood, measured in heap: per key held at the cap and after 10× the cap.
+  const floodHeap = r.memoryFloodHeap ?? {};
+  const floodHeapTitle = "Memory store at its cap: heap after a key flood";
+  if (has(floodHeap)) {
+    const c = config.memoryFlood;
+    const times = Object.values(floodHeap)[0].times;
+    parts.push(
+      `### ${floodHeapTitle}\n\nheapUsed after full GCs (\`--expose-gc\`): a store of \`maxKeys: ${c.maxKeys.toLocaleString("en")}\` filled with new 16-character identifiers ` +
+        `(flat strings), then flooded with ${times}× as many more, one decision each (policy 10 per hour, an exhausted hot key kept); ` +
+        `per key held: the heap's growth over the heap before the store, ÷ the keys held (the cap). ${rounds}, each in a fresh process after a warm-up round.\n\n` +
+        table(
+          [
+            "algorithm",
+            "heap per key held, at the cap",
+            `heap per key held, after ${times}× the cap`,
+            "heap after ÷ at the cap",
+            "the store's own share, after ÷ at the cap",
+          ],
+          ALGORITHMS.map((a) =>
+            floodHeap[a]
+              ? [
+                  a,
+                  bytes(floodHeap[a].heldPerKey),
+                  bytes(floodHeap[a].floodPerKey),
+                  `${floodHeap[a].ratio.toFixed(2)}×`,
+                  `${floodHeap[a].storeRatio.toFixed(2)}×`,
+                ]
+              : [a, "not measured", "", "", ""],
+          ),
+        ),
+    );
+  } else parts.push(notMeasured(floodHeapTitle));
+
   if (Object.keys(r.heap ?? {}).length > 0) {
     const peer = r.heap.rlf;
     parts.push(

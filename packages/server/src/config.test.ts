@@ -25,6 +25,7 @@ describe("loadConfig", () => {
       host: "127.0.0.1",
       databaseUrl: undefined,
       redisUrl: undefined,
+      memoryMaxKeys: 1_000_000,
       logLevel: "info",
       pollIntervalMs: 250,
       sessionTtlMs: 12 * 3_600_000,
@@ -34,6 +35,13 @@ describe("loadConfig", () => {
     });
     expect(c.dataDir).toBe(join(process.cwd(), ".sluice-data"));
     expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it("caps the memory counters with memoryMaxKeys, from a flag or SLUICE_MEMORY_MAX_KEYS", () => {
+    expect(loadConfig({ env: { SLUICE_MEMORY_MAX_KEYS: "50000" } }).memoryMaxKeys).toBe(50_000);
+    expect(issuesOf(() => loadConfig({ flags: { memoryMaxKeys: "0" } }))).toEqual([
+      'memoryMaxKeys: must be an integer from 1 to 100000000 (got "0") (from --memory-max-keys)',
+    ]);
   });
 
   it("turns the Envoy rate limit service on with grpcPort, from a flag or SLUICE_GRPC_PORT", () => {
@@ -116,7 +124,7 @@ describe("loadConfig", () => {
     const file = join(dir, "bad.yaml");
     writeFileSync(file, "port: 99999\nlogLevel: chatty\nfoo: 1\n");
     expect(issuesOf(() => loadConfig({ file }))).toEqual([
-      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs, grpcPort, envoyHeaders, workers`,
+      `foo: unknown configuration key (from ${file}); known keys: port, host, dataDir, databaseUrl, redisUrl, memoryMaxKeys, logLevel, pollIntervalMs, shutdownTimeoutMs, sessionTtl, trustProxy, loginLimitPerUser, loginLimitPerIp, bodyLimit, maxBatch, headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs, maxConnections, databaseTimeoutMs, readinessTimeoutMs, grpcPort, envoyHeaders, workers`,
       `port: must be an integer from 0 to 65535 (got 99999) (from ${file})`,
       `logLevel: must be one of fatal, error, warn, info, debug, trace, silent (from ${file})`,
     ]);

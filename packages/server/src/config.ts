@@ -26,6 +26,12 @@ export interface ServerConfig {
   readonly databaseUrl: string | undefined;
   /** `redis://…`, `redis-sentinel://h:p,h:p/master`, or a comma list (Cluster); unset: memory counters. */
   readonly redisUrl: string | undefined;
+  /**
+   * Most keys the memory counters hold (the memory store's `maxKeys`; unused with Redis). Each
+   * costs 70–350 B of heap by algorithm, whatever its length (a key past 64 characters is held
+   * by its digest). Default 1,000,000.
+   */
+  readonly memoryMaxKeys: number;
   /** pino level. Default `info`. */
   readonly logLevel: "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
   /** How often each node checks the database for policy changes (ms). Default 250. */
@@ -189,6 +195,7 @@ export const configSchema = z.object({
         "must be redis://…, rediss://…, redis-sentinel://host:port,host:port/master, or a comma list of cluster nodes",
     })
     .optional(),
+  memoryMaxKeys: int(1, 100_000_000).default(1_000_000),
   logLevel: z
     .enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"], {
       error: "must be one of fatal, error, warn, info, debug, trace, silent",
@@ -239,6 +246,7 @@ export const CONFIG_KEYS: Record<
   dataDir: { flag: "--data-dir", env: ["SLUICE_DATA_DIR"] },
   databaseUrl: { flag: "--database-url", env: ["DATABASE_URL"] },
   redisUrl: { flag: "--redis-url", env: ["REDIS_URL"] },
+  memoryMaxKeys: { flag: "--memory-max-keys", env: ["SLUICE_MEMORY_MAX_KEYS"] },
   logLevel: { flag: "--log-level", env: ["SLUICE_LOG_LEVEL", "LOG_LEVEL"] },
   pollIntervalMs: { flag: "--poll-interval-ms", env: ["SLUICE_POLL_INTERVAL_MS"] },
   shutdownTimeoutMs: { flag: "--shutdown-timeout-ms", env: ["SLUICE_SHUTDOWN_TIMEOUT_MS"] },
@@ -342,6 +350,7 @@ export function loadConfig(sources: ConfigSources = {}): ServerConfig {
     dataDir: resolve(c.dataDir),
     databaseUrl: c.databaseUrl,
     redisUrl: c.redisUrl,
+    memoryMaxKeys: c.memoryMaxKeys,
     logLevel: c.logLevel,
     pollIntervalMs: c.pollIntervalMs,
     shutdownTimeoutMs: c.shutdownTimeoutMs,

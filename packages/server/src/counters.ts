@@ -76,13 +76,18 @@ export function redisClientFromUrl(url: string): RedisClient {
 /** Opens the counter store for the configuration. */
 export function openCounters(options: {
   redisUrl?: string | undefined;
+  /** The memory store's `maxKeys` (default: the store's, 1,000,000). */
+  memoryMaxKeys?: number | undefined;
   metrics: Metrics;
   /** The clock of the counters (tests); default: the memory store's own, Redis's `TIME`. */
   now?: (() => number) | undefined;
 }): Counters {
   const now = options.now ? { now: options.now } : {};
   if (!options.redisUrl) {
-    const store = memoryStore(now);
+    const store = memoryStore({
+      ...now,
+      ...(options.memoryMaxKeys !== undefined ? { maxKeys: options.memoryMaxKeys } : {}),
+    });
     return {
       store: instrument(store, options.metrics),
       kind: "memory",

@@ -130,7 +130,12 @@ export async function createService(
     });
     // Taken at once, so the identity of the SQLite file is the one just opened.
     const health = databaseHealth(database);
-    counters = openCounters({ redisUrl: config.redisUrl, metrics, now: options.now });
+    counters = openCounters({
+      redisUrl: config.redisUrl,
+      memoryMaxKeys: config.memoryMaxKeys,
+      metrics,
+      now: options.now,
+    });
     const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
     const now = options.now ?? Date.now;
     const recorder = new TrafficRecorder({

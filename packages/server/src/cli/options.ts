@@ -14,6 +14,8 @@ const DESCRIPTIONS: Record<keyof typeof CONFIG_KEYS, string> = {
     "postgres://…, mysql://… or mariadb://… to keep policies in PostgreSQL or MySQL/MariaDB instead of SQLite",
   redisUrl:
     "redis://…, redis-sentinel://h:p,h:p/master, or a comma list (Cluster) for shared counters",
+  memoryMaxKeys:
+    "most keys the memory counters hold; 70–350 B of heap each by algorithm, whatever the key's length (default 1000000)",
   logLevel: "fatal|error|warn|info|debug|trace|silent (default info)",
   pollIntervalMs: "how often to check the database for policy changes, ms (default 250)",
   shutdownTimeoutMs: "longest wait for in-flight requests on SIGTERM, ms (default 10000)",

@@ -20,6 +20,7 @@ import {
 } from "../evaluate.js";
 import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
+import { MAX_RAW_IDENTIFIER, identifierTag } from "./redis-keys.js";
 
 /** Options of {@link memoryStore}. */
 export interface MemoryStoreOptions {
@@ -31,6 +32,11 @@ export interface MemoryStoreOptions {
    * while it holds more than they do. Within it an expired key goes first, then the oldest key
    * with at least half of its limit left, then one with less, and an exhausted key (denied,
    * blocked, or its last unit taken) only when no other is left. Default 1,000,000.
+   *
+   * A key longer than 64 characters is held by its digest (28 characters, the name the Redis
+   * store gives it), so the cap bounds bytes too: a key held costs about 70–125 B of heap
+   * (sliding-log and concurrency: 300–350 B, more with long logs), whatever its length, and a
+   * flood of new keys into a full store does not add to it.
    */
   maxKeys?: number;
 }
@@ -58,6 +64,24 @@ export interface WindowCount {
 const SWEEP_GRACE_MS = 1000;
 
 /**
+ * The name a key is held under: the key itself, or — when it is longer than
+ * {@link MAX_RAW_IDENTIFIER} (64) characters — `#` and the base64url of its SHA-1 (28
+ * characters), the Redis store's name for it ({@link identifierTag}). A key is then held in at
+ * most ~150 B however long it is (a key of 4,096 "€" is 8 KiB as a string), so `maxKeys` bounds
+ * the store's bytes. Two long keys share a counter only if their SHA-1s collide. A short key is
+ * not looked into (reading a character of a concatenated string makes V8 flatten it, a copy per
+ * new key): one that spells a long key's digest name shares its counter, but only someone who
+ * knows the long key can spell it, and they could send the long key itself.
+ */
+function heldKey(key: string): string {
+  if (key.length <= MAX_RAW_IDENTIFIER) return key;
+  const tag = identifierTag(key);
+  // The tag is "#" + the digest: in V8 a cons string, which a Map keeps as a 32 B node over its
+  // flattened text. Joined, it is one flat string (48 B in all: ~32 B less a key held).
+  return [tag.charAt(0), tag.slice(1)].join("");
+}
+
+/**
  * A key's class, by what its last decision left: `CALM` at least half of every rule's
  * capacity, `WARM` less than half of some rule's, `HELD` nothing (denied, blocked, or the last
  * unit taken: the next request is denied). Time only ever gives room back, so a key is never
@@ -76,14 +100,62 @@ function classOfRule(remaining: number, capacity: number): KeyClass {
 /**
  * Keys in insertion order, a cursor that walks them round and round (the sweep's), and one
  * that stays at the oldest (eviction's: it removes every entry it steps on).
+ *
+ * Neither cursor is left standing while its map changes. V8 keeps a Map's hash table, once
+ * rehashed (it is, every few thousand insertions and deletions), alive for as long as an
+ * iterator that has not moved since points into it, and with it every newer table it was
+ * rehashed into and every key those tables held: an iterator catches up to the current table
+ * only when it is stepped. A sweep cursor that stood still through a flood at the cap kept
+ * every table its map ever had (~51 B per key that went through), and one that stood still
+ * while known keys changed class, ~20 B per change, without a single new key. So the map is
+ * changed only here, changes are counted, and a cursor that has not moved within
+ * {@link Ring.patience} changes is let go: the next look starts a new one (eviction's, at the
+ * oldest key, which is where it stood anyway; the sweep's, at the oldest, one pass started
+ * early). What an iterator can keep is then the tables of those few changes.
  */
 class Ring<V> {
+  /** The keys; read it, but change it only through {@link add} and {@link remove}. */
   readonly map = new Map<string, V>();
   private cursor: Iterator<[string, V]> | undefined = undefined;
   private head: Iterator<[string, V]> | undefined = undefined;
+  /** Changes of the map since the cursors were last looked at, and whether each moved since. */
+  private changes = 0;
+  private cursorMoved = false;
+  private headMoved = false;
+
+  /** Adds a new key. */
+  add(key: string, value: V): void {
+    this.map.set(key, value);
+    if (++this.changes > 16 && this.changes > this.patience()) this.letGoOfStillCursors();
+  }
+
+  /** Removes a key; returns whether it was there. */
+  remove(key: string): boolean {
+    if (!this.map.delete(key)) return false;
+    if (++this.changes > 16 && this.changes > this.patience()) this.letGoOfStillCursors();
+    return true;
+  }
+
+  /**
+   * Changes a cursor may stand through: a few, and an eighth of the keys for a large map (a
+   * rehash comes after at least about half as many changes as keys, so a cursor let go of at
+   * this pace keeps at most the one table before the current, and a new one is rarely started:
+   * starting one steps over the holes at the start of the table).
+   */
+  private patience(): number {
+    return 16 + (this.map.size >>> 3);
+  }
+
+  private letGoOfStillCursors(): void {
+    if (!this.cursorMoved) this.cursor = undefined;
+    if (!this.headMoved) this.head = undefined;
+    this.cursorMoved = this.headMoved = false;
+    this.changes = 0;
+  }
 
   /** The cursor's next step; at the end, a `done` step once, then (if restarted) undefined. */
   next(restarted: boolean): IteratorResult<[string, V]> | undefined {
+    this.cursorMoved = true;
     const step = this.cursor?.next();
     if (step !== undefined && step.done !== true) return step;
     if (restarted || this.map.size === 0) return undefined;
@@ -94,13 +166,14 @@ class Ring<V> {
   /** Removes the oldest entry and returns it (undefined when empty). */
   shift(): [string, V] | undefined {
     if (this.map.size === 0) return undefined;
+    this.headMoved = true;
     let step = this.head?.next();
     if (step === undefined || step.done === true) {
       this.head = this.map.entries();
       step = this.head.next();
     }
     if (step.done === true) return undefined;
-    this.map.delete(step.value[0]);
+    this.remove(step.value[0]);
     return step.value;
   }
 }
@@ -164,21 +237,21 @@ abstract class Space<V> {
 
   /** Adds a new key in class `to`. */
   set(key: string, value: V, to: KeyClass): void {
-    this.rings[to].map.set(key, value);
+    this.rings[to].add(key, value);
   }
 
   /** Moves a key from class `from` (where it is) to class `to`, if they differ. */
   classify(key: string, value: V, from: KeyClass, to: KeyClass): void {
     if (from === to) return;
-    this.rings[from].map.delete(key);
-    this.rings[to].map.set(key, value);
+    this.rings[from].remove(key);
+    this.rings[to].add(key, value);
   }
 
   /** Removes a key; returns whether it was there. */
   delete(key: string): boolean {
     const v = this.get(key);
     if (v === undefined) return false;
-    this.rings[this.found].map.delete(key);
+    this.rings[this.found].remove(key);
     this.free(v);
     return true;
   }
@@ -229,7 +302,7 @@ abstract class Space<V> {
       seen++;
       const [key, value] = step.value;
       if (this.expiry(value) <= before) {
-        ring.map.delete(key);
+        ring.remove(key);
         this.free(value);
         dropped++;
       }
@@ -469,11 +542,11 @@ export class MemoryStore implements SyncStore {
   }
 
   decideSync(policy: Policy, key: string, cost: number): StoreDecision {
-    return this.run(policy, key, cost, true);
+    return this.run(policy, heldKey(key), cost, true);
   }
 
   peekSync(policy: Policy, key: string, cost: number): StoreDecision {
-    return this.run(policy, key, cost, false);
+    return this.run(policy, heldKey(key), cost, false);
   }
 
   /**
@@ -484,6 +557,7 @@ export class MemoryStore implements SyncStore {
    * object per caller, reused: no allocation per call). @internal
    */
   countSync(policy: Policy, key: string, cost: number, out: WindowCount): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     const rule = policy.rules[0]!;
@@ -538,6 +612,7 @@ export class MemoryStore implements SyncStore {
   }
 
   adjustSync(policy: Policy, key: string, delta: number): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     const n = policy.rules.length;
@@ -577,6 +652,7 @@ export class MemoryStore implements SyncStore {
 
   releaseSync(policy: Policy, key: string, leaseId: string): boolean {
     if (policy.algorithm !== "concurrency") return false;
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy) as VarSpace;
     const entry = sp.get(key);
@@ -593,7 +669,7 @@ export class MemoryStore implements SyncStore {
   }
 
   resetSync(policy: Policy, key: string): void {
-    if (this.space(policy).delete(key)) this.size--;
+    if (this.space(policy).delete(heldKey(key))) this.size--;
   }
 
   setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
@@ -602,6 +678,7 @@ export class MemoryStore implements SyncStore {
   }
 
   setCountSync(policy: Policy, key: string, count: number, windowMs: number): void {
+    key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     if (!(sp instanceof FixedSpace) || sp.compact) return;
