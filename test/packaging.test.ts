@@ -202,11 +202,22 @@ describe("the README's Install and first program, in a new app outside the repos
   const tarball = (name: string) => join(packs, `${name}-${version}.tgz`);
   let app: string;
   const children: ChildProcess[] = [];
-  let redis: RedisServer | undefined;
+  const servers: RedisServer[] = [];
 
   /** The README's first program (plain JavaScript), and the block with its one change for Redis. */
   const readme = blocks("README.md").filter((b) => b.lang === "js");
-  const [program, redisChange] = [readme[0]!.code, readme[1]!.code];
+  const [program, redisChange, nodeRedisChange] = [
+    readme[0]!.code,
+    readme[1]!.code,
+    readme[2]!.code,
+  ];
+  /** The version of a package npm installed into the app. */
+  const installedVersion = (name: string): string =>
+    (
+      JSON.parse(
+        readFileSync(join(app, "node_modules", name, "package.json"), "utf8"),
+      ) as PackageJson
+    ).version;
 
   beforeAll(() => {
     const before = untracked();
@@ -216,7 +227,7 @@ describe("the README's Install and first program, in a new app outside the repos
   }, 300_000);
   afterAll(async () => {
     for (const c of children) c.kill();
-    await redis?.stop();
+    await Promise.all(servers.map((r) => r.stop()));
     if (app) rmSync(app, { recursive: true, force: true });
   });
 
@@ -240,8 +251,15 @@ describe("the README's Install and first program, in a new app outside the repos
     }
   });
 
-  /** Starts `node app.mjs` in the app folder on a free port; resolves its base URL once it listens. */
-  async function start(file: string, env: NodeJS.ProcessEnv = {}): Promise<string> {
+  /**
+   * Starts `node app.mjs` in the app folder on a free port; resolves its base URL once it
+   * listens. What it prints goes into `output` too.
+   */
+  async function start(
+    file: string,
+    env: NodeJS.ProcessEnv = {},
+    output: string[] = [],
+  ): Promise<string> {
     const port = await freePort();
     const child = spawn(process.execPath, [file], {
       cwd: app,
@@ -250,8 +268,12 @@ describe("the README's Install and first program, in a new app outside the repos
     });
     children.push(child);
     let out = "";
-    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (out += d.toString()));
+    const note = (d: Buffer) => {
+      out += d.toString();
+      output.push(d.toString());
+    };
+    child.stdout.on("data", note);
+    child.stderr.on("data", note);
     await waitFor(() => out.includes("listening on"), 15_000).catch(() => {
       throw new Error(`${file} did not start:\n${out}`);
     });
@@ -279,15 +301,61 @@ describe("the README's Install and first program, in a new app outside the repos
     expect(JSON.parse(answers[5]![1])).toMatchObject({ status: 429, "violated-policies": ["api"] });
   });
 
-  it("with the README's one change for Redis, two processes share the limit", async () => {
-    install(app, "ioredis");
-    writeFileSync(join(app, "redis.mjs"), applyChange(program, redisChange));
-    redis = await startRedis();
-    const a = await start("redis.mjs", { REDIS_URL: redis.url });
-    const b = await start("redis.mjs", { REDIS_URL: redis.url });
+  it.each([
+    ["ioredis", () => redisChange],
+    ["redis", () => nodeRedisChange],
+  ])(
+    "with the README's one change for Redis (%s), two processes share the limit",
+    async (client, change) => {
+      install(app, client);
+      writeFileSync(join(app, `${client}.mjs`), applyChange(program, change()));
+      // A server of its own per client (the README's policy, "api", would share one count).
+      const server = await startRedis();
+      servers.push(server);
+      const a = await start(`${client}.mjs`, { REDIS_URL: server.url });
+      const b = await start(`${client}.mjs`, { REDIS_URL: server.url });
+      const statuses: number[] = [];
+      for (const url of [a, b, a, b, a, b, a]) statuses.push((await fetch(url)).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    },
+  );
+
+  it("with REDIS_URL where nothing listens, every request passes and the store says so once", async () => {
+    const port = await freePort();
+    const out: string[] = [];
+    const url = await start("ioredis.mjs", { REDIS_URL: `redis://127.0.0.1:${port}` }, out);
     const statuses: number[] = [];
-    for (const url of [a, b, a, b, a, b, a]) statuses.push((await fetch(url)).status);
-    expect(statuses).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    for (let i = 0; i < 8; i++) statuses.push((await fetch(url)).status);
+    expect(statuses).toEqual([200, 200, 200, 200, 200, 200, 200, 200]);
+    const said = out
+      .join("")
+      .split("\n")
+      .filter((l) => l.startsWith("sluice: "));
+    expect(said).toEqual([
+      `sluice: Redis (ioredis client) is unavailable (ECONNREFUSED 127.0.0.1:${port}); each policy's onStoreError decides until it is back`,
+    ]);
+  });
+
+  it("every Redis client as npm installs it today: exact, 4 × 50 concurrent at limit 5, and the faces count", async () => {
+    install(app, "ioredis", "redis", "iovalkey");
+    const server = await startRedis();
+    servers.push(server);
+    writeFileSync(join(app, "clients.mjs"), CLIENTS_PROGRAM);
+    const out = run(process.execPath, ["clients.mjs"], app, { REDIS_URL: server.url });
+    const report = JSON.parse(out.stdout) as Record<string, unknown>;
+    const versions = report.versions as Record<string, string>;
+    for (const name of ["ioredis", "redis", "iovalkey"])
+      expect(versions[name], name).toBe(installedVersion(name));
+    for (const client of ["ioredis", "node-redis", "iovalkey"]) {
+      expect(report[client], client).toEqual({
+        "fixed-window": { allowed: 5, storeErrors: 0, remaining: [4, 3, 2, 1, 0, 0], waits: true },
+        gcra: { allowed: 5, storeErrors: 0, remaining: [4, 3, 2, 1, 0, 0], waits: true },
+        rateLimiterRedis: ["ok 1", "ok 2", "rejected 3"],
+        sluiceStore: [1, 2, 3, 4, 5],
+        upstash: [true, true, false],
+        throttler: [false, false, false, true],
+      });
+    }
   });
 
   it("installs the service from its four tarballs: `npx sluice` runs and finds the console", () => {
@@ -346,12 +414,89 @@ function applyChange(source: string, change: string): string {
       out = out.replace(last, `${last}\n${line}`);
     }
   }
-  // A statement on one line, or one whose last line is `});`.
-  for (const m of change.matchAll(/^const (\w+) = .*;$|^const (\w+) = [\s\S]*?^\}\);$/gm)) {
-    const name = m[1] ?? m[2]!;
-    const statement = new RegExp(`^const ${name} = .*;$|^const ${name} = [\\s\\S]*?^\\}\\);$`, "m");
-    expect(out, `the program declares ${name}`).toMatch(statement);
-    out = out.replace(statement, m[0]);
-  }
-  return out;
+  // The change's statements replace the program's declaration of the last name the change
+  // declares (`limiter`); what comes before it in the change (a client made and connected) goes
+  // in its place too. A statement is one line, or one whose last line is `});`.
+  const body = change
+    .split("\n")
+    .filter((l) => !l.startsWith("import "))
+    .join("\n")
+    .trim();
+  const names = [...body.matchAll(/^const (\w+) = /gm)].map((m) => m[1]!);
+  const name = names.at(-1)!;
+  const statement = new RegExp(`^const ${name} = .*;$|^const ${name} = [\\s\\S]*?^\\}\\);$`, "m");
+  expect(out, `the program declares ${name}`).toMatch(statement);
+  return out.replace(statement, () => body);
 }
+
+/**
+ * A new app's check of every Redis client as npm installs it (ioredis, node-redis, iovalkey),
+ * each passed to sluice as made: the core store's exactness under concurrency and its answers,
+ * and the drop-in faces' counts. Prints one JSON report.
+ */
+const CLIENTS_PROGRAM = `
+import { readFileSync } from "node:fs";
+import { Redis } from "ioredis";
+import { createClient } from "redis";
+import { Redis as Valkey } from "iovalkey";
+import { createLimiter, redisStore } from "sluice";
+import { RateLimiterRedis } from "sluice/compat/rate-limiter-flexible";
+import { SluiceStore } from "sluice/compat/express-rate-limit";
+import { SluiceThrottlerStorage } from "sluice/compat/nestjs-throttler";
+import { Ratelimit } from "sluice/compat/upstash";
+
+const url = process.env.REDIS_URL;
+const run = Date.now().toString(36);
+const makers = {
+  ioredis: async () => new Redis(url),
+  "node-redis": async () => {
+    const c = createClient({ url });
+    await c.connect();
+    return c;
+  },
+  iovalkey: async () => new Valkey(url),
+};
+const close = (c) => (typeof c.destroy === "function" ? c.destroy() : c.disconnect());
+const report = { versions: {} };
+for (const name of ["ioredis", "redis", "iovalkey"])
+  report.versions[name] = JSON.parse(readFileSync(\`node_modules/\${name}/package.json\`, "utf8")).version;
+
+for (const [name, make] of Object.entries(makers)) {
+  const r = {};
+  const clients = await Promise.all([0, 1, 2, 3].map(() => make()));
+  const stores = clients.map((client) => redisStore({ client, heartbeatMs: 0 }));
+  for (const algorithm of ["fixed-window", "gcra"]) {
+    const policy = { name: \`c\${run}-\${name}-\${algorithm}\`, algorithm, rules: [{ limit: 5, period: "1h" }], onStoreError: "deny" };
+    const limiters = stores.map((store) => createLimiter({ store, policy }));
+    const ds = await Promise.all(limiters.flatMap((l) => Array.from({ length: 50 }, () => l.limit("hot"))));
+    const one = limiters[0];
+    const seen = [];
+    for (let i = 0; i < 6; i++) seen.push(await one.limit("single"));
+    r[algorithm] = {
+      allowed: ds.filter((d) => d.allowed).length,
+      storeErrors: ds.filter((d) => d.reason === "store-error").length,
+      remaining: seen.map((d) => d.remaining),
+      waits: !seen[5].allowed && seen[5].retryAfterMs > 0 && seen.slice(0, 5).every((d) => d.allowed),
+    };
+  }
+  const client = clients[0];
+  const rlf = new RateLimiterRedis({ storeClient: client, keyPrefix: \`r\${run}-\${name}\`, points: 2, duration: 60 });
+  r.rateLimiterRedis = [];
+  for (let i = 0; i < 3; i++)
+    r.rateLimiterRedis.push(await rlf.consume("k").then((x) => \`ok \${x.consumedPoints}\`, (x) => \`rejected \${x.consumedPoints}\`));
+  const ers = new SluiceStore({ client, prefix: \`e\${run}-\${name}\` });
+  ers.init({ windowMs: 60000 });
+  r.sluiceStore = [];
+  for (let i = 0; i < 5; i++) r.sluiceStore.push((await ers.increment("k")).totalHits);
+  const up = new Ratelimit({ redis: client, limiter: Ratelimit.fixedWindow(2, "60 s"), prefix: \`u\${run}-\${name}\`, ephemeralCache: false });
+  r.upstash = [];
+  for (let i = 0; i < 3; i++) r.upstash.push((await up.limit("id")).success);
+  const nest = new SluiceThrottlerStorage({ client, prefix: \`n\${run}-\${name}\` });
+  r.throttler = [];
+  for (let i = 0; i < 4; i++) r.throttler.push((await nest.increment("k", 60000, 3, 60000, "default")).isBlocked);
+  report[name] = r;
+  await Promise.all(stores.map((s) => s.close()));
+  clients.forEach(close);
+}
+console.log(JSON.stringify(report));
+`;

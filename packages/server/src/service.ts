@@ -59,6 +59,12 @@ export interface Service {
   grpcPort(): number | undefined;
   /** Stops accepting requests, finishes those in flight, then closes stores. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Why the counter store could not decide when the service started (e.g. `Redis is
+   * unreachable: connect ECONNREFUSED 127.0.0.1:6390`), or undefined when it could. Decisions
+   * meanwhile follow each policy's `onStoreError`; `/readyz` answers 503 until it can.
+   */
+  readonly countersUnavailable: string | undefined;
 }
 
 /** Options of {@link createService}. */
@@ -135,6 +141,8 @@ export async function createService(
       memoryMaxKeys: config.memoryMaxKeys,
       metrics,
       now: options.now,
+      // The Redis store says once that it cannot reach Redis, and once that it can again.
+      logger: { warn: (message) => logger.warn(message) },
     });
     const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
     const now = options.now ?? Date.now;
@@ -223,16 +231,28 @@ export async function createService(
           requestTimeoutMs: config.requestTimeoutMs,
         })
       : undefined;
-    logger.info(
-      {
-        database: `${database.dialect} ${database.location}`,
-        counters: counters.kind,
-        policies: reg.all().length,
-        envoyDomains: reg.envoyDomains().size,
-      },
-      "sluice service ready",
+    // "Ready" only when the counters can decide (`/readyz`'s check, within its deadline).
+    const countersUnavailable = await withDeadline(
+      counters.ping(),
+      config.readinessTimeoutMs,
+      "the counter store",
+    ).then(
+      () => undefined,
+      (err: unknown) => readinessMessage(err),
     );
-    return makeService(app, context, database, grpc);
+    const started = {
+      database: `${database.dialect} ${database.location}`,
+      counters: counters.kind,
+      policies: reg.all().length,
+      envoyDomains: reg.envoyDomains().size,
+    };
+    if (countersUnavailable === undefined) logger.info(started, "sluice service ready");
+    else
+      logger.warn(
+        { ...started, countersUnavailable },
+        "sluice service started, but its counters are unavailable: each policy's onStoreError decides, and /readyz answers 503, until they answer",
+      );
+    return makeService(app, context, database, grpc, countersUnavailable);
   } catch (err) {
     await traffic?.stop();
     await registry?.stop();
@@ -247,12 +267,14 @@ function makeService(
   context: ServiceContext,
   database: Database,
   grpc: RlsGrpcServer | undefined,
+  countersUnavailable: string | undefined,
 ): Service {
   let closing: Promise<void> | undefined;
   let grpcPort: number | undefined;
   return {
     app,
     context,
+    countersUnavailable,
     grpcPort: () => grpcPort,
     async listen() {
       if (grpc && context.config.grpcPort !== undefined)

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Repository, openDatabase } from "../src/index.js";
-import { waitFor } from "../../../test/support/ports.js";
+import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { call, runCli, spawnServe } from "./helpers.js";
 
@@ -94,6 +94,42 @@ describe("help and configuration", () => {
 });
 
 describe("sluice serve", () => {
+  it("with its counters unreachable: says so instead of 'ready', /readyz 503 until Redis answers", async () => {
+    const dir = tempDir();
+    const redisPort = await freePort();
+    const serve = await spawnServe([
+      "--data-dir",
+      dir,
+      "--redis-url",
+      `redis://127.0.0.1:${redisPort}`,
+    ]);
+    let redis: RedisServer | undefined;
+    try {
+      await waitFor(() => serve.stderr().includes("--role admin\n"), 10_000);
+      expect(serve.stderr()).toContain(
+        [
+          `  counters in:   redis`,
+          "",
+          `The counters are UNAVAILABLE: Redis is unreachable: connect ECONNREFUSED 127.0.0.1:${redisPort}.`,
+          "Until they answer, each policy's onStoreError decides (allow by default: every request",
+          "passes) and /readyz answers 503. Check the Redis address (--redis-url, SLUICE_REDIS_URL).",
+        ].join("\n"),
+      );
+      const log = () => serve.output();
+      expect(log()).not.toContain("sluice service ready");
+      expect(log()).toContain("sluice service started, but its counters are unavailable");
+      // The store's own line: once, naming the cause.
+      expect(log().split("is unavailable (ECONNREFUSED").length - 1).toBe(1);
+      expect((await fetch(`${serve.url}/readyz`)).status).toBe(503);
+      redis = await startRedis([], redisPort);
+      await waitFor(async () => (await fetch(`${serve.url}/readyz`)).status === 200, 20_000, 100);
+      await waitFor(() => log().includes("is available again after"), 10_000, 50);
+    } finally {
+      await serve.stop();
+      await redis?.stop();
+    }
+  });
+
   it("says how to create the first admin, and finishes an in-flight request on SIGTERM", async () => {
     const dir = tempDir();
     const serve = await spawnServe(["--data-dir", dir]);

@@ -49,6 +49,7 @@ export {
 } from "./errors.js";
 export type { ErrorCode, ValidationIssue, MiddlewareStage } from "./errors.js";
 export type { Clock, Timers } from "./clock.js";
+export type { Logger } from "./logger.js";
 export { redisStore, RedisStore } from "./stores/redis.js";
 export type {
   RedisStoreOptions,

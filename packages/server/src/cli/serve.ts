@@ -130,6 +130,7 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     host: config.host,
     database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
     counters: service.context.counters.kind,
+    countersUnavailable: service.countersUnavailable,
     createAdmin: needsAdmin ? createAdmin : undefined,
     grpc,
     setupToken: setup?.token,
@@ -150,6 +151,8 @@ function startBanner(o: {
   host: string;
   database: string;
   counters: string;
+  /** Why the counters could not decide at start (see `Service.countersUnavailable`). */
+  countersUnavailable: string | undefined;
   createAdmin: string | undefined;
   /** host:port of the Envoy rate limit service, when on. */
   grpc: string | undefined;
@@ -170,6 +173,14 @@ function startBanner(o: {
       : []),
     `  policies in:   ${o.database}`,
     `  counters in:   ${o.counters}${o.counters === "memory" ? " (this process only)" : ""}`,
+    ...(o.countersUnavailable !== undefined
+      ? [
+          "",
+          `The counters are UNAVAILABLE: ${o.countersUnavailable}.`,
+          "Until they answer, each policy's onStoreError decides (allow by default: every request",
+          "passes) and /readyz answers 503. Check the Redis address (--redis-url, SLUICE_REDIS_URL).",
+        ]
+      : []),
     ...(o.workers > 1 ? [`  workers:       ${o.workers} processes on the same ports`] : []),
     "",
     ...(o.createAdmin

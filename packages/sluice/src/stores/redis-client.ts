@@ -63,8 +63,8 @@ interface NodeRedisBase {
   readonly isOpen: boolean;
   /** Whether the client can take commands now (node-redis 5 and later; a 4 `createClient` too). */
   readonly isReady?: boolean;
-  on(event: string, listener: (...args: never[]) => void): unknown;
-  off(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  off(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 /**
@@ -186,8 +186,8 @@ interface Hub {
 }
 
 interface Emitter {
-  on(event: string, listener: (...args: never[]) => void): unknown;
-  off(event: string, listener: (...args: never[]) => void): unknown;
+  on(event: string, listener: (...args: unknown[]) => void): unknown;
+  off(event: string, listener: (...args: unknown[]) => void): unknown;
 }
 
 const hubs = new WeakMap<object, Hub>();
@@ -211,7 +211,7 @@ function followEvents(
         for (const l of listeners) l.onClientEvent(event, err instanceof Error ? err : undefined);
       },
     ]);
-    for (const [native, h] of handlers) client.on(native, h as (...args: never[]) => void);
+    for (const [native, h] of handlers) client.on(native, h as (...args: unknown[]) => void);
     hub = { listeners, handlers };
     hubs.set(client, hub);
   }
@@ -219,7 +219,7 @@ function followEvents(
   const h = hub;
   return () => {
     if (!h.listeners.delete(listener) || h.listeners.size > 0) return;
-    for (const [native, fn] of h.handlers) client.off(native, fn as (...args: never[]) => void);
+    for (const [native, fn] of h.handlers) client.off(native, fn as (...args: unknown[]) => void);
     hubs.delete(client);
   };
 }

@@ -1156,6 +1156,8 @@ export class RedisStore implements Store {
       }
       if (this.failover?.to !== undefined && this.connectedTo(this.failover.to) !== false)
         this.failover = undefined;
+      // Connected again: an outage is over (a call that still fails begins another).
+      this.outage.ended(monoNow());
       this.reopen();
     } else if (event === "refresh") {
       this.breakers.retryNow();
