@@ -22,6 +22,22 @@ function connect(port) {
   return new Redis({ host: "127.0.0.1", port, lazyConnect: false, maxRetriesPerRequest: 1 });
 }
 
+/** The client of a "sluice-<client>" contestant (connected), or undefined for plain "sluice". */
+async function otherClient(name, port) {
+  if (name === "sluice-node-redis") {
+    const { createClient } = await import("redis");
+    const c = createClient({ socket: { host: "127.0.0.1", port } });
+    c.on("error", () => undefined);
+    await c.connect();
+    return c;
+  }
+  if (name === "sluice-ioredis5") {
+    const { Redis: Redis5 } = await import("ioredis5");
+    return new Redis5({ host: "127.0.0.1", port, maxRetriesPerRequest: 1 });
+  }
+  return undefined;
+}
+
 /** Marks a rate-limiter-flexible denial (its `consume` rejects with a non-Error for one). */
 const DENIED = Symbol("denied");
 
@@ -40,11 +56,13 @@ async function contestant(client, o) {
   const limit = o.limit ?? THROUGHPUT_LIMIT.limit;
   const periodMs = o.periodMs ?? THROUGHPUT_LIMIT.periodMs;
   const rules = o.rules ?? [{ limit, periodMs }];
-  if (o.name === "sluice") {
+  if (o.name === "sluice" || o.name.startsWith("sluice-")) {
     const { createLimiter, redisStore } = await import("sluice");
     if (typeof redisStore !== "function") throw new Error("sluice does not export redisStore yet");
+    // "sluice-node-redis", "sluice-ioredis5": the same store over another client of its own.
+    const own = await otherClient(o.name, client.options.port);
     const store = redisStore({
-      client,
+      client: own ?? client,
       denyCache: o.denyCache ?? true,
       heartbeatMs: 0,
       ...(o.prefix !== undefined ? { prefix: o.prefix } : {}),
@@ -63,7 +81,10 @@ async function contestant(client, o) {
     // concurrency: leases are held (never released), so each identifier keeps its state.
     return {
       op: (key) => limiter.limit(key),
-      close: () => store.close(),
+      close: async () => {
+        await store.close();
+        if (own) await (own.destroy?.() ?? own.disconnect());
+      },
       isDenied: (d) => d?.allowed === false,
     };
   }

@@ -40,7 +40,15 @@ export const ALGORITHMS = [
 export const SYNC_ALGORITHMS = ALGORITHMS.filter((a) => a !== "concurrency");
 
 /** The Redis contestants of the throughput runs, in table order. */
-export const REDIS_CONTESTANTS = ["sluice", "rlf", "rlr", "raw", "raw-pipeline"];
+export const REDIS_CONTESTANTS = [
+  "sluice",
+  "sluice-node-redis",
+  "sluice-ioredis5",
+  "rlf",
+  "rlr",
+  "raw",
+  "raw-pipeline",
+];
 
 /**
  * The two-rule policy of the Redis figures: 100 per second AND 100,000 per hour. With 100k

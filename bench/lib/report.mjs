@@ -10,6 +10,8 @@ import { SERVICE_CONTESTANTS } from "./service.mjs";
 
 const NAMES = {
   sluice: "sluice",
+  "sluice-node-redis": "sluice over node-redis 6 (createClient)",
+  "sluice-ioredis5": "sluice over ioredis 5",
   rlf: "rate-limiter-flexible RateLimiterRedis",
   rlr: "rate-limit-redis (increment)",
   raw: "ceiling: raw ioredis EVALSHA",
@@ -474,7 +476,7 @@ function sections(r, config) {
       }
     }
     parts.push(
-      `### Redis, GCRA: decisions/s and latency\n\nOne ioredis client per process; N loops each awaiting one call; identifiers spread over ` +
+      `### Redis, GCRA: decisions/s and latency\n\nOne ioredis 6 client per process (for the sluice rows over another client, that client); N loops each awaiting one call; identifiers spread over ` +
         `${config.redis.keyCount.toLocaleString("en")} keys; GCRA 1000 per minute (never exceeded); latency measured in Node around each call ` +
         `(for the explicit pipeline, around each wave of N); CPU time per decision of the Node process (process.cpuUsage) and of redis-server (INFO cpu): a side near 1 s of CPU per second is the bottleneck. Median of ${config.rounds} round(s) of ${config.redis.durationMs / 1000} s.\n\n` +
         table(
