@@ -28,6 +28,23 @@ export default tseslint.config(
     rules: { "no-console": ["error", { allow: ["error", "warn"] }] },
   },
   {
+    // On Workers (and wherever a timer is a number) `timer.unref()` throws: the library lets
+    // timers go through `unrefTimer` (platform.ts), which calls it only where it exists.
+    files: ["packages/sluice/src/**/*.ts"],
+    ignores: ["**/*.test.ts", "packages/sluice/src/platform.ts"],
+    rules: {
+      "no-restricted-syntax": [
+        "error",
+        {
+          selector:
+            "MemberExpression[property.name='unref'], MemberExpression[property.value='unref']",
+          message:
+            "call unrefTimer(timer) from platform.ts: on Workers a timer is a number, without unref()",
+        },
+      ],
+    },
+  },
+  {
     // The benchmarks and examples are JavaScript (run as they are): linted as JS, plus the
     // promise rules with type information (bench/ and examples/ have a tsconfig.json with
     // allowJs for this; their types are inferred, not checked).

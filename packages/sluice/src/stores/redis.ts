@@ -519,7 +519,7 @@ export class RedisStore implements Store {
           this.leaseTimer = undefined;
         }
       }, LEASE_SWEEP_MS);
-      this.leaseTimer.unref();
+      unrefTimer(this.leaseTimer);
     }
     return this.leases;
   }

@@ -187,6 +187,8 @@ export class SentinelSocket implements SentinelConnectionLike {
     if (this.closed) return;
     const socket = net.createConnection({ host: this.address.host, port: this.address.port });
     socket.setNoDelay(true);
+    // A node:net socket (this file runs only where node:net loads), not a timer.
+    // eslint-disable-next-line no-restricted-syntax -- not a timer
     socket.unref();
     this.socket = socket;
     socket.on("connect", () => {

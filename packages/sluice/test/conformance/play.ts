@@ -5,6 +5,7 @@
  */
 import {
   type Decision,
+  LEASE_ALGORITHMS,
   type Limiter,
   type Store,
   type SyncLimiter,
@@ -16,6 +17,28 @@ import type { Expect, Scenario } from "./scenarios.js";
 /** Day-aligned start time, so window boundaries fall on round offsets. */
 export const T0 = 1_700_006_400_000;
 
+/**
+ * Why a scenario's policy cannot take leases (docs/leases.md), or `undefined` when it can: the
+ * lease dimension plays the others with {@link withLeases}.
+ */
+export function leaseRefusal(scenario: Scenario): string | undefined {
+  const alg = scenario.policy.algorithm ?? "gcra";
+  if (!LEASE_ALGORITHMS.includes(alg)) return `no leases for ${alg}`;
+  if (scenario.policy.blockDuration !== undefined) return "no leases with blockDuration";
+  if (scenario.policy.windowStart === "first-request")
+    return "no leases with first-request windows";
+  return undefined;
+}
+
+/**
+ * The scenario under the lease dimension: `lease: { hotAfter: 1, ttl: 1 }`, a lease from the
+ * first decision, spent within the same millisecond of the injected clock. Play it with
+ * `leased` true.
+ */
+export function withLeases(scenario: Scenario): Scenario {
+  return { ...scenario, policy: { ...scenario.policy, lease: { hotAfter: 1, ttl: 1 } } };
+}
+
 /** Plays one scenario; fails with the step number and what differed. */
 export async function play(
   scenario: Scenario,
@@ -26,9 +49,13 @@ export async function play(
 ): Promise<void> {
   let t = T0;
   const store = await makeStore(() => t);
+  // A store failure is answered by the policy's onStoreError, not thrown: kept to say why a
+  // decision differed.
+  const storeErrors: unknown[] = [];
   const limiter: Limiter = createLimiter({
     store,
     policy: { ...scenario.policy, name: policyName },
+    onError: (err) => storeErrors.push(err),
   });
   const leases = new Map<string, string>();
   for (const [i, step] of scenario.steps.entries()) {
@@ -84,7 +111,11 @@ export async function play(
         (step.op ?? "limit") === "limit" &&
         (decision.allowed || scenario.policy.algorithm === "concurrency");
       const e = loose ? { allowed: step.expect.allowed, reason: step.expect.reason } : step.expect;
-      check(decision, e, `${scenario.name}: ${where}`);
+      const failures =
+        storeErrors.length > 0
+          ? ` (the store failed ${storeErrors.length} time(s), answered by onStoreError; first: ${String(storeErrors[0])})`
+          : "";
+      check(decision, e, `${scenario.name}: ${where}`, failures);
     }
   }
 }
@@ -96,7 +127,7 @@ function syncLimiter(limiter: Limiter): SyncLimiter {
   return l as SyncLimiter;
 }
 
-function check(d: Decision, e: Expect, where: string): void {
+function check(d: Decision, e: Expect, where: string, failures: string): void {
   const got: Record<string, unknown> = {};
   const want: Record<string, unknown> = {};
   for (const f of [
@@ -126,7 +157,7 @@ function check(d: Decision, e: Expect, where: string): void {
   const differ = Object.keys(want).filter((k) => !Object.is(got[k], want[k]));
   if (differ.length > 0)
     throw new Error(
-      `${where}: ${differ.map((k) => `${k} is ${String(got[k])}, expected ${String(want[k])}`).join("; ")}`,
+      `${where}: ${differ.map((k) => `${k} is ${String(got[k])}, expected ${String(want[k])}`).join("; ")}${failures}`,
     );
   for (const f of ["remaining", "retryAfterMs", "resetAfterMs"] as const) {
     const v = d[f];

@@ -4,9 +4,9 @@
  * scenarios, the same expectations, time injected.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { LEASE_ALGORITHMS, type Store, ValidationError, definePolicy } from "../../src/index.js";
-import { play } from "./play.js";
-import { type Scenario, scenarios } from "./scenarios.js";
+import { type Store, ValidationError, definePolicy } from "../../src/index.js";
+import { leaseRefusal, play, withLeases } from "./play.js";
+import { scenarios } from "./scenarios.js";
 
 export { T0, play } from "./play.js";
 
@@ -38,14 +38,7 @@ export function runConformance(
     if (options.teardown) afterAll(options.teardown);
     scenarios.forEach((scenario, index) => {
       if (options.lease) {
-        const alg = scenario.policy.algorithm ?? "gcra";
-        const why = !LEASE_ALGORITHMS.includes(alg)
-          ? `no leases for ${alg}`
-          : scenario.policy.blockDuration !== undefined
-            ? "no leases with blockDuration"
-            : scenario.policy.windowStart === "first-request"
-              ? "no leases with first-request windows"
-              : undefined;
+        const why = leaseRefusal(scenario);
         if (why !== undefined) {
           // Not leased: such a policy is refused, naming the field (docs/leases.md).
           it(`${scenario.name} (leases refused: ${why})`, () => {
@@ -60,10 +53,7 @@ export function runConformance(
           });
           return;
         }
-        const leased: Scenario = {
-          ...scenario,
-          policy: { ...scenario.policy, lease: { hotAfter: 1, ttl: 1 } },
-        };
+        const leased = withLeases(scenario);
         it(`${scenario.name} (leases)`, async () => {
           await play(leased, `c${run}-${index}`, makeStore, options.sync === true, true);
         });

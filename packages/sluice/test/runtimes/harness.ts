@@ -13,7 +13,13 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 import { type UpstashRest, startUpstashRest } from "../../../../test/support/upstash-rest.js";
 import { scenarios } from "../conformance/scenarios.js";
-import { LONG_ID_TAG, type SuiteConfig, type SuiteResult } from "./suite.js";
+import {
+  LEASED_STORES,
+  LONG_ID_TAG,
+  type SuiteConfig,
+  type SuiteResult,
+  leasedScenarios,
+} from "./suite.js";
 
 export const root = fileURLToPath(new URL("../../../../", import.meta.url));
 const here = fileURLToPath(new URL(".", import.meta.url));
@@ -129,6 +135,9 @@ export function declareRuntimeSuite(
   const names = [
     ...stores.flatMap((s) => [
       ...scenarios.map((sc) => `conformance/${s}/${sc.name}`),
+      ...(LEASED_STORES.includes(s)
+        ? leasedScenarios.map((sc) => `conformance/${s}+leases/${sc.name}`)
+        : []),
       `exactness/${s}`,
     ]),
     "keys/digests",

@@ -8,6 +8,10 @@
  *   reach: the memory store, the Redis store over HTTP (`sluice/upstash`, through the Upstash
  *   REST fixture in front of a real redis-server), and whatever the runtime adds (workerd: the
  *   Durable Object store);
+ * - conformance with leases: the table's lease dimension (`lease: { hotAfter: 1, ttl: 1 }` on
+ *   every policy that can take one) against the stores that lease (`LEASED_STORES`: the Redis
+ *   store over HTTP; the memory and Durable Object stores decide in one place and ignore
+ *   `lease`), so that the lease book's timers run in the runtime;
  * - exactness: many concurrent decisions on one key at a small limit, exactly the limit allowed
  *   (over HTTP: from several stores and clients at once);
  * - keys: the digests that name keys are the ones Node computes (a key written here is the key
@@ -27,7 +31,7 @@ import {
 import { digest, formatIp, ipIdentity, parseIp } from "sluice/http";
 import { rateLimit } from "sluice/hono";
 import { upstashStore } from "sluice/upstash";
-import { play } from "../conformance/play.js";
+import { leaseRefusal, play, withLeases } from "../conformance/play.js";
 import { scenarios } from "../conformance/scenarios.js";
 
 /** What the test gives the runtime. */
@@ -53,6 +57,12 @@ export interface StoreUnderTest {
   /** `n` stores on the system clock sharing one backend (exactness from several at once). */
   shared(n: number): Store[];
 }
+
+/** The stores (by label) that take leases, played with the table's lease dimension too. */
+export const LEASED_STORES: readonly string[] = ["upstash"];
+
+/** The scenarios of the lease dimension: those whose policy can take leases. */
+export const leasedScenarios = scenarios.filter((s) => leaseRefusal(s) === undefined);
 
 /** The long identifier of the keys test and the tag Node gives it (test/../hash.test.ts). */
 export const LONG_ID = "x".repeat(65);
@@ -84,6 +94,11 @@ export async function runSuite(
       await check(`conformance/${s.label}/${scenario.name}`, () =>
         play(scenario, `c${run}-${s.label}-${i}`, (now) => s.make(now)),
       );
+    if (LEASED_STORES.includes(s.label))
+      for (const [i, scenario] of leasedScenarios.entries())
+        await check(`conformance/${s.label}+leases/${scenario.name}`, () =>
+          play(withLeases(scenario), `l${run}-${s.label}-${i}`, (now) => s.make(now), false, true),
+        );
     await check(`exactness/${s.label}`, () => exactness(s, `x${run}-${s.label}`));
   }
 
