@@ -69,7 +69,13 @@ export function redisClientFromUrl(url: string): RedisClient {
       const u = new URL(n.includes("://") ? n : `redis://${n}`);
       return { host: u.hostname, port: Number(u.port || 6379) };
     });
-    return new Cluster(nodes, { redisOptions: common, enableOfflineQueue: true });
+    // TRYAGAIN (a slot moving) reaches the store at once, which then sends each operation alone
+    // (docs/redis.md, Cluster), instead of ioredis retrying the whole call 100 ms apart.
+    return new Cluster(nodes, {
+      redisOptions: common,
+      enableOfflineQueue: true,
+      retryDelayOnTryAgain: 0,
+    });
   }
   return new Redis(url, common);
 }

@@ -251,3 +251,70 @@ export function causeOf(err: unknown): string {
   }
   return String(err);
 }
+
+/** How long a call to a Cluster slot may go unanswered before the slot is thought to be moving (ms). */
+export const SLOW_CALL_MS = 100;
+
+/** How long a slot stays "moving" after the last sign of it (ms). */
+export const MOVING_MS = 1000;
+
+/**
+ * What a Cluster store knows of each slot's calls: those in flight (when each was sent, oldest
+ * first) and whether the slot is moving. A slot moves when `redis-cli --cluster reshard` (or any
+ * `MIGRATE`) takes its keys to another node: until the last key has moved, Redis refuses a
+ * script whose keys are on both nodes (`TRYAGAIN`), and on the importing node one with a key
+ * that does not exist yet, so a call carrying many identifiers' operations cannot run there
+ * while the slot moves — but each operation alone, whose keys moved together, can (the source
+ * runs it, or sends it on with `ASK`). A slot is taken to be moving when a call to it is refused
+ * so, when one goes unanswered for {@link SLOW_CALL_MS} while every call it may have is busy
+ * (a client that retries `TRYAGAIN` by itself, as ioredis does, says nothing until then), or
+ * when one times out; it stays so until {@link MOVING_MS} after the last such sign.
+ */
+export class SlotCalls {
+  /** Send times (monoNow) of the calls in flight, per slot, oldest first. */
+  private readonly inFlight = new Map<number, number[]>();
+  /** Until when (monoNow) each moving slot is decided one operation per call. */
+  private readonly moving = new Map<number, number>();
+
+  /** Calls in flight for `slot`. */
+  count(slot: number): number {
+    return this.inFlight.get(slot)?.length ?? 0;
+  }
+
+  /** A call for `slot` was sent at `at`. */
+  started(slot: number, at: number): void {
+    const list = this.inFlight.get(slot);
+    if (list === undefined) this.inFlight.set(slot, [at]);
+    else list.push(at);
+  }
+
+  /** The call for `slot` sent at `at` came back (or gave up). */
+  ended(slot: number, at: number): void {
+    const list = this.inFlight.get(slot);
+    if (list === undefined) return;
+    const i = list.indexOf(at);
+    list.splice(i < 0 ? 0 : i, 1);
+    if (list.length === 0) this.inFlight.delete(slot);
+  }
+
+  /** Whether `slot`'s oldest call in flight has gone unanswered for {@link SLOW_CALL_MS}. */
+  stuck(slot: number, now: number): boolean {
+    const list = this.inFlight.get(slot);
+    return list !== undefined && now - list[0]! >= SLOW_CALL_MS;
+  }
+
+  /** Whether `slot` is moving (operations go one per call). */
+  isMoving(slot: number, now: number): boolean {
+    if (this.moving.size === 0) return false;
+    const until = this.moving.get(slot);
+    if (until === undefined) return false;
+    if (now < until) return true;
+    this.moving.delete(slot);
+    return false;
+  }
+
+  /** A sign that `slot` is moving, seen at `now`. */
+  moved(slot: number, now: number): void {
+    this.moving.set(slot, now + MOVING_MS);
+  }
+}

@@ -20,7 +20,15 @@ import {
   tagForSlot,
 } from "./redis-keys.js";
 import { type Logger, resolveLogger } from "../logger.js";
-import { Breakers, ClockOffsets, Outage, causeOf, isUnreachable, monoNow } from "./redis-health.js";
+import {
+  Breakers,
+  ClockOffsets,
+  Outage,
+  SlotCalls,
+  causeOf,
+  isUnreachable,
+  monoNow,
+} from "./redis-health.js";
 import {
   type ClientEvent,
   type ClientPort,
@@ -192,6 +200,17 @@ interface DenyEntry {
   readonly rules: readonly RuleDecision[];
 }
 
+/**
+ * A Cluster's answers that refuse a call before it runs, because its slot is moving — as Redis
+ * says it, or as ioredis reports it after retrying (`Too many Cluster redirections. Last error:
+ * ReplyError: TRYAGAIN …`).
+ */
+const REFUSED =
+  /^(?:Too many Cluster redirections\. Last error: (?:ReplyError: )?)?(?:TRYAGAIN|ASK |MOVED )/;
+
+/** How long an operation refused alone waits before it goes again (ms). */
+const RETRY_REFUSED_MS = 20;
+
 /** Fewest operations a batch is split into when it is spread over several calls. */
 const MIN_CHUNK = 4;
 
@@ -234,9 +253,9 @@ export class RedisStore implements Store {
   private scheduled = false;
   /** Script calls sent and not yet answered (standalone and Sentinel). */
   private inFlight = 0;
-  /** In a Cluster, the same per slot: a slot whose calls are slow (a migration, a failing node)
-   * holds back its own calls only. */
-  private readonly inFlightBySlot = new Map<number, number>();
+  /** In a Cluster, the same per slot (a slot whose calls are slow — a migration, a failing node
+   * — holds back its own calls only), and which slots are moving (see `SlotCalls`). */
+  private readonly slots = new SlotCalls();
   private lastPolicy: Policy | undefined;
   private lastInfo: PolicyInfo | undefined;
   private leaseSeq = 0;
@@ -593,13 +612,17 @@ export class RedisStore implements Store {
         if (group === undefined) bySlot.set(slot, [p]);
         else group.push(p);
       }
+      const now = monoNow();
       for (const [slot, group] of bySlot) {
+        // A call unanswered for long: the slot is likely moving (see `SlotCalls`).
+        if (this.slots.stuck(slot, now)) this.slots.moved(slot, now);
+        const busy = this.slots.count(slot) >= this.o.maxInFlight;
+        if (this.slots.isMoving(slot, now)) {
+          // One operation per call while the slot moves: each is refused only if its own keys
+          // are, for the moment, on two nodes.
+          for (const p of group) this.send([p], slot);
+        } else if (!busy || group.length >= this.o.maxBatch) this.sendChunks(group, slot);
         // A slot with every call busy keeps its operations until one comes back.
-        if (
-          (this.inFlightBySlot.get(slot) ?? 0) < this.o.maxInFlight ||
-          group.length >= this.o.maxBatch
-        )
-          this.sendChunks(group, slot);
         else for (const p of group) this.queue.push(p);
       }
     } else this.sendChunks(queue, 0);
@@ -613,8 +636,7 @@ export class RedisStore implements Store {
    */
   private sendChunks(batch: Pending[], slot: number): void {
     const n = batch.length;
-    const free =
-      this.o.maxInFlight - (this.cluster ? (this.inFlightBySlot.get(slot) ?? 0) : this.inFlight);
+    const free = this.o.maxInFlight - (this.cluster ? this.slots.count(slot) : this.inFlight);
     const parts = Math.max(
       1,
       Math.min(free, Math.floor(n / MIN_CHUNK)),
@@ -716,14 +738,17 @@ export class RedisStore implements Store {
     for (const a of opArgs) argv.push(a);
     // Taken before the script runs, so that a denial it remembers never outlasts the real one.
     const sentAt = this.o.denyCache ? this.localNow() : 0;
-    if (this.cluster) this.inFlightBySlot.set(slot, (this.inFlightBySlot.get(slot) ?? 0) + 1);
+    if (this.cluster) this.slots.started(slot, now);
     else this.inFlight++;
     const call = { due, answered: false };
     const timer = deadlineTimer(due, () => {
       if (call.answered) return;
       call.answered = true;
-      this.sent(slot);
-      this.failed(slot, monoNow(), `no answer within ${this.o.timeoutMs} ms`);
+      this.sent(slot, now);
+      const at = monoNow();
+      // In a Cluster a call that times out may have met a moving slot (see `SlotCalls`).
+      if (this.cluster) this.slots.moved(slot, at);
+      this.failed(slot, at, `no answer within ${this.o.timeoutMs} ms`);
       this.rejectAll(
         batch,
         new StoreError(
@@ -743,9 +768,10 @@ export class RedisStore implements Store {
         }
         call.answered = true;
         timer.cancel();
-        this.sent(slot);
+        this.sent(slot, now);
         this.breakers.success(slot);
-        this.outage.ended(at);
+        // Over once no breaker is open (in a Cluster, every slot's).
+        if (this.outage.down && !this.breakers.anyOpen) this.outage.ended(at);
         if (this.warmUntil !== 0) {
           if (at < this.warmUntil) this.slotsAnswered.add(slot);
           else {
@@ -761,7 +787,12 @@ export class RedisStore implements Store {
         if (call.answered) return;
         call.answered = true;
         timer.cancel();
-        this.sent(slot);
+        this.sent(slot, now);
+        if (this.cluster && !expired && REFUSED.test(errorMessage(err))) {
+          // Refused before it ran: the slot is moving (see `SlotCalls`).
+          this.refused(batch, slot);
+          return;
+        }
         this.failed(slot, monoNow(), expired ? "the server ran the call late" : causeOf(err));
         this.rejectAll(
           batch,
@@ -794,13 +825,43 @@ export class RedisStore implements Store {
       this.outage.began(this.lastCause === "no answer" ? cause : this.lastCause, now);
   }
 
+  /**
+   * A call Redis refused before running it, because its slot is moving (`TRYAGAIN`; an `ASK` or
+   * `MOVED` the client did not follow): nothing was charged, so its operations go again, each
+   * alone — at once when it carried several, else after {@link RETRY_REFUSED_MS} (its keys are on
+   * two nodes for the moment) — each within its own budget.
+   */
+  private refused(batch: Pending[], slot: number): void {
+    const now = monoNow();
+    this.slots.moved(slot, now);
+    const late = batch.filter((p) => p.due <= now + 1);
+    if (late.length > 0)
+      this.rejectAll(
+        late,
+        new StoreError(
+          "SLUICE_ERR_STORE_TIMEOUT",
+          `Redis did not answer within ${this.o.timeoutMs} ms (its Cluster slot ${slot} was moving)`,
+        ),
+      );
+    const live = late.length === 0 ? batch : batch.filter((p) => p.due > now + 1);
+    if (live.length > 1) for (const p of live) this.send([p], slot);
+    else if (live.length === 1)
+      unrefTimer(
+        setTimeout(() => {
+          if (this.closed)
+            this.rejectAll(
+              live,
+              new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"),
+            );
+          else this.send(live, slot);
+        }, RETRY_REFUSED_MS),
+      );
+  }
+
   /** A call came back: what waited for it goes now (after this microtask checkpoint's own calls). */
-  private sent(slot: number): void {
-    if (this.cluster) {
-      const n = this.inFlightBySlot.get(slot)! - 1;
-      if (n === 0) this.inFlightBySlot.delete(slot);
-      else this.inFlightBySlot.set(slot, n);
-    } else this.inFlight--;
+  private sent(slot: number, sentAt: number): void {
+    if (this.cluster) this.slots.ended(slot, sentAt);
+    else this.inFlight--;
     if (this.queue.length > 0 && !this.scheduled) {
       this.scheduled = true;
       this.turnStart = monoNow();
