@@ -224,6 +224,18 @@ function followEvents(
   };
 }
 
+/** `head`, the keys, then the arguments — numbers as decimal text when `asText`. */
+function scriptArgs(
+  head: Array<string | number>,
+  keys: readonly string[],
+  args: readonly ScriptArg[],
+  asText: boolean,
+): Array<string | number> {
+  for (const k of keys) head.push(k);
+  for (const x of args) head.push(asText && typeof x !== "string" ? String(x) : x);
+  return head;
+}
+
 // ─── ioredis, iovalkey ───
 
 const IOREDIS_EVENTS: ReadonlyArray<readonly [string, ClientEvent]> = [
@@ -261,10 +273,7 @@ class IoredisPort implements ClientPort {
     keys: readonly string[],
     args: readonly ScriptArg[],
   ): Promise<unknown> {
-    const a: Array<string | number> = [target, keys.length];
-    for (const k of keys) a.push(k);
-    for (const x of args) a.push(x);
-    return this.client.call(command, a);
+    return this.client.call(command, scriptArgs([target, keys.length], keys, args, false));
   }
 
   connect(): void {
@@ -370,9 +379,7 @@ class NodeRedisPort implements ClientPort {
     args: readonly ScriptArg[],
   ): Promise<unknown> {
     // node-redis sends only strings (and buffers).
-    const a: string[] = [command, target, String(keys.length)];
-    for (const k of keys) a.push(k);
-    for (const x of args) a.push(typeof x === "string" ? x : String(x));
+    const a = scriptArgs([command, target, String(keys.length)], keys, args, true) as string[];
     if (this.kind === "cluster")
       return (this.client as unknown as NodeRedisClusterLike).sendCommand(keys[0], false, a);
     if (this.kind === "sentinel")

@@ -182,6 +182,32 @@ describe("a slot stuck in the middle of a migration", () => {
   }, 60_000);
 });
 
+/** `redis-cli --cluster reshard` of `slots` slots from one master to another (its own options after). */
+async function reshard(
+  from: { port: number; id: string },
+  to: { id: string },
+  slots: number,
+  options: string[] = [],
+): Promise<void> {
+  await exec(
+    "redis-cli",
+    [
+      "--cluster",
+      "reshard",
+      `127.0.0.1:${from.port}`,
+      "--cluster-from",
+      from.id,
+      "--cluster-to",
+      to.id,
+      "--cluster-slots",
+      String(slots),
+      ...options,
+      "--cluster-yes",
+    ],
+    { timeout: 120_000 },
+  );
+}
+
 /** Moves what is left of a slot's keys (after SETSLOT NODE, for a test that left it half-moved). */
 async function migrateRest(slot: number, fromPort: number, toPort: number): Promise<void> {
   const keys = (await redisCli(fromPort, "cluster", "getkeysinslot", String(slot), "1000"))
@@ -328,24 +354,7 @@ describe("operations under load", () => {
     const taken = store.leaseCounters?.taken ?? 0;
     const t = traffic(limiters, ids);
     await waitFor(() => t.decisions > 5000, 30_000, 20);
-    await exec(
-      "redis-cli",
-      [
-        "--cluster",
-        "reshard",
-        `127.0.0.1:${from.port}`,
-        "--cluster-from",
-        from.id,
-        "--cluster-to",
-        to.id,
-        "--cluster-slots",
-        String(SLOTS),
-        "--cluster-pipeline",
-        "1",
-        "--cluster-yes",
-      ],
-      { timeout: 120_000 },
-    );
+    await reshard(from, to, SLOTS, ["--cluster-pipeline", "1"]);
     const at = t.decisions;
     await waitFor(() => t.decisions > at + 5000, 30_000, 20);
     await t.stop();
@@ -449,22 +458,7 @@ describe("operations under load", () => {
       })();
       await waitFor(() => decisions > 5000, 30_000, 20);
       const started = performance.now();
-      await exec(
-        "redis-cli",
-        [
-          "--cluster",
-          "reshard",
-          `127.0.0.1:${from.port}`,
-          "--cluster-from",
-          from.id,
-          "--cluster-to",
-          to.id,
-          "--cluster-slots",
-          "1",
-          "--cluster-yes",
-        ],
-        { timeout: 120_000 },
-      );
+      await reshard(from, to, 1);
       const tookMs = performance.now() - started;
       const at = decisions;
       await waitFor(() => decisions > at + 5000, 30_000, 20);
