@@ -45,7 +45,9 @@ export function runConformance(
             ? "no leases with blockDuration"
             : scenario.policy.windowStart === "first-request"
               ? "no leases with first-request windows"
-              : undefined;
+              : scenario.policy.refill === "interval"
+                ? "no leases with interval refills"
+                : undefined;
         if (why !== undefined) {
           // Not leased: such a policy is refused, naming the field (docs/leases.md).
           it(`${scenario.name} (leases refused: ${why})`, () => {
