@@ -79,7 +79,12 @@ describe("refill on the service's policies", () => {
     expect(leased.status).toBe(400);
     expect(leased.body.error.issues.map((i: { path: string }) => i.path)).toEqual(["lease"]);
     const bad = await s.call("POST", "/v1/admin/policies", {
-      body: { name: "b", algorithm: "token-bucket", refill: "steps", rules: [{ limit: 5, period: "1s" }] },
+      body: {
+        name: "b",
+        algorithm: "token-bucket",
+        refill: "steps",
+        rules: [{ limit: 5, period: "1s" }],
+      },
     });
     expect(bad.status).toBe(400);
     expect(bad.body.error.issues.map((i: { path: string }) => i.path)).toContain("refill");

@@ -103,13 +103,13 @@ describe("definePolicy", () => {
     const continuous = definePolicy({ ...input, refill: "continuous" });
     expect(continuous.refill).toBe("continuous");
     expect(policyToInput(continuous)).not.toHaveProperty("refill");
-    expect(definePolicy({ name: "g", rules: [{ limit: 1, period: 1 }] }).refill).toBe(
-      "continuous",
-    );
+    expect(definePolicy({ name: "g", rules: [{ limit: 1, period: 1 }] }).refill).toBe("continuous");
     expect(issuesOf({ ...input, algorithm: "gcra" })).toEqual([
       { path: "refill", message: "refill applies only to token-bucket, not gcra" },
     ]);
-    expect(issuesOf({ ...input, algorithm: "fixed-window", rules: [{ limit: 5, period: 1 }] })).toEqual([
+    expect(
+      issuesOf({ ...input, algorithm: "fixed-window", rules: [{ limit: 5, period: 1 }] }),
+    ).toEqual([
       { path: "refill", message: "refill applies only to token-bucket, not fixed-window" },
     ]);
     expect(issuesOf({ ...input, refill: "steps" })).toEqual([

@@ -98,7 +98,9 @@ export function policyOfCase(c: StoreCase, name: string): Policy | undefined {
       ...(c.firstRequest && c.algorithm === "fixed-window"
         ? { windowStart: "first-request" as const }
         : {}),
-      ...(c.intervalRefill && c.algorithm === "token-bucket" ? { refill: "interval" as const } : {}),
+      ...(c.intervalRefill && c.algorithm === "token-bucket"
+        ? { refill: "interval" as const }
+        : {}),
     });
   } catch (err) {
     if (err instanceof ValidationError) return undefined;

@@ -447,7 +447,8 @@ export class Ratelimit {
     const key = sluiceKey(identifier);
     if (rate > 0 && rate <= a.tokens) {
       const d = await this.limiter.limit(key, { cost: rate });
-      if (d.reason === "store-error") throw this.lastError ?? new Error("Ratelimit: the store failed");
+      if (d.reason === "store-error")
+        throw this.lastError ?? new Error("Ratelimit: the store failed");
       return this.answer(
         d.allowed,
         d.allowed ? d.remaining : 0,

@@ -314,7 +314,10 @@ describe("keys and TTLs", () => {
     const limiters: Limiter[] = [];
     const periods = [1000, 60_000, 3_600_000];
     // Every algorithm, and the token bucket refilled by interval: at most ceil(7/5) = 2 periods.
-    const variants = [...ALGORITHMS.map((alg) => [alg, false] as const), ["token-bucket", true] as const];
+    const variants = [
+      ...ALGORITHMS.map((alg) => [alg, false] as const),
+      ["token-bucket", true] as const,
+    ];
     for (const [alg, interval] of variants) {
       for (const periodMs of periods) {
         const name = `${alg}${interval ? "-interval" : ""}-${periodMs}`;
@@ -392,7 +395,7 @@ describe("keys and TTLs", () => {
     expect(keys.some((k) => /^kl:layout\w+:\{#[A-Za-z0-9_-]{27}\}:t0$/.test(k))).toBe(true);
   });
 
-  it("a token bucket refilled by interval: keys of its own (i), \"tokens refilledAt expiresAt\", kept ceil((burst − left)/limit) periods", async () => {
+  it('a token bucket refilled by interval: keys of its own (i), "tokens refilledAt expiresAt", kept ceil((burst − left)/limit) periods', async () => {
     const t = Date.UTC(2030, 0, 1);
     const s = store({ now: () => t, ttlPadMs: 0, prefix: "iv:" });
     const policy: PolicyInput = {
