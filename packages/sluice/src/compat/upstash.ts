@@ -16,9 +16,8 @@
  * compares the count as Upstash does; `slidingWindow` is sluice's `sliding-window`;
  * `tokenBucket` is sluice's `token-bucket` refilled by interval (`refill: "interval"`: Upstash's
  * own token bucket); `cachedFixedWindow` is Upstash's local cache in front of the fixed
- * window's count. The ephemeral cache, `timeout`
- * (fail open), `blockUntilReady`, `getRemaining` and `resetUsedTokens` behave as Upstash's.
- * Differences that remain: docs/migrating.md.
+ * window's count. The ephemeral cache, `timeout` (fail open), `blockUntilReady`, `getRemaining`
+ * and `resetUsedTokens` behave as Upstash's. Differences that remain: docs/migrating.md.
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
