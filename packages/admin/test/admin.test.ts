@@ -422,6 +422,45 @@ describe("the console in Chromium", () => {
     await page.waitForSelector("#edit-policy");
   });
 
+  it("a token bucket refilled by interval: the document says so, an edit keeps it, a change of algorithm drops it", async () => {
+    const admin = await adminToken();
+    const name = "steps.bucket";
+    const made = await api("POST", "/v1/admin/policies", {
+      token: admin,
+      body: {
+        name,
+        algorithm: "token-bucket",
+        refill: "interval",
+        rules: [{ limit: 2, period: "1s", burst: 5 }],
+      },
+    });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    await page.goto(`${base}/admin/#/policies/${name}`);
+    await page.waitForSelector("#edit-policy");
+    expect(await page.textContent("#enforced")).toContain(
+      "Refillthe rule's limit at once, every whole period from each key's first request",
+    );
+    await page.click("#edit-policy");
+    await page.waitForSelector("#policy-form");
+    await page.fill('[data-field="rules.0.limit"] input', "3");
+    await page.click("#save-policy");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 2");
+    const doc = async () => (await api("GET", `/v1/admin/policies/${name}`, { token: admin })).body;
+    expect(await doc()).toMatchObject({ refill: "interval", rules: [{ limit: 3 }] });
+    // Another algorithm: the form does not send what only applies to token buckets.
+    await page.click("#edit-policy");
+    await page.waitForSelector("#policy-form");
+    await page.selectOption("#policy-form select[name=algorithm]", "gcra");
+    await page.click("#save-policy");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 3");
+    expect(await doc()).not.toHaveProperty("refill");
+    expect(
+      (await api("DELETE", `/v1/admin/policies/${name}`, { token: admin })).status,
+    ).toBeLessThan(300);
+    await page.goto(`${base}/admin/#/policies/${POLICY}`);
+    await page.waitForSelector("#edit-policy");
+  });
+
   it("a refused action disarms its button, and its message does not follow you", async () => {
     // Deleting an app that a policy is granted to is refused.
     await page.goto(`${base}/admin/#/apps`);

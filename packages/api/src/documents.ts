@@ -62,6 +62,10 @@ export const policyDocumentSchema = z.strictObject({
     description:
       "fixed-window: windows aligned to the clock (default) or opened by a key's first request.",
   }),
+  refill: z.enum(["continuous", "interval"]).optional().meta({
+    description:
+      "token-bucket: refilled continuously (default) or `limit` tokens at once every whole period from each key's first request (as @upstash/ratelimit).",
+  }),
   lease: z
     .union([
       z.boolean(),

@@ -107,6 +107,7 @@ export function validatePolicyDocument(
     ...(r.windowStart !== undefined && r.windowStart !== "aligned"
       ? { windowStart: r.windowStart }
       : {}),
+    ...(r.refill !== undefined && r.refill !== "continuous" ? { refill: r.refill } : {}),
     ...(r.lease !== undefined && r.lease !== false ? { lease: r.lease } : {}),
     apps: extra.data.apps,
     enabled: extra.data.enabled,

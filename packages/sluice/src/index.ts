@@ -20,6 +20,7 @@ export type {
   PolicyInput,
   RuleInput,
   OnStoreError,
+  Refill,
   WindowStart,
 } from "./policy.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";

@@ -469,6 +469,7 @@ class PolicyLimiter implements Limiter {
         ...(this.policy.algorithm === "fixed-window"
           ? { windowStart: this.policy.windowStart }
           : {}),
+        ...(this.policy.algorithm === "token-bucket" ? { refill: this.policy.refill } : {}),
       });
       // Keep the counters across a change of share: only the policy is rebuilt.
       this.insurance = {

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ValidationError } from "./errors.js";
 import { createLimiter } from "./limiter.js";
 import { type PolicyInput, definePolicy, policyToInput } from "./policy.js";
+import { memoryStore } from "./stores/memory.js";
 
 function issuesOf(input: unknown): Array<{ path: string; message: string }> {
   try {
@@ -85,6 +86,49 @@ describe("definePolicy", () => {
     expect(issuesOf({ ...input, windowStart: "first" })).toEqual([
       { path: "windowStart", message: "windowStart must be aligned or first-request" },
     ]);
+  });
+
+  it("refill: token buckets refilled continuously or by whole intervals, validated and round-tripped", () => {
+    const input: PolicyInput = {
+      name: "tb",
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [{ limit: 5, period: "1m", burst: 8 }],
+    };
+    const p = definePolicy(input);
+    expect(p.refill).toBe("interval");
+    expect(policyToInput(p)).toEqual({ ...input, rules: [{ limit: 5, period: 60_000, burst: 8 }] });
+    expect(definePolicy(policyToInput(p))).toEqual(p);
+    // Continuous is the default, and not written back.
+    const continuous = definePolicy({ ...input, refill: "continuous" });
+    expect(continuous.refill).toBe("continuous");
+    expect(policyToInput(continuous)).not.toHaveProperty("refill");
+    expect(definePolicy({ name: "g", rules: [{ limit: 1, period: 1 }] }).refill).toBe("continuous");
+    expect(issuesOf({ ...input, algorithm: "gcra" })).toEqual([
+      { path: "refill", message: "refill applies only to token-bucket, not gcra" },
+    ]);
+    expect(
+      issuesOf({ ...input, algorithm: "fixed-window", rules: [{ limit: 5, period: 1 }] }),
+    ).toEqual([
+      { path: "refill", message: "refill applies only to token-bucket, not fixed-window" },
+    ]);
+    expect(issuesOf({ ...input, refill: "steps" })).toEqual([
+      { path: "refill", message: "refill must be continuous or interval" },
+    ]);
+    expect(issuesOf({ ...input, lease: true })).toEqual([
+      {
+        path: "lease",
+        message:
+          "leases need a continuous refill (refill interval adds tokens at each key's own anchor)",
+      },
+    ]);
+    // The two refills keep apart what they count, under one name (their states differ).
+    const store = memoryStore({ now: () => 1_700_006_400_000 });
+    const stepped = createLimiter({ store, policy: input });
+    const smooth = createLimiter({ store, policy: { ...input, refill: "continuous" } });
+    for (let i = 0; i < 8; i++) expect(stepped.limitSync("k").allowed).toBe(true);
+    expect(stepped.limitSync("k").allowed).toBe(false);
+    expect(smooth.limitSync("k").remaining).toBe(7);
   });
 
   it.each([
@@ -232,10 +276,11 @@ describe("definePolicy", () => {
         algorithm: "sliding-log",
         rules: [{ limit: 200_000, period: "1m" }],
         windowStart: "first-request",
+        refill: "interval",
         resetOnBlock: true,
         onStoreError: "maybe",
       }).map((i) => i.path),
-    ).toEqual(["name", "onStoreError", "rules.0.limit", "resetOnBlock", "windowStart"]);
+    ).toEqual(["name", "onStoreError", "rules.0.limit", "resetOnBlock", "windowStart", "refill"]);
     // What cannot be known is not guessed at: an unknown algorithm says nothing of burst, a
     // blockDuration that is wrong is not also "missing".
     expect(

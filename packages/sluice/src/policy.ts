@@ -6,6 +6,7 @@ import {
   type ResolvedRule,
   algorithms,
   fixedWindowFromFirstRequest,
+  tokenBucketInterval,
 } from "./algorithms/index.js";
 import { type Duration, parseDurationOrMessage } from "./duration.js";
 import { ValidationError, type ValidationIssue } from "./errors.js";
@@ -56,6 +57,15 @@ export const LEASE_ALGORITHMS: readonly AlgorithmName[] = [
  */
 export type WindowStart = "aligned" | "first-request";
 
+/**
+ * How a `token-bucket` policy's buckets refill: `continuous`ly (limit/period tokens per ms, a
+ * token as soon as it has accrued), or by `interval` (`limit` tokens at once every whole
+ * `period` after the key's anchor, its first charge since it was last full and expired: as
+ * @upstash/ratelimit's token bucket counts). Both admit `burst` at once and `limit` per period
+ * in the long run; between steps an interval bucket admits nothing.
+ */
+export type Refill = "continuous" | "interval";
+
 /** What to do when the counter store fails or times out. */
 export type OnStoreError = "allow" | "deny" | "insurance";
 
@@ -78,6 +88,8 @@ export interface PolicyInput {
   resetOnBlock?: boolean;
   /** `fixed-window` only: where windows start (see {@link WindowStart}). Default `aligned`. */
   windowStart?: WindowStart;
+  /** `token-bucket` only: how buckets refill (see {@link Refill}). Default `continuous`. */
+  refill?: Refill;
   /**
    * When the store fails: `allow` (fail open, the default), `deny` (fail closed), or
    * `insurance` (an in-memory limiter enforcing this instance's share of the limit).
@@ -92,7 +104,8 @@ export interface PolicyInput {
   /**
    * Redis store: decide hot keys from leases of capacity held in memory (`true` for the
    * defaults, or their tuning). Never over the limit; see docs/leases.md. gcra, token-bucket,
-   * fixed-window and concurrency; not with `blockDuration`. The memory store ignores it.
+   * fixed-window and concurrency; not with `blockDuration`, first-request windows or interval
+   * refills. The memory store ignores it.
    */
   lease?: boolean | LeaseInput;
 }
@@ -108,6 +121,8 @@ export interface Policy {
   readonly resetOnBlock: boolean;
   /** Where windows start (`aligned` for every algorithm but a `first-request` fixed-window). */
   readonly windowStart: WindowStart;
+  /** How buckets refill (`continuous` for every algorithm but an `interval` token-bucket). */
+  readonly refill: Refill;
   readonly onStoreError: OnStoreError;
   /** 0 means "ask the store, else 1". */
   readonly insuranceInstances: number;
@@ -192,6 +207,9 @@ const policySchema = z.strictObject({
     .enum(["aligned", "first-request"], {
       error: "windowStart must be aligned or first-request",
     })
+    .optional(),
+  refill: z
+    .enum(["continuous", "interval"], { error: "refill must be continuous or interval" })
     .optional(),
   onStoreError: z
     .enum(["allow", "deny", "insurance"], {
@@ -292,6 +310,7 @@ export function definePolicy(input: PolicyInput): Policy {
     blockMs: d.blockDuration ?? 0,
     resetOnBlock: d.resetOnBlock ?? false,
     windowStart: d.windowStart ?? "aligned",
+    refill: d.refill ?? "continuous",
     onStoreError: d.onStoreError,
     insuranceInstances: d.insuranceInstances ?? 0,
     shadow: d.shadow,
@@ -386,6 +405,12 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
       message: `windowStart applies only to fixed-window, not ${algorithm}`,
     });
   }
+  if (raw.refill !== undefined && algorithm !== undefined && algorithm !== "token-bucket") {
+    issues.push({
+      path: "refill",
+      message: `refill applies only to token-bucket, not ${algorithm}`,
+    });
+  }
   if (algorithm === "concurrency" && p.rules !== undefined && p.rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
@@ -408,6 +433,13 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
         message: "leases need aligned windows (windowStart first-request gives each key its own)",
       });
     }
+    if (p.refill === "interval") {
+      issues.push({
+        path: "lease",
+        message:
+          "leases need a continuous refill (refill interval adds tokens at each key's own anchor)",
+      });
+    }
     if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
       issues.push({ path: "lease.ttl", message: "must be more than 0" });
   }
@@ -422,11 +454,16 @@ export function isResolvedPolicy(value: unknown): value is Policy {
   return typeof value === "object" && value !== null && resolved.has(value);
 }
 
-/** The algorithm that decides `policy` (a fixed-window's variant follows its `windowStart`). */
+/**
+ * The algorithm that decides `policy` (a fixed-window's variant follows its `windowStart`, a
+ * token-bucket's its `refill`).
+ */
 export function algorithmOf(policy: Policy): Algorithm {
   return policy.windowStart === "first-request"
     ? fixedWindowFromFirstRequest
-    : algorithms[policy.algorithm];
+    : policy.refill === "interval"
+      ? tokenBucketInterval
+      : algorithms[policy.algorithm];
 }
 
 /** Largest cost one request may have under this policy: the smallest rule capacity. */
@@ -458,6 +495,7 @@ export function policyToInput(policy: Policy): PolicyInput {
   if (policy.blockMs > 0) out.blockDuration = policy.blockMs;
   if (policy.resetOnBlock) out.resetOnBlock = true;
   if (policy.windowStart !== "aligned") out.windowStart = policy.windowStart;
+  if (policy.refill !== "continuous") out.refill = policy.refill;
   if (policy.onStoreError !== "allow") out.onStoreError = policy.onStoreError;
   if (policy.insuranceInstances > 0) out.insuranceInstances = policy.insuranceInstances;
   if (policy.shadow) out.shadow = true;

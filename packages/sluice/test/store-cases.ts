@@ -1,7 +1,8 @@
 /**
  * Random policies and operation sequences for the differential tests of the stores (memory vs
  * Redis, memory fast paths vs `evaluate()`): every algorithm, one to three rules, penalties
- * with and without `resetOnBlock`, first-request windows, and every store operation.
+ * with and without `resetOnBlock`, first-request windows, token buckets refilled by interval,
+ * and every store operation.
  */
 import fc from "fast-check";
 import {
@@ -67,6 +68,8 @@ export const storeCaseArb = fc.record({
   resetOnBlock: fc.boolean(),
   /** For fixed-window: windows started by the first request. */
   firstRequest: fc.boolean(),
+  /** For token-bucket: refilled by whole intervals from each key's anchor. */
+  intervalRefill: fc.boolean(),
   ops: fc.array(storeOpArb, { minLength: 5, maxLength: 40 }),
 });
 
@@ -94,6 +97,9 @@ export function policyOfCase(c: StoreCase, name: string): Policy | undefined {
         : {}),
       ...(c.firstRequest && c.algorithm === "fixed-window"
         ? { windowStart: "first-request" as const }
+        : {}),
+      ...(c.intervalRefill && c.algorithm === "token-bucket"
+        ? { refill: "interval" as const }
         : {}),
     });
   } catch (err) {

@@ -138,6 +138,9 @@ function docView(doc: PolicyDoc): HTMLElement {
     row("Shadow", doc.shadow ? "yes — everything passes, denials are only reported" : "no"),
     row("Leases", leaseText(doc.lease)),
     doc.windowStart === "first-request" ? row("Windows", "opened by each key's first request") : [],
+    doc.refill === "interval"
+      ? row("Refill", "the rule's limit at once, every whole period from each key's first request")
+      : [],
     doc.resetOnBlock ? row("Block", "forgets the key's counts") : [],
     row("Enabled", doc.enabled === false ? "no — everything passes, nothing is counted" : "yes"),
     row("Apps granted", (doc.apps ?? []).join(", ") || "none"),
@@ -158,6 +161,7 @@ function docOf(p: PolicyDoc): PolicyDoc {
     shadow: p.shadow ?? false,
     ...(p.lease !== undefined && p.lease !== false ? { lease: p.lease } : {}),
     ...(p.windowStart !== undefined ? { windowStart: p.windowStart } : {}),
+    ...(p.refill !== undefined ? { refill: p.refill } : {}),
     ...(p.resetOnBlock !== undefined ? { resetOnBlock: p.resetOnBlock } : {}),
     enabled: p.enabled ?? true,
     apps: p.apps ?? [],
@@ -455,8 +459,10 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
       if (hot !== undefined) t.hotAfter = hot;
       out.lease = Object.keys(t).length > 0 ? t : true;
     }
-    // Kept as they are: the form does not edit them.
-    if (doc.windowStart !== undefined) out.windowStart = doc.windowStart;
+    // Kept as they are (the form does not edit them), while the algorithm they apply to is.
+    if (doc.windowStart !== undefined && algorithm.value === "fixed-window")
+      out.windowStart = doc.windowStart;
+    if (doc.refill !== undefined && algorithm.value === "token-bucket") out.refill = doc.refill;
     if (doc.resetOnBlock !== undefined) out.resetOnBlock = doc.resetOnBlock;
     if (onStoreError.value === "insurance" && inst !== undefined) out.insuranceInstances = inst;
     return out as unknown as PolicyDoc;

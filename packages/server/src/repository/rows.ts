@@ -146,6 +146,7 @@ export const policyDocumentShape = z.strictObject({
   shadow: z.boolean().optional(),
   resetOnBlock: z.boolean().optional(),
   windowStart: z.enum(["aligned", "first-request"]).optional(),
+  refill: z.enum(["continuous", "interval"]).optional(),
   lease: z
     .union([
       z.boolean(),

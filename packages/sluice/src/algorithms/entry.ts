@@ -32,6 +32,7 @@ export {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  tokenBucketInterval,
 } from "./index.js";
 export type {
   AlgorithmName,
@@ -50,6 +51,7 @@ export type {
   OnStoreError,
   Policy,
   PolicyInput,
+  Refill,
   RuleInput,
   WindowStart,
 } from "../policy.js";

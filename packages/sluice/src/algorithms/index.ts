@@ -3,7 +3,7 @@ import { fixedWindow, fixedWindowFromFirstRequest } from "./fixed-window.js";
 import { gcra } from "./gcra.js";
 import { slidingLog } from "./sliding-log.js";
 import { slidingWindow } from "./sliding-window.js";
-import { tokenBucket } from "./token-bucket.js";
+import { tokenBucket, tokenBucketInterval } from "./token-bucket.js";
 import type { Algorithm } from "./types.js";
 
 export type {
@@ -23,6 +23,7 @@ export {
   slidingLog,
   slidingWindow,
   tokenBucket,
+  tokenBucketInterval,
 };
 
 /** The algorithm names a policy may use. `gcra` is the default. */

@@ -14,10 +14,10 @@
  * The algorithms are sluice's under the policy named after `prefix` (`@upstash/ratelimit` →
  * `upstash.ratelimit`): `fixedWindow` counts every request in windows aligned to the clock and
  * compares the count as Upstash does; `slidingWindow` is sluice's `sliding-window`;
- * `tokenBucket` is sluice's `token-bucket` (refilled continuously); `cachedFixedWindow` is
- * Upstash's local cache in front of the fixed window's count. The ephemeral cache, `timeout`
- * (fail open), `blockUntilReady`, `getRemaining` and `resetUsedTokens` behave as Upstash's.
- * Differences that remain: docs/migrating.md.
+ * `tokenBucket` is sluice's `token-bucket` refilled by interval (`refill: "interval"`: Upstash's
+ * own token bucket); `cachedFixedWindow` is Upstash's local cache in front of the fixed
+ * window's count. The ephemeral cache, `timeout` (fail open), `blockUntilReady`, `getRemaining`
+ * and `resetUsedTokens` behave as Upstash's. Differences that remain: docs/migrating.md.
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
@@ -275,8 +275,9 @@ export class Ratelimit {
   }
 
   /**
-   * A bucket of `maxTokens`, refilled at `refillRate` per `interval` (sluice's `token-bucket`:
-   * continuously, where Upstash adds `refillRate` at once every `interval`).
+   * A bucket of `maxTokens`, to which `refillRate` tokens are added at once every `interval`
+   * counted from the identifier's first request (sluice's `token-bucket` with
+   * `refill: "interval"`: Upstash's token bucket).
    */
   static tokenBucket(refillRate: number, interval: Duration, maxTokens: number): Algorithm {
     positive(refillRate, "refillRate");
@@ -354,6 +355,11 @@ export class Ratelimit {
           limit: a.tokens,
         };
     }
+    if (a.kind === "tokenBucket") {
+      // What is left now (Upstash's: what its last request left, not caught up since).
+      const look = await this.lookAtBucket(sluiceKey(identifier));
+      return { remaining: look.tokens, reset: look.reset, limit: a.tokens };
+    }
     const sd = await this.limiter.store.peek({
       policy: this.limiter.policy,
       key: sluiceKey(identifier),
@@ -364,13 +370,7 @@ export class Ratelimit {
       const used = COUNTER_LIMIT - rule.remaining;
       return { remaining: Math.max(0, a.tokens - used), reset: this.windowEnd(), limit: a.tokens };
     }
-    if (a.kind === "slidingWindow")
-      return { remaining: rule.remaining, reset: this.windowEnd(), limit: a.tokens };
-    return {
-      remaining: rule.remaining,
-      reset: Date.now() + this.untilNextToken(rule.remaining, rule.resetAfterMs),
-      limit: a.tokens,
-    };
+    return { remaining: rule.remaining, reset: this.windowEnd(), limit: a.tokens };
   };
 
   private async decide(identifier: string, rate: number): Promise<RatelimitResponse> {
@@ -394,25 +394,18 @@ export class Ratelimit {
         { path: "rate", message: `must be a whole number (got ${String(rate)})` },
       ]);
     if (a.kind === "cachedFixedWindow") return this.cached(identifier, key, rate);
-    const d = await this.charge(identifier, rate);
     let res: RatelimitResponse;
-    if (a.kind === "fixedWindow") {
+    if (a.kind === "tokenBucket") res = await this.bucket(identifier, rate);
+    else if (a.kind === "fixedWindow") {
+      const d = await this.charge(identifier, rate);
       const used = countOf(d);
       res = this.answer(used <= a.tokens, Math.max(0, a.tokens - used), this.windowEnd());
-    } else if (a.kind === "slidingWindow") {
+    } else {
       // A look or a refund succeeds while the window is not over its limit (cost-0 look), as
       // Upstash answers it.
+      const d = await this.charge(identifier, rate);
       if (!d.allowed && rate > 0) await this.countRefused(identifier, rate, d);
       res = this.answer(d.allowed, d.allowed ? d.remaining : 0, this.windowEnd());
-    } else {
-      // A look or a refund (rate ≤ 0) always succeeds (a cost-0 look); a refusal answers 0
-      // left, as Upstash answers them.
-      const success = d.allowed;
-      res = this.answer(
-        success,
-        success ? d.remaining : 0,
-        Date.now() + (success ? this.untilNextToken(d.remaining, d.resetAfterMs) : d.retryAfterMs),
-      );
     }
     if (this.cache !== undefined) {
       if (!res.success) this.cache.blockUntil(key, res.reset);
@@ -439,6 +432,50 @@ export class Ratelimit {
     cache.set(bucketKey, used);
     const remaining = tokens - used;
     return { success: remaining >= 0, limit: tokens, remaining, reset, pending: Promise.resolve() };
+  }
+
+  /**
+   * Upstash's token bucket: a rate the bucket can hold is decided (a refusal answers 0 left); a
+   * larger one is refused, taking nothing; a look (0) or a refund (< 0) writes the bucket back
+   * caught up with its refills, as Upstash's script does (a refund stops at `maxTokens`), and
+   * succeeds. `reset` is the bucket's next refill, as Upstash answers it.
+   */
+  private async bucket(identifier: string, rate: number): Promise<RatelimitResponse> {
+    const a = this.algorithm;
+    // "" is an identifier of its own, as in @upstash/ratelimit.
+    const key = sluiceKey(identifier);
+    if (rate > 0 && rate <= a.tokens) {
+      const d = await this.limiter.limit(key, { cost: rate });
+      if (d.reason === "store-error")
+        throw this.lastError ?? new Error("Ratelimit: the store failed");
+      return this.answer(
+        d.allowed,
+        d.allowed ? d.remaining : 0,
+        this.nextRefill(d.remaining, d.resetAfterMs),
+      );
+    }
+    const { policy, store } = this.limiter;
+    const [, look] = await Promise.all([
+      rate <= 0 ? store.adjust(policy, key, rate) : undefined,
+      this.lookAtBucket(key),
+    ]);
+    return this.answer(rate <= 0, rate <= 0 ? look.tokens : 0, look.reset);
+  }
+
+  /**
+   * The token bucket's tokens and next refill, without taking any: a look at a whole bucket
+   * (a cost of `maxTokens`), whose answer tells both. Sent in the same tick as the caller's
+   * other operation on the key (one script call on Redis, after it).
+   */
+  private async lookAtBucket(key: string): Promise<{ tokens: number; reset: number }> {
+    const a = this.algorithm;
+    const { policy, store } = this.limiter;
+    const look = await store.peek({ policy, key, cost: a.tokens });
+    const rule = look.rules[0]!;
+    return {
+      tokens: look.allowed ? a.tokens : rule.remaining,
+      reset: this.nextRefill(rule.remaining, rule.resetAfterMs),
+    };
   }
 
   /**
@@ -490,8 +527,7 @@ export class Ratelimit {
 
   /** The largest rate one request may take (the policy's capacity). */
   private capacity(): number {
-    const a = this.algorithm;
-    return a.kind === "slidingWindow" || a.kind === "tokenBucket" ? a.tokens : COUNTER_LIMIT;
+    return this.algorithm.kind === "slidingWindow" ? this.algorithm.tokens : COUNTER_LIMIT;
   }
 
   private answer(success: boolean, remaining: number, reset: number): RatelimitResponse {
@@ -514,15 +550,16 @@ export class Ratelimit {
     return (Math.floor(Date.now() / w) + 1) * w;
   }
 
-  /** Token bucket: ms until the next token, from what is left and the time until full. */
-  private untilNextToken(remaining: number, untilFullMs: number): number {
+  /**
+   * Token bucket: when its next refill comes (Upstash's `reset`: the anchor + one interval),
+   * from a rule's answer: `resetAfterMs` is the anchor + ceil(missing / refillRate) intervals
+   * from now, `missing` being `maxTokens − remaining` (never 0: a charge or a whole bucket's look
+   * leaves some missing).
+   */
+  private nextRefill(remaining: number, resetAfterMs: number): number {
     const a = this.algorithm;
-    const perToken = a.windowMs / a.refillRate;
-    const missing = a.tokens - remaining;
-    // Full: Upstash answers a fresh bucket's next refill, an interval from now.
-    if (missing <= 0) return a.windowMs;
-    // The bucket is full after `missing` tokens; the next one arrives that much sooner.
-    return Math.max(0, Math.ceil(untilFullMs - (missing - 1) * perToken));
+    const steps = Math.max(1, Math.ceil((a.tokens - remaining) / a.refillRate));
+    return Date.now() + resetAfterMs - (steps - 1) * a.windowMs;
   }
 }
 
@@ -564,6 +601,7 @@ function policyOf(a: Algorithm, name: string): Policy {
       input = {
         name,
         algorithm: "token-bucket",
+        refill: "interval",
         rules: [{ limit: a.refillRate, period: a.windowMs, burst: a.tokens }],
       };
       break;

@@ -92,6 +92,32 @@ describe("durableObjectStore", () => {
     expect([d.allowed, d.reason]).toEqual([false, "store-error"]);
   });
 
+  it("a token bucket refilled by interval: keys of its own (code i), decided by whole steps", async () => {
+    const storage = mapStorage();
+    let t = 1_700_006_400_000;
+    const store = durableObjectStore({
+      namespace: namespaceOf(new SluiceDurableObject({ storage })),
+      now: () => t,
+    });
+    const stepped = createLimiter({
+      store,
+      policy: {
+        name: "api",
+        algorithm: "token-bucket",
+        refill: "interval",
+        rules: [{ limit: 2, period: "1s", burst: 2 }],
+      },
+    });
+    expect((await stepped.limit("k")).remaining).toBe(1);
+    expect((await stepped.limit("k")).remaining).toBe(0);
+    t += 999;
+    // Continuous, 1.998 tokens would be back; by interval, none until the anchor + 1 s.
+    expect(await stepped.limit("k")).toMatchObject({ allowed: false, retryAfterMs: 1 });
+    t += 1;
+    expect((await stepped.limit("k")).remaining).toBe(1);
+    expect([...storage.map.keys()]).toEqual(["api:{k}:i"]);
+  });
+
   it("reports a stored value that is not sluice's as SLUICE_ERR_CORRUPT_STATE, for that key only", async () => {
     const storage = mapStorage();
     const store = durableObjectStore({

@@ -36,7 +36,6 @@ import { type KeyState, adjustState, evaluate, releaseState, setCountState } fro
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import {
-  ALGORITHM_CODES,
   OP_ADJUST,
   OP_DECIDE,
   OP_PEEK,
@@ -44,6 +43,7 @@ import {
   OP_RESET,
   OP_SET,
   identifierTag,
+  keyCode,
   slotOfTag,
 } from "./redis-keys.js";
 
@@ -307,7 +307,7 @@ export class SluiceDurableObject {
 
 /** The storage key of a key's state: the Redis store's layout, one key for every rule. */
 function storageKey(policy: Policy, key: string): string {
-  return `${policy.name}:{${identifierTag(key)}}:${ALGORITHM_CODES[policy.algorithm]}`;
+  return `${policy.name}:{${identifierTag(key)}}:${keyCode(policy)}`;
 }
 
 function flatten(rules: readonly RuleOutcome[]): number[] {
@@ -639,9 +639,17 @@ export class DurableObjectStore implements Store {
   private input(policy: Policy): string {
     let text = this.inputs.get(policy);
     if (text === undefined) {
-      const { name, algorithm, rules, blockDuration, resetOnBlock, windowStart } =
+      const { name, algorithm, rules, blockDuration, resetOnBlock, windowStart, refill } =
         policyToInput(policy);
-      text = JSON.stringify({ name, algorithm, rules, blockDuration, resetOnBlock, windowStart });
+      text = JSON.stringify({
+        name,
+        algorithm,
+        rules,
+        blockDuration,
+        resetOnBlock,
+        windowStart,
+        refill,
+      });
       this.inputs.set(policy, text);
     }
     return text;

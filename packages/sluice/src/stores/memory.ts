@@ -1000,7 +1000,7 @@ export class MemoryStore implements SyncStore {
     const n = policy.rules.length;
     const hasBlock = policy.blockMs > 0;
     const compact = policy.algorithm === "gcra" && n === 1 && !hasBlock;
-    const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.windowStart}\u0000${n}\u0000${hasBlock ? "b" : ""}`;
+    const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.windowStart}\u0000${policy.refill}\u0000${n}\u0000${hasBlock ? "b" : ""}`;
     sp = this.spaces.get(id);
     if (sp === undefined) {
       sp =

@@ -1,5 +1,6 @@
 import type { AlgorithmName } from "../algorithms/index.js";
 import { sha1Base64url, utf8Bytes } from "../hash.js";
+import type { Policy } from "../policy.js";
 
 /**
  * Key layout of the Redis store (see docs/redis.md):
@@ -34,6 +35,23 @@ export const ALGORITHM_CODES: Readonly<Record<AlgorithmName, string>> = {
   "sliding-log": "l",
   concurrency: "c",
 };
+
+/**
+ * The code in a policy's keys: its algorithm's, or `i` for a token bucket refilled by interval
+ * (`refill: "interval"`), whose state is not the continuous bucket's: a policy whose refill
+ * changed starts fresh instead of misreading the other's state.
+ */
+export function keyCode(policy: Policy): string {
+  return policy.refill === "interval" ? "i" : ALGORITHM_CODES[policy.algorithm];
+}
+
+/**
+ * The code the script decides a policy by: its keys' code, or `F` for a fixed window started by
+ * the first request (over `f`'s keys and layout).
+ */
+export function scriptCode(policy: Policy): string {
+  return policy.windowStart === "first-request" ? "F" : keyCode(policy);
+}
 
 /** Longest identifier kept as is inside the hash tag; longer ones are hashed. */
 export const MAX_RAW_IDENTIFIER = 64;

@@ -6,7 +6,6 @@ import type { Policy } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
 import {
-  ALGORITHM_CODES,
   OP_ADJUST,
   OP_DECIDE,
   OP_GIVE_BACK,
@@ -16,6 +15,8 @@ import {
   OP_RESET,
   OP_SET,
   identifierTag,
+  keyCode,
+  scriptCode,
   slotOfTag,
   tagForSlot,
 } from "./redis-keys.js";
@@ -884,10 +885,9 @@ export class RedisStore implements Store {
     if (policy === this.lastPolicy) return this.lastInfo!;
     let info = this.policies.get(policy);
     if (info === undefined) {
-      const code = ALGORITHM_CODES[policy.algorithm];
-      // A first-request fixed window decides by its own code (F) over f's keys and layout.
+      const code = keyCode(policy);
       const spec: Array<string | number> = [
-        policy.windowStart === "first-request" ? "F" : code,
+        scriptCode(policy),
         policy.rules.length,
         // Negative: a block that forgets the key's counts (see lua/sluice.lua).
         policy.resetOnBlock ? -policy.blockMs : policy.blockMs,

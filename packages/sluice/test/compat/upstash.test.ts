@@ -63,6 +63,7 @@ function both(kind: Made, a: number, window: Duration, b = 0, cache = true) {
     kind === "tokenBucket" ? Ratelimit.tokenBucket(a, window, b) : Ratelimit[kind](a, window);
   const ephemeralCache = cache ? undefined : (false as const);
   return {
+    prefix,
     peer: new Peer({ redis: upstash, limiter: peerLimiter, prefix, ephemeralCache }),
     face: new Ratelimit({ redis: sluiceRedis(), limiter: faceLimiter, prefix, ephemeralCache }),
     memory: new Ratelimit({ limiter: faceLimiter, prefix, ephemeralCache }),
@@ -178,12 +179,14 @@ describe("fixedWindow and cachedFixedWindow against @upstash/ratelimit (faked Da
     },
   );
 
-  it.each(["fixedWindow", "cachedFixedWindow", "slidingWindow"] as const)(
+  it.each(["fixedWindow", "cachedFixedWindow", "slidingWindow", "tokenBucket"] as const)(
     "%s: edge identifiers and rates (0, 2) give the same answers",
     async (kind) => {
       // Early in a window, so that a sliding window's previous one weighs nothing.
       vi.useFakeTimers({ toFake: ["Date"], now: Math.ceil(Date.now() / 60_000) * 60_000 + 10 });
-      const { peer, face, memory } = both(kind, 5, "60 s");
+      // (A bucket of 5, 1 more a minute.)
+      const { peer, face, memory } =
+        kind === "tokenBucket" ? both(kind, 1, "60 s", 5) : both(kind, 5, "60 s");
       for (const [i, id] of EDGE_IDS.entries())
         for (const rate of [1, ...Array.from({ length: i }, () => 1), 2, 0]) {
           const where = `id ${i} rate ${rate}`;
@@ -311,38 +314,244 @@ describe("slidingWindow against @upstash/ratelimit", () => {
   });
 });
 
-describe("tokenBucket against @upstash/ratelimit", () => {
-  it("the first burst is the same; then sluice refills continuously, Upstash per interval", async () => {
+describe("tokenBucket against @upstash/ratelimit (faked Date: exact)", () => {
+  /**
+   * The peer's key expires on Redis's own clock, which the faked Date does not move: the test
+   * deletes it when the faked clock reaches its expiry, as Redis would have. `expiry` is read
+   * back (PTTL) after each write that set it: a whole number of intervals from the write.
+   */
+  function peerExpiry(prefix: string, intervalMs: number) {
+    const expiries = new Map<string, number>();
+    const keyOf = (id: string) => `${prefix}:${id}`;
+    return {
+      /** After a peer call that set the key's expiry (a charge, or a look that left it short). */
+      async wrote(id: string): Promise<void> {
+        const pttl = await client.pttl(keyOf(id));
+        expect(pttl, `the peer's key ${keyOf(id)} has an expiry`).toBeGreaterThan(0);
+        expiries.set(id, Date.now() + Math.ceil(pttl / intervalMs) * intervalMs);
+      },
+      /** Deletes the peer's keys whose expiry the faked clock has reached. */
+      async expire(): Promise<void> {
+        for (const [id, at] of expiries)
+          if (Date.now() >= at) {
+            await client.del(keyOf(id));
+            expiries.delete(id);
+          }
+      },
+      exists: async (id: string) => (await client.exists(keyOf(id))) === 1,
+      forget: (id: string) => expiries.delete(id),
+    };
+  }
+
+  it("random sequences of rates (more than the bucket too), looks, refunds, getRemaining, resets and time give the same answers", async () => {
+    let compared = 0;
+    const seen = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.oneof(
+            {
+              weight: 8,
+              arbitrary: fc.record({
+                op: fc.constant("limit" as const),
+                id: fc.constantFrom("a", "b", "a", ""),
+                rate: fc.constantFrom(1, 1, 1, 2, 3, 5),
+              }),
+            },
+            {
+              weight: 2,
+              arbitrary: fc.record({
+                op: fc.constant("refund" as const),
+                id: fc.constantFrom("a", "b"),
+                rate: fc.constantFrom(0, -1, -2),
+              }),
+            },
+            {
+              weight: 1,
+              arbitrary: fc.record({
+                op: fc.constant("remaining" as const),
+                id: fc.constantFrom("a", "b", "c"),
+              }),
+            },
+            {
+              weight: 1,
+              arbitrary: fc.record({
+                op: fc.constant("reset" as const),
+                id: fc.constantFrom("a", "b"),
+              }),
+            },
+            {
+              weight: 4,
+              arbitrary: fc.record({
+                op: fc.constant("wait" as const),
+                ms: fc.integer({ min: 1, max: 2600 }),
+              }),
+            },
+          ),
+          { minLength: 3, maxLength: 40 },
+        ),
+        async (ops) => {
+          vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+          try {
+            // 4 at once, 2 more every second; a key lives at most 2 s after a write.
+            const { prefix, peer, face, memory } = both("tokenBucket", 2, "1 s", 4, false);
+            const expiry = peerExpiry(prefix, 1000);
+            const same = async (
+              id: string,
+              rate: number,
+              where: string,
+            ): Promise<Omit<Awaited<ReturnType<Peer["limit"]>>, "pending">> => {
+              const x = view(await peer.limit(id, { rate }));
+              expect(view(await face.limit(id, { rate })), where).toEqual(x);
+              expect(view(await memory.limit(id, { rate })), where).toEqual(x);
+              // Upstash sets the expiry when it takes tokens, or leaves a look or refund short.
+              if ((rate > 0 && x.success) || (rate <= 0 && x.remaining < 4)) await expiry.wrote(id);
+              compared++;
+              seen.add(`${rate > 0 ? "limit" : rate === 0 ? "look" : "refund"} ${x.success}`);
+              return x;
+            };
+            for (const [i, o] of ops.entries()) {
+              const where = `op ${i} of ${JSON.stringify(ops.slice(0, i + 1))}`;
+              if (o.op === "wait") {
+                vi.advanceTimersByTime(o.ms);
+                await expiry.expire();
+              } else if (o.op === "reset") {
+                await peer.resetUsedTokens(o.id);
+                await face.resetUsedTokens(o.id);
+                await memory.resetUsedTokens(o.id);
+                expiry.forget(o.id);
+              } else if (o.op === "remaining") {
+                // Caught up first (a look), so that Upstash's stored bucket is the current one.
+                if (await expiry.exists(o.id)) await same(o.id, 0, where);
+                const x = await peer.getRemaining(o.id);
+                expect(await face.getRemaining(o.id), where).toEqual(x);
+                expect(await memory.getRemaining(o.id), where).toEqual(x);
+                compared++;
+              } else if (o.op === "refund") {
+                // Only where Upstash keeps a bucket (a look or refund at none writes a key that
+                // never expires: docs/migrating.md), and within its maxTokens.
+                if (!(await expiry.exists(o.id))) continue;
+                const look = await same(o.id, 0, where);
+                if (o.rate < 0 && look.remaining - o.rate <= 4) await same(o.id, o.rate, where);
+              } else await same(o.id, o.rate, where);
+            }
+          } finally {
+            vi.useRealTimers();
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+    // (fast-check favours short sequences: 220 comparisons in one run of 40.)
+    expect(compared).toBeGreaterThan(120);
+    for (const s of ["limit true", "limit false", "look true", "refund true"])
+      expect(seen).toContain(s);
+  }, 120_000);
+
+  // @upstash/ratelimit's own burst tests (its src/ratelimit.test.ts, run by its TestHarness):
+  // tokenBucket(16, "4 s", 16) attacked for 8 s at load × 2 windows' worth of requests, each of
+  // `rate`, evenly spaced; it passes when the successes are within 0.5–1.5× of the expected
+  // min(2 × 16 / rate, requests). Here on the faked clock, cache on (the harness's default).
+  it.each([
+    [0.8, 1],
+    [0.8, 3],
+    [1.6, 1],
+    [1.6, 3],
+  ] as const)(
+    "the peer's burst test (load %s, rate %s): the same answers, within the peer's own bounds",
+    async (load, rate) => {
+      vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+      const { peer, face, memory } = both("tokenBucket", 16, "4 s", 16);
+      const requests = 2 * 16 * load; // windowCount × limit × load
+      const perSecond = requests / 8;
+      const expected = Math.min((2 * 16) / rate, requests);
+      const t0 = Date.now();
+      let sent = 0;
+      const admitted = { peer: 0, face: 0, memory: 0 };
+      // The harness: for each of 8 seconds, requests r = 0, 1, … while r < perSecond, each
+      // followed by a wait of 1000 / perSecond ms.
+      for (let second = 0; second < 8; second++)
+        for (let r = 0; r < perSecond; r++) {
+          vi.setSystemTime(t0 + Math.floor((sent * 1000) / perSecond));
+          const x = view(await peer.limit("attacker", { rate }));
+          const y = view(await face.limit("attacker", { rate }));
+          const z = view(await memory.limit("attacker", { rate }));
+          expect(y, `request ${sent}`).toEqual(x);
+          expect(z, `request ${sent}`).toEqual(x);
+          admitted.peer += x.success ? 1 : 0;
+          admitted.face += y.success ? 1 : 0;
+          admitted.memory += z.success ? 1 : 0;
+          sent++;
+        }
+      expect(admitted.face).toBe(admitted.peer);
+      expect(admitted.memory).toBe(admitted.peer);
+      expect(admitted.face).toBeLessThanOrEqual(expected * 1.5);
+      expect(admitted.face).toBeGreaterThanOrEqual(expected * 0.5);
+      // Admitted, peer and face alike (in real time the peer admitted 14 and 36 of the two
+      // tests whose bounds are 16 and 48; sluice's continuous bucket had admitted 18 and 50).
+      expect(admitted.face).toBe(
+        { "0.8,1": 32, "0.8,3": 15, "1.6,1": 36, "1.6,3": 14 }[`${load},${rate}`],
+      );
+    },
+  );
+
+  it("a rate larger than the bucket is refused without taking anything, as Upstash answers it", async () => {
     vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
-    // (Without the ephemeral cache, which holds a refused identifier until the reset.)
-    const { peer, memory } = both("tokenBucket", 2, "1 s", 4, false);
-    for (let i = 0; i < 5; i++) {
-      const x = await peer.limit("k");
-      const y = await memory.limit("k");
-      expect([y.success, y.remaining, y.limit]).toEqual([x.success, x.remaining, x.limit]);
+    const { peer, face, memory } = both("tokenBucket", 1, "10 s", 3, false);
+    for (const [rate, wait] of [
+      [5, 0],
+      [3, 100],
+      [5, 100],
+      [1, 100],
+      [4, 10_000],
+    ] as const) {
+      vi.advanceTimersByTime(wait);
+      const x = view(await peer.limit("k", { rate }));
+      expect(view(await face.limit("k", { rate })), `rate ${rate}`).toEqual(x);
+      expect(view(await memory.limit("k", { rate })), `rate ${rate}`).toEqual(x);
     }
-    // Over the next 5 s, a request every 100 ms: both admit 2 per second in the long run.
-    let p = 0;
-    let m = 0;
-    for (let t = 0; t < 50; t++) {
-      vi.advanceTimersByTime(100);
-      if ((await peer.limit("k")).success) p++;
-      if ((await memory.limit("k")).success) m++;
-    }
-    // About 2 per second over 5 s on both (the refill's phase moves the last one in or out).
-    expect(p).toBeGreaterThanOrEqual(9);
-    expect(p).toBeLessThanOrEqual(10);
-    expect(Math.abs(m - p)).toBeLessThanOrEqual(1);
+    expect(view(await face.limit("k"))).toMatchObject({ success: true, remaining: 0 });
   });
 
-  it("a rate larger than the bucket is refused without taking anything, on both", async () => {
-    const { peer, face } = both("tokenBucket", 1, "10 s", 3, false);
-    for (const r of [peer, face]) {
-      expect(view(await r.limit("k", { rate: 5 }))).toMatchObject({ success: false, remaining: 0 });
-      expect((await r.limit("k", { rate: 3 })).success).toBe(true);
-      // Refused: nothing left, as Upstash answers a refusal.
-      expect(view(await r.limit("k"))).toMatchObject({ success: false, remaining: 0 });
-    }
+  it("differs on purpose: getRemaining answers what is left now (Upstash: what the last request left)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const { peer, face, memory } = both("tokenBucket", 2, "1 s", 4, false);
+    for (const r of [peer, face, memory]) await r.limit("k", { rate: 3 });
+    const t = Date.now();
+    // Within the interval: the same.
+    vi.advanceTimersByTime(500);
+    const before = await peer.getRemaining("k");
+    expect(before).toEqual({ remaining: 1, reset: t + 1000, limit: 4 });
+    expect(await face.getRemaining("k")).toEqual(before);
+    // One refill later: Upstash still reports its stored bucket, and a reset in the past.
+    vi.advanceTimersByTime(1000);
+    expect(await peer.getRemaining("k")).toEqual({ remaining: 1, reset: t + 1000, limit: 4 });
+    for (const r of [face, memory])
+      expect(await r.getRemaining("k")).toEqual({ remaining: 3, reset: t + 2000, limit: 4 });
+  });
+
+  it("differs on purpose: a look or refund at an identifier without a bucket keeps none (Upstash keeps one that never expires)", async () => {
+    vi.useFakeTimers({ toFake: ["Date"], now: Date.now() });
+    const { prefix, peer, face } = both("tokenBucket", 1, "1 s", 2, false);
+    const t = Date.now();
+    for (const r of [peer, face])
+      expect(view(await r.limit("k", { rate: 0 }))).toEqual({
+        success: true,
+        limit: 2,
+        remaining: 2,
+        reset: t + 1000,
+      });
+    // Upstash wrote a bucket anchored at t, without an expiry.
+    expect(await client.pttl(`${prefix}:k`)).toBe(-1);
+    vi.advanceTimersByTime(1500);
+    // Upstash's refills keep the phase of that look; sluice's bucket is anchored by the charge.
+    expect(view(await peer.limit("k", { rate: 2 }))).toMatchObject({ reset: t + 2000 });
+    expect(view(await face.limit("k", { rate: 2 }))).toMatchObject({ reset: t + 2500 });
+    // So sluice's next token comes later, never sooner.
+    vi.advanceTimersByTime(500);
+    expect((await peer.limit("k")).success).toBe(true);
+    expect((await face.limit("k")).success).toBe(false);
+    await client.del(`${prefix}:k`);
   });
 });
 

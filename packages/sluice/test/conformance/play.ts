@@ -27,6 +27,7 @@ export function leaseRefusal(scenario: Scenario): string | undefined {
   if (scenario.policy.blockDuration !== undefined) return "no leases with blockDuration";
   if (scenario.policy.windowStart === "first-request")
     return "no leases with first-request windows";
+  if (scenario.policy.refill === "interval") return "no leases with interval refills";
   return undefined;
 }
 

@@ -191,6 +191,148 @@ export const scenarios: Scenario[] = [
       { at: 334, expect: { allowed: true, remaining: 0 } },
     ],
   },
+  // ─── Token bucket refilled by interval (`refill: "interval"`, as @upstash/ratelimit) ────
+  // State [tokens, refilledAt, expiresAt]: a key's first charge fills the bucket and anchors
+  // its refills there; every whole period after the anchor adds `limit` tokens at once (up to
+  // `burst`) and moves the anchor by that many periods. A write keeps the key for
+  // ceil((burst − left)/limit) periods from now; after that the next request anchors anew.
+  {
+    name: "token-bucket (interval refill): whole steps at the anchor, nothing in between; retry exact",
+    policy: {
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [{ limit: 2, period: "1s", burst: 5 }],
+    },
+    steps: [
+      // Anchor 0. resetAfterMs = 0 + ceil((5 − left)/2)·1000 − now.
+      { at: 0, expect: { allowed: true, remaining: 4, resetAfterMs: 1000, retryAfterMs: 0 } },
+      { at: 0, expect: { allowed: true, remaining: 3, resetAfterMs: 1000 } },
+      { at: 0, expect: { allowed: true, remaining: 2, resetAfterMs: 2000 } },
+      { at: 0, expect: { allowed: true, remaining: 1, resetAfterMs: 2000, limit: 2 } },
+      { at: 0, expect: { allowed: true, remaining: 0, resetAfterMs: 3000 } },
+      // Empty: the next tokens come at the anchor + 1 period.
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 1000, resetAfterMs: 3000 } },
+      // A continuous bucket would hold 1.998 tokens by now; this one holds none.
+      { at: 999, expect: { allowed: false, remaining: 0, retryAfterMs: 1, resetAfterMs: 2001 } },
+      // Two tokens at once; anchor 1000.
+      { at: 1000, expect: { allowed: true, remaining: 1, resetAfterMs: 2000 } },
+      { at: 1500, expect: { allowed: true, remaining: 0, resetAfterMs: 2500 } },
+      // Refusals take nothing and move nothing.
+      { at: 1600, expect: { allowed: false, retryAfterMs: 400, resetAfterMs: 2400 } },
+      { at: 1999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 2000, expect: { allowed: true, remaining: 1, resetAfterMs: 2000 } },
+      { at: 2000, cost: 6, throws: "SLUICE_ERR_COST" },
+    ],
+  },
+  {
+    name: "token-bucket (interval refill): cost > 1, a catch-up of several steps stops at burst",
+    policy: {
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [{ limit: 3, period: "10s", burst: 4 }],
+    },
+    steps: [
+      // Anchor 0; ceil(4/3) = 2 periods to full. The key is kept 20 s (until 20000).
+      { at: 0, cost: 4, expect: { allowed: true, remaining: 0, resetAfterMs: 20000 } },
+      { at: 0, cost: 2, expect: { allowed: false, remaining: 0, retryAfterMs: 10000 } },
+      // One step (anchor 10000): 3 tokens, not 4.
+      {
+        at: 15000,
+        cost: 4,
+        expect: { allowed: false, remaining: 3, retryAfterMs: 5000, resetAfterMs: 5000 },
+      },
+      // Kept until 15000 + 20000 = 35000; full again at 10000 + 20000 = 30000.
+      { at: 15000, cost: 3, expect: { allowed: true, remaining: 0, resetAfterMs: 15000 } },
+      // Two steps (anchor 30000): 0 + 2·3 = 6, capped at 4.
+      { at: 32000, cost: 4, expect: { allowed: true, remaining: 0, resetAfterMs: 18000 } },
+      { at: 32000, expect: { allowed: false, remaining: 0, retryAfterMs: 8000 } },
+      { at: 32000, cost: 5, throws: "SLUICE_ERR_COST" },
+    ],
+  },
+  {
+    name: "token-bucket (interval refill): the anchor holds while the key lives, and starts anew once it expired",
+    policy: {
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [{ limit: 1, period: "1s", burst: 2 }],
+    },
+    steps: [
+      // Key a. Anchor 0, kept until 1000; then kept until 500 + 2·1000 = 2500.
+      { at: 0, key: "a", expect: { allowed: true, remaining: 1, resetAfterMs: 1000 } },
+      { at: 500, key: "a", expect: { allowed: true, remaining: 0, resetAfterMs: 1500 } },
+      // Full since 2000 but still kept: anchor 2000 (not now), kept until 3400.
+      { at: 2400, key: "a", expect: { allowed: true, remaining: 1, resetAfterMs: 600 } },
+      // Anchor 3000; kept until 4399.
+      { at: 3399, key: "a", expect: { allowed: true, remaining: 1, resetAfterMs: 601 } },
+      // Expired at 4399: anchored anew at 4399.
+      { at: 4399, key: "a", expect: { allowed: true, remaining: 1, resetAfterMs: 1000 } },
+      // Key b, the same until 3399; a millisecond before the expiry the anchor is 4000.
+      { at: 0, key: "b", expect: { allowed: true, remaining: 1 } },
+      { at: 500, key: "b", expect: { allowed: true, remaining: 0 } },
+      { at: 2400, key: "b", expect: { allowed: true, remaining: 1 } },
+      { at: 3399, key: "b", expect: { allowed: true, remaining: 1 } },
+      { at: 4398, key: "b", expect: { allowed: true, remaining: 1, resetAfterMs: 602 } },
+      { at: 4398, key: "b", expect: { allowed: true, remaining: 0, resetAfterMs: 1602 } },
+      { at: 4398, key: "b", expect: { allowed: false, retryAfterMs: 602 } },
+    ],
+  },
+  {
+    name: "token-bucket (interval refill): refunds stop at burst and never move the anchor; peek",
+    policy: {
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [{ limit: 2, period: "1s", burst: 3 }],
+    },
+    steps: [
+      // A fresh key: full (a peek reports it as if charged: 1 token back after 1 period).
+      { at: 0, op: "peek", expect: { allowed: true, remaining: 3, resetAfterMs: 1000 } },
+      // Anchor 0, kept until 2000.
+      { at: 0, cost: 3, expect: { allowed: true, remaining: 0, resetAfterMs: 2000 } },
+      // 1 back: kept until 100 + ceil(2/2)·1000 = 1100.
+      { at: 100, op: "refund", cost: 1 },
+      { at: 200, op: "peek", expect: { allowed: true, remaining: 1, resetAfterMs: 1800 } },
+      // Full (not 11): the key keeps its anchor and its expiry (1100).
+      { at: 300, op: "adjust", cost: -10 },
+      // Still kept: one step, anchor 1000.
+      { at: 1050, expect: { allowed: true, remaining: 2, resetAfterMs: 950 } },
+      { at: 1050, cost: 2, expect: { allowed: true, remaining: 0, resetAfterMs: 1950 } },
+      { at: 1050, expect: { allowed: false, remaining: 0, retryAfterMs: 950 } },
+      { at: 2000, expect: { allowed: true, remaining: 1, resetAfterMs: 1000 } },
+      // A forced charge past empty is a debt that whole steps pay off: −3 + 2 + 2 = 1 at 4000.
+      { at: 2000, op: "adjust", cost: 4 },
+      { at: 2000, expect: { allowed: false, remaining: 0, retryAfterMs: 2000 } },
+      { at: 3999, expect: { allowed: false, retryAfterMs: 1 } },
+      { at: 4000, expect: { allowed: true, remaining: 0, resetAfterMs: 2000 } },
+    ],
+  },
+  {
+    name: "token-bucket (interval refill): two rules, each with its own anchor and expiry",
+    policy: {
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [
+        { limit: 1, period: "1s", burst: 1 },
+        { limit: 10, period: "1m" },
+      ],
+    },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 0, rule: 0, resetAfterMs: 1000 } },
+      // Rule 0's state expired at 1000 (rule 1's lives on): anchored anew at 1500.
+      {
+        at: 1500,
+        expect: {
+          allowed: true,
+          rule: 0,
+          resetAfterMs: 1000,
+          rules: [{ remaining: 0 }, { remaining: 8 }],
+        },
+      },
+      {
+        at: 1500,
+        expect: { allowed: false, rule: 0, retryAfterMs: 1000, rules: [{}, { remaining: 8 }] },
+      },
+    ],
+  },
   // ─── Fixed window ───────────────────────────────────────────────────────────────────────
   {
     name: "fixed-window: limit per aligned window, retry at the window end",

@@ -24,6 +24,7 @@ import {
   memoryStore,
   policyCapacity,
 } from "../../src/index.js";
+import { MAX_LIMIT } from "../../src/policy.js";
 import type { WindowCount } from "../../src/stores/memory.js";
 import { policyOfCase, storeCaseArb, storeOpArb, strip } from "../store-cases.js";
 
@@ -93,7 +94,7 @@ describe("memory store fast paths", () => {
         const ref = new Reference(() => t);
         const leases: string[] = [];
         const key = "k";
-        const shape = `${policy.algorithm}${policy.rules.length === 1 ? " one rule" : ""}`;
+        const shape = `${policy.algorithm}${policy.refill === "interval" ? " interval" : ""}${policy.rules.length === 1 ? " one rule" : ""}`;
         for (const [i, op] of c.ops.entries()) {
           t += op.dt;
           const where = `${policy.algorithm} ${JSON.stringify(policy.rules)} block ${policy.blockMs} reset ${policy.resetOnBlock}, op ${i} ${JSON.stringify(op)}`;
@@ -139,6 +140,8 @@ describe("memory store fast paths", () => {
     );
     // The runs went through the one-rule fast paths' denials and penalty blocks.
     for (const alg of ALGORITHMS) expect(seen).toContain(`${alg} one rule denied`);
+    expect(seen).toContain("token-bucket interval one rule denied");
+    expect(seen).toContain("token-bucket interval denied");
     for (const alg of ["sliding-log", "concurrency", "gcra", "fixed-window"])
       expect(seen).toContain(`${alg} one rule denied blocked`);
   });
@@ -171,7 +174,7 @@ describe("memory store fast paths", () => {
                 windowStart: "first-request",
                 rules: [
                   {
-                    limit: p.kind === "counter" ? Number.MAX_SAFE_INTEGER : p.limit,
+                    limit: p.kind === "counter" ? MAX_LIMIT : p.limit,
                     period: p.period,
                   },
                 ],

@@ -176,6 +176,24 @@ describe("limiter", () => {
     expect(fs.filter((d) => d.allowed).length).toBe(2);
   });
 
+  it("insurance keeps a token bucket's refill (interval: the next tokens a whole period on)", async () => {
+    const limiter = createLimiter({
+      store: brokenStore(2),
+      policy: {
+        name: "steps",
+        algorithm: "token-bucket",
+        refill: "interval",
+        rules: [{ limit: 4, period: "1m", burst: 8 }],
+        onStoreError: "insurance",
+      },
+    });
+    // The share: 2 a minute, 4 at once. Continuous refill would give one back in 30 s.
+    const ds = await Promise.all(Array.from({ length: 5 }, () => limiter.limit("k")));
+    expect(ds.map((d) => d.allowed)).toEqual([true, true, true, true, false]);
+    expect(ds[4]!.reason).toBe("insurance");
+    expect(ds[4]!.retryAfterMs).toBeGreaterThan(59_000);
+  });
+
   it("insurance: a cost above this instance's share is denied and charges nothing", async () => {
     const limiter = createLimiter({
       store: brokenStore(4),

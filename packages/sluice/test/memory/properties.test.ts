@@ -209,3 +209,177 @@ describe("properties", () => {
     );
   });
 });
+
+/**
+ * A token bucket refilled by interval, written out as @upstash/ratelimit's token bucket script
+ * reads (a hash of `tokens` and `refilledAt` with a TTL), step by step: the model the memory
+ * store's `refill: "interval"` must decide exactly as. Where sluice chooses otherwise it says so
+ * (a refund stops at `burst`; a key is never written without an expiry).
+ */
+class IntervalBucketModel {
+  private key: { tokens: number; refilledAt: number; expiresAt: number } | undefined;
+
+  constructor(
+    private readonly limit: number,
+    private readonly period: number,
+    private readonly burst: number,
+  ) {}
+
+  /** The bucket at `now`: the stored one caught up (unless it expired), else a full one. */
+  private read(now: number): { tokens: number; refilledAt: number; stored: boolean } {
+    if (this.key !== undefined && now >= this.key.expiresAt) this.key = undefined;
+    if (this.key === undefined) return { tokens: this.burst, refilledAt: now, stored: false };
+    let { tokens, refilledAt } = this.key;
+    if (now >= refilledAt + this.period) {
+      const refills = Math.floor((now - refilledAt) / this.period);
+      tokens = Math.min(this.burst, tokens + refills * this.limit);
+      refilledAt += refills * this.period;
+    }
+    return { tokens, refilledAt, stored: true };
+  }
+
+  /** Periods until `missing` tokens are back. */
+  private steps(missing: number): number {
+    return Math.ceil(missing / this.limit) * this.period;
+  }
+
+  /** One request of `cost`; `commit` false: a look that writes nothing. */
+  decide(now: number, cost: number, commit: boolean) {
+    const { tokens, refilledAt } = this.read(now);
+    if (tokens < cost)
+      return {
+        allowed: false,
+        remaining: Math.max(0, tokens),
+        retryAfterMs: refilledAt + this.steps(cost - tokens) - now,
+        resetAfterMs: refilledAt + this.steps(this.burst - tokens) - now,
+      };
+    const left = tokens - cost;
+    if (commit && cost > 0)
+      this.key = { tokens: left, refilledAt, expiresAt: now + this.steps(this.burst - left) };
+    return {
+      allowed: true,
+      remaining: left,
+      retryAfterMs: 0,
+      resetAfterMs: refilledAt + this.steps(this.burst - left) - now,
+    };
+  }
+
+  /** Upstash's negative (refund) or forced rate: the caught-up bucket written back. */
+  adjust(now: number, delta: number): void {
+    const { tokens, refilledAt, stored } = this.read(now);
+    const left = Math.min(this.burst, tokens - delta);
+    const ttl = this.steps(this.burst - left);
+    // PEXPIRE only when the bucket is not full: a full one keeps the expiry it had.
+    if (ttl > 0) this.key = { tokens: left, refilledAt, expiresAt: now + ttl };
+    else if (stored) this.key = { ...this.key!, tokens: left, refilledAt };
+  }
+
+  reset(): void {
+    this.key = undefined;
+  }
+}
+
+describe("token-bucket with refill interval", () => {
+  it("the memory store decides as the direct model (@upstash/ratelimit's script, written out)", async () => {
+    const op = fc.oneof(
+      {
+        weight: 6,
+        arbitrary: fc.record({
+          kind: fc.constant("limit" as const),
+          dt: fc.integer({ min: 0, max: 1500 }),
+          cost: fc.integer({ min: 1, max: 6 }),
+        }),
+      },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant("peek" as const),
+          dt: fc.integer({ min: 0, max: 1500 }),
+          cost: fc.integer({ min: 1, max: 6 }),
+        }),
+      },
+      {
+        weight: 2,
+        arbitrary: fc.record({
+          kind: fc.constant("adjust" as const),
+          dt: fc.integer({ min: 0, max: 1500 }),
+          cost: fc.integer({ min: -8, max: 4 }),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("wait" as const),
+          // Long enough for a key to expire (ceil(burst/limit) periods at most).
+          dt: fc.integer({ min: 0, max: 40_000 }),
+          cost: fc.constant(0),
+        }),
+      },
+      {
+        weight: 1,
+        arbitrary: fc.record({
+          kind: fc.constant("reset" as const),
+          dt: fc.integer({ min: 0, max: 1500 }),
+          cost: fc.constant(0),
+        }),
+      },
+    );
+    const seen = new Set<string>();
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 5 }),
+        fc.constantFrom(1000, 333, 2500, 7),
+        fc.integer({ min: 1, max: 8 }),
+        fc.array(op, { minLength: 1, maxLength: 80 }),
+        async (limit, period, burst, ops) => {
+          let t = 1_700_006_400_000;
+          const store = memoryStore({ now: () => t });
+          const limiter = createLimiter({
+            store,
+            policy: {
+              name: "p",
+              algorithm: "token-bucket",
+              refill: "interval",
+              rules: [{ limit, period, burst }],
+            },
+          });
+          const model = new IntervalBucketModel(limit, period, burst);
+          for (const [i, o] of ops.entries()) {
+            t += o.dt;
+            const where = `limit ${limit} period ${period} burst ${burst}, op ${i} ${JSON.stringify(o)}`;
+            const cost = Math.min(o.cost, burst);
+            if (o.kind === "limit" || o.kind === "peek") {
+              const d =
+                o.kind === "limit"
+                  ? limiter.limitSync("k", { cost })
+                  : limiter.peekSync("k", { cost });
+              const m = model.decide(t, cost, o.kind === "limit");
+              // A peek that would pass reports what is left before the charge.
+              if (o.kind === "peek" && m.allowed) m.remaining += cost;
+              expect(
+                {
+                  allowed: d.allowed,
+                  remaining: d.remaining,
+                  retryAfterMs: d.retryAfterMs,
+                  resetAfterMs: d.resetAfterMs,
+                },
+                where,
+              ).toEqual(m);
+              wellFormed(d);
+              seen.add(`${o.kind} ${d.allowed}`);
+            } else if (o.kind === "adjust") {
+              await store.adjust(limiter.policy, "k", o.cost);
+              model.adjust(t, o.cost);
+            } else if (o.kind === "reset") {
+              await limiter.reset("k");
+              model.reset();
+            }
+          }
+        },
+      ),
+      { numRuns: 400 },
+    );
+    for (const s of ["limit true", "limit false", "peek true", "peek false"])
+      expect(seen).toContain(s);
+  });
+});

@@ -68,6 +68,7 @@ describe("differential: memory store vs Redis store", () => {
                 denied.add(
                   policy.algorithm +
                     (policy.windowStart === "first-request" ? " first-request" : "") +
+                    (policy.refill === "interval" ? " interval" : "") +
                     (a.blockedForMs > 0 ? " blocked" : ""),
                 );
               if (a.leaseId && b.leaseId) {
@@ -112,5 +113,6 @@ describe("differential: memory store vs Redis store", () => {
     for (const alg of ALGORITHMS) expect([...denied].some((d) => d.startsWith(alg))).toBe(true);
     expect([...denied].some((d) => d.endsWith("blocked"))).toBe(true);
     expect([...denied].some((d) => d.startsWith("fixed-window first-request"))).toBe(true);
+    expect([...denied].some((d) => d.startsWith("token-bucket interval"))).toBe(true);
   }, 120_000);
 });

@@ -313,17 +313,23 @@ describe("keys and TTLs", () => {
     const bounds = new Map<string, number>();
     const limiters: Limiter[] = [];
     const periods = [1000, 60_000, 3_600_000];
-    for (const alg of ALGORITHMS) {
+    // Every algorithm, and the token bucket refilled by interval: at most ceil(7/5) = 2 periods.
+    const variants = [
+      ...ALGORITHMS.map((alg) => [alg, false] as const),
+      ["token-bucket", true] as const,
+    ];
+    for (const [alg, interval] of variants) {
       for (const periodMs of periods) {
-        const name = `${alg}-${periodMs}`;
+        const name = `${alg}${interval ? "-interval" : ""}-${periodMs}`;
         const burst = alg === "gcra" || alg === "token-bucket" ? 7 : 5;
         const policy: PolicyInput = {
           name,
           algorithm: alg,
+          ...(interval ? { refill: "interval" as const } : {}),
           rules: [{ limit: 5, period: periodMs, ...(burst !== 5 ? { burst } : {}) }],
           ...(periodMs === 1000 && alg !== "concurrency" ? { blockDuration: 30_000 } : {}),
         };
-        bounds.set(`${name}:`, bound(alg, 5, periodMs, burst));
+        bounds.set(`${name}:`, interval ? 2 * periodMs : bound(alg, 5, periodMs, burst));
         limiters.push(createLimiter({ store: s, policy }));
       }
     }
@@ -387,6 +393,42 @@ describe("keys and TTLs", () => {
       `kl:layout${run}:{user:42}:t1`,
     ]);
     expect(keys.some((k) => /^kl:layout\w+:\{#[A-Za-z0-9_-]{27}\}:t0$/.test(k))).toBe(true);
+  });
+
+  it('a token bucket refilled by interval: keys of its own (i), "tokens refilledAt expiresAt", kept ceil((burst − left)/limit) periods', async () => {
+    const t = Date.UTC(2030, 0, 1);
+    const s = store({ now: () => t, ttlPadMs: 0, prefix: "iv:" });
+    const policy: PolicyInput = {
+      name: `iv${run}`,
+      algorithm: "token-bucket",
+      refill: "interval",
+      rules: [
+        { limit: 2, period: "10s", burst: 5 },
+        { limit: 100, period: "1h" },
+      ],
+    };
+    const l = createLimiter({ store: s, policy });
+    await l.limit("k", { cost: 4 });
+    const keys = (await admin.keys(`iv:iv${run}:*`)).sort();
+    expect(keys).toEqual([`iv:iv${run}:{k}:i0`, `iv:iv${run}:{k}:i1`]);
+    // 1 of 5 left: ceil(4/2) = 2 steps of 10 s; 96 of 100: 1 step of an hour.
+    expect(await admin.get(keys[0]!)).toBe(`1 ${t} ${t + 20_000}`);
+    expect(await admin.get(keys[1]!)).toBe(`96 ${t} ${t + 3_600_000}`);
+    const ttl0 = await admin.pttl(keys[0]!);
+    const ttl1 = await admin.pttl(keys[1]!);
+    expect(ttl0 > 19_900 && ttl0 <= 20_000).toBe(true);
+    expect(ttl1 > 3_599_900 && ttl1 <= 3_600_000).toBe(true);
+    // A refusal writes nothing.
+    await l.limit("k", { cost: 2 });
+    expect(await admin.get(keys[0]!)).toBe(`1 ${t} ${t + 20_000}`);
+    // The continuous bucket of the same name keeps its own keys (t).
+    await createLimiter({ store: s, policy: { ...policy, refill: "continuous" } }).limit("k");
+    expect((await admin.keys(`iv:iv${run}:*`)).sort()).toEqual([
+      `iv:iv${run}:{k}:i0`,
+      `iv:iv${run}:{k}:i1`,
+      `iv:iv${run}:{k}:t0`,
+      `iv:iv${run}:{k}:t1`,
+    ]);
   });
 });
 

@@ -1,8 +1,9 @@
 -- sluice.lua: every decision of the Redis store, many per call. Needs Redis 7.0 or later.
 --
 -- A line-by-line port of packages/sluice/src/evaluate.ts (evaluate, adjustState) and of
--- packages/sluice/src/algorithms/*.ts (gcra, token-bucket, fixed-window in both its aligned and
--- its first-request form, sliding-window, sliding-log, concurrency), with the same EPS tolerance and the same ceil/floor rounding,
+-- packages/sluice/src/algorithms/*.ts (gcra, token-bucket refilled continuously or by interval,
+-- fixed-window in both its aligned and its first-request form, sliding-window, sliding-log,
+-- concurrency), with the same EPS tolerance and the same ceil/floor rounding,
 -- so that the Redis store decides exactly as the memory store does. When you change an
 -- algorithm in TypeScript, change it here too; the conformance table runs against both.
 -- (The TypeScript sliding-log keeps a running total in its state; here the log is read from a
@@ -21,7 +22,8 @@
 --            server waking up, a command ioredis re-sends after reconnecting, a redirection
 --            retried) changes nothing and answers the error SLUICE_EXPIRED <server time>.
 --   ARGV[5]  number of policy specs S, then S specs:
---              algorithm code (g t f F s l c; F is fixed-window started by the first request,
+--              algorithm code (g t i f F s l c; i is token-bucket refilled by interval, whose
+--              keys are its own; F is fixed-window started by the first request,
 --              whose keys are named and laid out as f's), rule count n, blockMs (negative:
 --              −blockMs with resetOnBlock, a block that forgets the key's counts), then
 --              n × (limit, periodMs, burst)
@@ -56,7 +58,7 @@
 -- Each operation is atomic (the whole script is); operations run one after another.
 --
 -- The script is in two parts. The first decides the common operations (decide and peek of
--- single-rule, penalty-free gcra, token-bucket, fixed-window and sliding-window policies) and
+-- single-rule, penalty-free gcra, token-bucket (both refills), fixed-window and sliding-window policies) and
 -- returns when the batch holds nothing else; the second defines the rest and carries on from
 -- the first operation the first part did not take. Making a closure costs every call (Redis runs
 -- the whole body each time), so only the functions of the algorithms the batch uses are made.
@@ -100,7 +102,8 @@ for s = 1, tonumber(ARGV[5]) do
     a = a + 3
   end
   -- Decided by the first part: one rule, no penalty, fixed-size state.
-  spec.fast = spec.n == 1 and spec.blockMs == 0 and (alg == 'g' or alg == 't' or alg == 'f' or alg == 'F' or alg == 's')
+  spec.fast = spec.n == 1 and spec.blockMs == 0 and
+    (alg == 'g' or alg == 't' or alg == 'i' or alg == 'f' or alg == 'F' or alg == 's')
   has[alg] = true
   specs[s] = spec
 end
@@ -132,11 +135,12 @@ local CORRUPT = {}
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
 -- F: as f; the window (whatever its start) is the one that ends at the key's expiry.
--- t, s: one string of space-separated numbers ("tokens last"; "start prev curr"), expiring with
---    the state.
+-- t, i, s: one string of space-separated numbers ("tokens last"; "tokens refilledAt expiresAt";
+--    "start prev curr"), expiring with the state.
 
 local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_refill, tb_decide
+local tbi_caught, tbi_refillMs, tbi_decide
 local fw_decide, read_fixed
 local fwf_window, fwf_decide, read_fixed_first
 local sw_counters, sw_resetAfter, sw_waitFor, sw_decide
@@ -225,6 +229,42 @@ if has.t then
     -- Tokens arrive at `rate`; the request passes once `cost` of them are there.
     return false, floorUnits(tokens), ceilMs((burst - tokens) / rate), ceilMs((cost - tokens) / rate), st,
       ceilMs((burst - tokens) / rate)
+  end
+end
+
+if has.i then
+  -- algorithms/token-bucket.ts, tokenBucketInterval. State {tokens, refilledAt, expiresAt}.
+  -- The bucket at `now`: the state caught up by whole periods since its anchor (live), else a
+  -- full one anchored now (no state, or it expired).
+  tbi_caught = function(st, now, limit, period, burst)
+    if st == nil or not (now < st[3]) then return burst, now, false end
+    local tokens, at = st[1], st[2]
+    if now >= at + period then
+      local steps = floor((now - at) / period)
+      tokens = min(burst, tokens + steps * limit)
+      at = at + steps * period
+    end
+    return tokens, at, true
+  end
+  -- How long whole refill steps take to bring `missing` tokens.
+  tbi_refillMs = function(missing, limit, period)
+    if missing > 0 then return ceil(missing / limit) * period end
+    return 0
+  end
+  tbi_decide = function(st, now, limit, period, burst, cost)
+    local tokens, at, live = tbi_caught(st, now, limit, period, burst)
+    if tokens >= cost then
+      local left = tokens - cost
+      local full = tbi_refillMs(burst - left, limit, period)
+      local nxt = nil
+      if full > 0 then nxt = { left, at, now + full } end
+      return true, floorUnits(left), max(0, at + full - now), 0, nxt, full
+    end
+    local ttl = 0
+    if live then ttl = st[3] - now end
+    -- The tokens come at the anchor's steps: the first step that brings `cost` of them.
+    return false, floorUnits(tokens), at + tbi_refillMs(burst - tokens, limit, period) - now,
+      at + tbi_refillMs(cost - tokens, limit, period) - now, st, ttl
   end
 end
 
@@ -379,8 +419,8 @@ end
 
 
 
-local DECIDE = { g = gcra_decide, t = tb_decide, f = fw_decide, F = fwf_decide, s = sw_decide }
-local STRING_LEN = { t = 2, s = 3 }
+local DECIDE = { g = gcra_decide, t = tb_decide, i = tbi_decide, f = fw_decide, F = fwf_decide, s = sw_decide }
+local STRING_LEN = { t = 2, i = 3, s = 3 }
 
 local function read_fixed_size(alg, key, now, P, shift)
   if alg == 'g' then return read_gcra(key, shift) end
@@ -460,6 +500,15 @@ local function tb_adjust(st, now, limit, period, burst, delta)
   local fullIn = (burst - left) / rate
   if fullIn > EPS then return { left, now }, ceilMs(fullIn) end
   return nil, ceilMs(fullIn)
+end
+local function tbi_adjust(st, now, limit, period, burst, delta)
+  local tokens, at, live = tbi_caught(st, now, limit, period, burst)
+  local left = min(burst, tokens - delta)
+  local full = tbi_refillMs(burst - left, limit, period)
+  if full > 0 then return { left, at, now + full }, full end
+  -- Full: the key keeps its anchor and expiry (a fresh one has nothing to keep).
+  if live then return { left, at, st[3] }, st[3] - now end
+  return nil, 0
 end
 local function fw_adjust(st, now, limit, period, burst, delta)
   local start = now - mod(now, period)
@@ -587,7 +636,8 @@ end
 DECIDE.l = sl_decide
 DECIDE.c = cc_decide
 local ADJUST = {
-  g = gcra_adjust, t = tb_adjust, f = fw_adjust, F = fwf_adjust, s = sw_adjust, l = sl_adjust, c = cc_adjust
+  g = gcra_adjust, t = tb_adjust, i = tbi_adjust, f = fw_adjust, F = fwf_adjust, s = sw_adjust, l = sl_adjust,
+  c = cc_adjust
 }
 
 -- l: a ZSET scored by time, member "t" (cost 1) or "t:cost". c: a ZSET scored by expiry,
