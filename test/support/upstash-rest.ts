@@ -74,7 +74,8 @@ class HttpError extends Error {
 /** Starts the fixture on a free 127.0.0.1 port. */
 export async function startUpstashRest(options: UpstashRestOptions): Promise<UpstashRest> {
   const token = options.token ?? "test-token";
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
+  // RESP2, as Upstash's REST answers (ioredis 6 speaks RESP3 by default: pairs for scores).
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1, protocol: 2 });
   const requests = new Map<string, number>();
   /** SHA1 of a script as the client sent it → SHA1 of the script redis-server runs. */
   const shas = new Map<string, string>();

@@ -13,6 +13,7 @@
  * The default of 1,000 counts a node's minute exactly while a policy sees at most 1,000
  * distinct keys in it, so a flat load of a few hundred keys is ranked as it really was.
  */
+import { createHash } from "node:crypto";
 import type { Logger } from "pino";
 import type { KeyKind, KeyRow, TrafficCounts, TrafficRow } from "../repository/traffic.js";
 import { SpaceSaving } from "./sketch.js";
@@ -61,6 +62,20 @@ interface Sketches {
 }
 
 const pairKey = (policy: string, app: string) => `${policy}\u0000${app}`;
+
+/** The longest key a sketch watches as it is; a longer one goes by {@link shortName}. */
+export const LONGEST_WATCHED_KEY = 64;
+
+/**
+ * The name a long key is watched by in the busiest keys: its first 40 characters, an ellipsis
+ * and a digest of the whole (SHA-1, base64url), 69 characters in all.
+ */
+export function shortName(key: string): string {
+  // The first characters copied: a slice would keep the whole key alive (V8 sliced strings).
+  const cut = /[\uD800-\uDBFF]/.test(key[39] ?? "") ? 39 : 40; // not between a surrogate pair
+  const head = Array.from(key.slice(0, cut)).join("");
+  return `${head}…#${createHash("sha1").update(key).digest("base64url")}`;
+}
 
 /** Counts decisions in memory and writes them out every second; see the module comment. */
 export class TrafficRecorder {
@@ -113,8 +128,11 @@ export class TrafficRecorder {
       };
       perPolicy.set(policy, s);
     }
-    s.requests.offer(key);
-    if (outcome !== "allowed") s[outcome].offer(key);
+    // A long key is watched by a short name, so a flood of long keys costs the sketch no more
+    // than one of short keys (a sketch of 1,000 keys of 4,096 "€" would hold 8 MB).
+    const k = key.length > LONGEST_WATCHED_KEY ? shortName(key) : key;
+    s.requests.offer(k);
+    if (outcome !== "allowed") s[outcome].offer(k);
   }
 
   /**

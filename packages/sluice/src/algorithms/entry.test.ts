@@ -42,6 +42,7 @@ describe("sluice/algorithms", () => {
       "slidingLog",
       "slidingWindow",
       "tokenBucket",
+      "tokenBucketInterval",
     ]);
   });
 });
