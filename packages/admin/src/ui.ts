@@ -1,6 +1,7 @@
 /**
- * Shared pieces of the pages: the app context, form fields that can show the service's
- * validation issues next to the field they name, and the rules editor.
+ * Shared pieces of the pages, each written once: the app context; forms that send themselves,
+ * and fields that can show the service's validation issues next to the field they name; the
+ * rules editor; tables, cards, and copy and confirm buttons.
  */
 import { type Api, ApiError, type Issue, type PolicyDoc, type Rule, type Session } from "./api.js";
 import { type Child, h } from "./dom.js";
