@@ -10,7 +10,16 @@ import { ApiError, type DraftStats } from "./api.js";
 import { type Change, diff } from "./diff.js";
 import { type Child, h, mount, when } from "./dom.js";
 import { REFRESH_MS, every } from "./traffic-view.js";
-import { type Ctx, confirmButton, heading, loading, messageOf, scroller, select } from "./ui.js";
+import {
+  type Ctx,
+  confirmButton,
+  heading,
+  listTable,
+  loading,
+  messageOf,
+  scroller,
+  select,
+} from "./ui.js";
 
 /** What every stored document answers with beside its fields. */
 export interface Bookkept {
@@ -218,18 +227,9 @@ export function diffTable(
       ),
     );
   return scroller(
-    h(
-      "table",
+    listTable(
       { class: "list compact diff", ...props },
-      h(
-        "thead",
-        {},
-        h(
-          "tr",
-          {},
-          ["Field", "Before", "After"].map((t) => h("th", {}, t)),
-        ),
-      ),
+      ["Field", "Before", "After"],
       h(
         "tbody",
         {},
@@ -404,18 +404,9 @@ function versionsSection<R extends Bookkept, D>(
     { class: "card", id: "versions-card" },
     h("h2", {}, "Versions"),
     scroller(
-      h(
-        "table",
+      listTable(
         { class: "list", id: "versions" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["Version", "Change", "By", "When", kind.summaryHead, ""].map((t) => h("th", {}, t)),
-          ),
-        ),
+        ["Version", "Change", "By", "When", kind.summaryHead, ""],
         h(
           "tbody",
           {},

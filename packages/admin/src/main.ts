@@ -8,7 +8,16 @@ import { Api, ApiError, type Session, loadSession, saveSession } from "./api.js"
 import { h, mount } from "./dom.js";
 import { navFor } from "./nav.js";
 import { PAGES } from "./pages/index.js";
-import { type Ctx, failed, field, formError, input, showIssues } from "./ui.js";
+import {
+  type Ctx,
+  failed,
+  field,
+  formError,
+  input,
+  showIssues,
+  submitActions,
+  submitForm,
+} from "./ui.js";
 
 const root = document.getElementById("app") ?? document.body;
 const api = new Api(loadSession()?.token);
@@ -39,28 +48,22 @@ function leavePage(): void {
 function signIn(notice?: string): void {
   const username = input({ name: "username", autocomplete: "username", autofocus: true });
   const password = input({ name: "password", type: "password", autocomplete: "current-password" });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card login",
-      id: "login-form",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        const button = form.querySelector("button");
-        if (button) button.disabled = true;
-        try {
-          const session = await api.login(username.value.trim(), password.value);
-          saveSession(session);
-          api.token = session.token;
-          const { parts } = route();
-          navigate(parts[0] === "setup" ? "/" : location.hash.replace(/^#/, "") || "/");
-        } catch (err) {
-          showIssues(form, err);
-        } finally {
-          if (button) button.disabled = false;
-        }
-      },
+  const form = submitForm(
+    { class: "card login", id: "login-form" },
+    async () => {
+      const button = form.querySelector("button");
+      if (button) button.disabled = true;
+      try {
+        const session = await api.login(username.value.trim(), password.value);
+        saveSession(session);
+        api.token = session.token;
+        const { parts } = route();
+        navigate(parts[0] === "setup" ? "/" : location.hash.replace(/^#/, "") || "/");
+      } catch (err) {
+        showIssues(form, err);
+      } finally {
+        if (button) button.disabled = false;
+      }
     },
     h("h1", {}, "sluice"),
     h("p", { class: "muted" }, "Sign in to the rate-limit console."),
@@ -68,7 +71,7 @@ function signIn(notice?: string): void {
     formError(),
     field("Username", "username", username),
     field("Password", "password", password),
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "sign-in" }, "Sign in")),
+    submitActions("sign-in", "Sign in"),
   );
   mount(root, h("main", { class: "center" }, form));
   username.focus();
@@ -83,47 +86,37 @@ function setup(tokenActive: boolean, presetToken: string): void {
   const username = input({ name: "username", autocomplete: "username", placeholder: "admin" });
   const password = input({ name: "password", type: "password", autocomplete: "new-password" });
   const repeat = input({ name: "repeat", type: "password", autocomplete: "new-password" });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card login",
-      id: "setup-form",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        // Every problem found here at once (the service's own rules, said the same way); a
-        // mismatch alone would otherwise hide the rest, as nothing is sent with one.
-        const issues: { path: string; message: string }[] = [];
-        if (username.value.trim() === "") issues.push({ path: "username", message: "is required" });
-        if (password.value.length < 8)
-          issues.push({ path: "password", message: "must be at least 8 characters" });
-        if (password.value !== repeat.value)
-          issues.push({ path: "repeat", message: "does not match the password" });
-        if (issues.length > 0) {
-          showIssues(form, new ApiError(400, "invalid_request", "", issues));
+  const form = submitForm(
+    { class: "card login", id: "setup-form" },
+    async () => {
+      // Every problem found here at once (the service's own rules, said the same way); a
+      // mismatch alone would otherwise hide the rest, as nothing is sent with one.
+      const issues: { path: string; message: string }[] = [];
+      if (username.value.trim() === "") issues.push({ path: "username", message: "is required" });
+      if (password.value.length < 8)
+        issues.push({ path: "password", message: "must be at least 8 characters" });
+      if (password.value !== repeat.value)
+        issues.push({ path: "repeat", message: "does not match the password" });
+      if (issues.length > 0) {
+        showIssues(form, new ApiError(400, "invalid_request", "", issues));
+        return;
+      }
+      try {
+        const session = await api.setup(token.value.trim(), username.value.trim(), password.value);
+        saveSession(session);
+        api.token = session.token;
+        history.replaceState(null, "", "#/");
+        navigate(
+          "/",
+          `Welcome, ${session.user.username}: you are the first admin. Next: create an app, then a policy.`,
+        );
+      } catch (err) {
+        if (err instanceof ApiError && err.status === 409) {
+          signIn(err.message);
           return;
         }
-        try {
-          const session = await api.setup(
-            token.value.trim(),
-            username.value.trim(),
-            password.value,
-          );
-          saveSession(session);
-          api.token = session.token;
-          history.replaceState(null, "", "#/");
-          navigate(
-            "/",
-            `Welcome, ${session.user.username}: you are the first admin. Next: create an app, then a policy.`,
-          );
-        } catch (err) {
-          if (err instanceof ApiError && err.status === 409) {
-            signIn(err.message);
-            return;
-          }
-          showIssues(form, err);
-        }
-      },
+        showIssues(form, err);
+      }
     },
     h("h1", {}, "Welcome to sluice"),
     h(
@@ -147,11 +140,7 @@ function setup(tokenActive: boolean, presetToken: string): void {
     field("Username", "username", username),
     field("Password", "password", password, "At least 8 characters."),
     field("Password again", "repeat", repeat),
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "create-admin" }, "Create the first admin"),
-    ),
+    submitActions("create-admin", "Create the first admin"),
   );
   mount(root, h("main", { class: "center" }, form));
   (presetToken ? username : token).focus();

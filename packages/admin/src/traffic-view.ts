@@ -6,7 +6,16 @@
 import type { Counts, TrafficHistory, TrafficWindow } from "./api.js";
 import { OUTCOME_COLORS, chart, clockLabel } from "./chart.js";
 import { type Child, clock, h, mount } from "./dom.js";
-import { type Ctx, count, messageOf, percent, scroller, windowSelect } from "./ui.js";
+import {
+  type Ctx,
+  count,
+  headedCard,
+  listTable,
+  messageOf,
+  percent,
+  scroller,
+  windowSelect,
+} from "./ui.js";
 
 /** How often an open page reads the traffic again (ms). */
 export const REFRESH_MS = 5000;
@@ -140,24 +149,15 @@ export function trafficCard(
               ),
               t.by.length > 1 || (("policy" in of || byLabel) && t.by.length > 0)
                 ? scroller(
-                    h(
-                      "table",
+                    listTable(
                       { class: "list compact", id: "traffic-by" },
-                      h(
-                        "thead",
-                        {},
-                        h(
-                          "tr",
-                          {},
-                          [
-                            what === "app" ? "App" : "Policy",
-                            "Allowed",
-                            "Denied",
-                            "Shadow would-deny",
-                            "Denied %",
-                          ].map((x) => h("th", {}, x)),
-                        ),
-                      ),
+                      [
+                        what === "app" ? "App" : "Policy",
+                        "Allowed",
+                        "Denied",
+                        "Shadow would-deny",
+                        "Denied %",
+                      ],
                       h(
                         "tbody",
                         {},
@@ -198,15 +198,5 @@ export function trafficCard(
     }
   };
   every(ctx, REFRESH_MS, load, body);
-  return h(
-    "section",
-    { class: "card", id: "traffic" },
-    h(
-      "div",
-      { class: "card-head" },
-      h("h2", {}, "Traffic"),
-      h("div", { class: "actions" }, status, picker),
-    ),
-    body,
-  );
+  return headedCard("traffic", "Traffic", [status, picker], body);
 }

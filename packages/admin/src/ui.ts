@@ -1,6 +1,7 @@
 /**
- * Shared pieces of the pages: the app context, form fields that can show the service's
- * validation issues next to the field they name, and the rules editor.
+ * Shared pieces of the pages, each written once: the app context; forms that send themselves,
+ * and fields that can show the service's validation issues next to the field they name; the
+ * rules editor; tables, cards, and copy and confirm buttons.
  */
 import { type Api, ApiError, type Issue, type PolicyDoc, type Rule, type Session } from "./api.js";
 import { type Child, h } from "./dom.js";
@@ -121,24 +122,94 @@ export function copyBlock(text: string, props: Record<string, unknown> = {}): HT
     "div",
     { class: "copy-block", ...props },
     h("pre", {}, code),
-    h(
-      "button",
-      {
-        type: "button",
-        class: "secondary copy",
-        onclick: async (e: Event) => {
-          const button = e.currentTarget as HTMLButtonElement;
-          try {
-            await navigator.clipboard.writeText(text);
-            button.textContent = "Copied";
-          } catch {
-            getSelection()?.selectAllChildren(code);
-            button.textContent = "Selected — press Ctrl+C";
-          }
-        },
+    copyButton(text, code, "secondary copy"),
+  );
+}
+
+/**
+ * A Copy button for `text`. Where the clipboard is refused, `shown` (the text as the page shows
+ * it) is selected instead, for Ctrl+C.
+ */
+export function copyButton(text: string, shown: Node, className: string): HTMLButtonElement {
+  return h(
+    "button",
+    {
+      type: "button",
+      class: className,
+      onclick: async (e: Event) => {
+        const button = e.currentTarget as HTMLButtonElement;
+        try {
+          await navigator.clipboard.writeText(text);
+          button.textContent = "Copied";
+        } catch {
+          getSelection()?.selectAllChildren(shown);
+          button.textContent = "Selected — press Ctrl+C";
+        }
       },
-      "Copy",
-    ),
+    },
+    "Copy",
+  );
+}
+
+/**
+ * `action`, with what it throws flashed as an error at the top of the page (for buttons, whose
+ * refusals have no form to be shown in).
+ */
+export function flashingErrors(ctx: Ctx, action: () => Promise<void>): () => Promise<void> {
+  return async () => {
+    try {
+      await action();
+    } catch (err) {
+      ctx.flash(messageOf(err), "error");
+    }
+  };
+}
+
+/**
+ * A form that runs `onSubmit` instead of loading a page. `novalidate` unless `props` says
+ * otherwise: the service's messages (shown by {@link showIssues}) say what is wrong, not the
+ * browser's.
+ */
+export function submitForm(
+  props: Record<string, unknown>,
+  onSubmit: (form: HTMLFormElement) => void | Promise<void>,
+  ...children: Child[]
+): HTMLFormElement {
+  const form: HTMLFormElement = h(
+    "form",
+    {
+      ...props,
+      novalidate: props.novalidate ?? true,
+      onsubmit: (e: Event) => {
+        e.preventDefault();
+        void onSubmit(form);
+      },
+    },
+    children,
+  );
+  return form;
+}
+
+/**
+ * A form that sends itself: on submit its issues are cleared and `send` is awaited; what `send`
+ * throws is shown in the form ({@link showIssues}).
+ */
+export function sendingForm(
+  props: Record<string, unknown>,
+  send: (form: HTMLFormElement) => Promise<void>,
+  ...children: Child[]
+): HTMLFormElement {
+  return submitForm(
+    props,
+    async (form) => {
+      clearIssues(form);
+      try {
+        await send(form);
+      } catch (err) {
+        showIssues(form, err);
+      }
+    },
+    children,
   );
 }
 
@@ -173,6 +244,60 @@ export function field(
     control,
     hint ? h("small", { class: "hint" }, hint) : null,
     h("div", { class: "field-error", role: "alert", "aria-live": "polite" }),
+  );
+}
+
+/**
+ * A field of several controls (or a control inside its label): `label`, then `content`, under
+ * the issue path `path`, with the box {@link showIssues} writes its messages into.
+ */
+export function fieldGroup(
+  path: string,
+  label: HTMLElement,
+  content: Child,
+  className = "field",
+): HTMLElement {
+  return h(
+    "div",
+    { class: className, "data-field": path },
+    label,
+    content,
+    h("div", { class: "field-error", role: "alert" }),
+  );
+}
+
+/** A checkbox with its text, in one label. */
+export function checkLabel(box: HTMLInputElement, text: string): HTMLLabelElement {
+  return h("label", { class: "check" }, box, text);
+}
+
+/**
+ * A checkbox per app (`name="apps"`), ticked where `checked` says; those `disabled` says are
+ * shown but cannot be changed. {@link checkedApps} reads them back.
+ */
+export function appBoxes(
+  names: readonly string[],
+  checked: (name: string) => boolean,
+  disabled: (name: string) => boolean = () => false,
+): HTMLLabelElement[] {
+  return names.map((a) =>
+    checkLabel(
+      h("input", {
+        type: "checkbox",
+        name: "apps",
+        value: a,
+        checked: checked(a),
+        disabled: disabled(a),
+      }),
+      ` ${a}`,
+    ),
+  );
+}
+
+/** The apps ticked among the {@link appBoxes} in `el`. */
+export function checkedApps(el: HTMLElement): string[] {
+  return [...el.querySelectorAll<HTMLInputElement>('input[name="apps"]:checked')].map(
+    (x) => x.value,
   );
 }
 
@@ -245,6 +370,11 @@ export function placeIssues(form: HTMLElement, issues: readonly Issue[]): string
   return rest;
 }
 
+/** A form's buttons: its submit button (`id`, `label`) first, then `more`. */
+export function submitActions(id: string, label: string, ...more: Child[]): HTMLElement {
+  return h("div", { class: "actions" }, h("button", { type: "submit", id }, label), more);
+}
+
 /** A box for form-level errors; {@link showIssues} fills it. */
 export function formError(): HTMLElement {
   return h("div", { class: "form-error", role: "alert", hidden: true });
@@ -302,13 +432,7 @@ export function rulesEditor(
   options: { disabled?: boolean } = {},
 ): RulesEditor {
   const rows = h("div", { class: "rules" });
-  const wrapper = h(
-    "div",
-    { class: "field", "data-field": "rules" },
-    h("label", {}, "Rules (all must pass)"),
-    rows,
-    h("div", { class: "field-error", role: "alert" }),
-  );
+  const wrapper = fieldGroup("rules", h("label", {}, "Rules (all must pass)"), rows);
   let burstVisible = true;
   const renumber = () => {
     [...rows.children].forEach((row, i) => {
@@ -423,6 +547,48 @@ export function heading(title: string, ...actions: Child[]): HTMLElement {
     { class: "page-head" },
     h("h1", {}, title),
     h("div", { class: "actions" }, actions),
+  );
+}
+
+/** A table with one head row of `heads` over `body` (its rows, or a `tbody` filled later). */
+export function listTable(
+  props: Record<string, unknown>,
+  heads: readonly string[],
+  body: HTMLElement,
+): HTMLTableElement {
+  return h(
+    "table",
+    props,
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        heads.map((t) => h("th", {}, t)),
+      ),
+    ),
+    body,
+  );
+}
+
+/** The card shown where a list has nothing yet: what the things are, and how to make one. */
+export function emptyCard(id: string, title: string, ...body: Child[]): HTMLElement {
+  return h("div", { class: "card empty", id }, h("h2", {}, title), body);
+}
+
+/** A card whose head holds its title and, on the right, its controls (`actions`). */
+export function headedCard(
+  id: string,
+  title: string,
+  actions: Child,
+  ...body: Child[]
+): HTMLElement {
+  return h(
+    "section",
+    { class: "card", id },
+    h("div", { class: "card-head" }, h("h2", {}, title), h("div", { class: "actions" }, actions)),
+    body,
   );
 }
 

@@ -1,7 +1,7 @@
 /** Your account (`#/account`): who you are, and changing your own password. */
 import { ApiError } from "../api.js";
 import { h, mount } from "../dom.js";
-import { type Ctx, clearIssues, field, formError, heading, input, showIssues } from "../ui.js";
+import { type Ctx, field, formError, heading, input, sendingForm, submitActions } from "../ui.js";
 
 /** `#/account`: your role and apps, and the password form. */
 export function accountPage(ctx: Ctx): Promise<void> {
@@ -13,43 +13,24 @@ export function accountPage(ctx: Ctx): Promise<void> {
   });
   const next = input({ name: "newPassword", type: "password", autocomplete: "new-password" });
   const again = input({ name: "repeat", type: "password", autocomplete: "new-password" });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card",
-      id: "password-form",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        clearIssues(form);
-        if (next.value !== again.value) {
-          showIssues(
-            form,
-            new ApiError(400, "invalid_request", "Password not changed", [
-              { path: "repeat", message: "does not match the new password" },
-            ]),
-          );
-          return;
-        }
-        try {
-          await ctx.api.changePassword(current.value, next.value);
-          for (const el of [current, next, again]) el.value = "";
-          ctx.flash("Password changed. Your other sessions have ended; this one goes on.");
-        } catch (err) {
-          showIssues(form, err);
-        }
-      },
+  const form = sendingForm(
+    { class: "card", id: "password-form" },
+    async () => {
+      if (next.value !== again.value) {
+        throw new ApiError(400, "invalid_request", "Password not changed", [
+          { path: "repeat", message: "does not match the new password" },
+        ]);
+      }
+      await ctx.api.changePassword(current.value, next.value);
+      for (const el of [current, next, again]) el.value = "";
+      ctx.flash("Password changed. Your other sessions have ended; this one goes on.");
     },
     h("h2", {}, "Change your password"),
     formError(),
     field("Current password", "currentPassword", current),
     field("New password", "newPassword", next, "At least 8 characters."),
     field("New password again", "repeat", again),
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "change-password" }, "Change password"),
-    ),
+    submitActions("change-password", "Change password"),
   );
   mount(
     ctx.main,

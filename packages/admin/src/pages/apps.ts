@@ -9,52 +9,34 @@ import { curlLimit, shellQuote } from "../snippets.js";
 import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
-  clearIssues,
   confirmButton,
   copyBlock,
+  copyButton,
+  emptyCard,
   failed,
   field,
+  flashingErrors,
   formError,
   heading,
   input,
   isAdmin,
+  listTable,
   loading,
-  messageOf,
   scroller,
-  showIssues,
+  sendingForm,
+  submitActions,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
 
+/** A new API key, shown once: copy it, and the line that exports it for the snippets. */
 function keyBox(app: AppWithKey, verb: string): HTMLElement {
   const code = h("code", { id: "api-key" }, app.apiKey);
   return h(
     "div",
     { class: "notice key", id: "new-key", role: "status" },
     h("strong", {}, `API key of ${app.name} (${verb}) — copy it now: it is shown only this once.`),
-    h(
-      "div",
-      { class: "keyline" },
-      code,
-      h(
-        "button",
-        {
-          type: "button",
-          class: "secondary",
-          onclick: async (e: Event) => {
-            const b = e.currentTarget as HTMLButtonElement;
-            try {
-              await navigator.clipboard.writeText(app.apiKey);
-              b.textContent = "Copied";
-            } catch {
-              getSelection()?.selectAllChildren(code);
-              b.textContent = "Selected — press Ctrl+C";
-            }
-          },
-        },
-        "Copy",
-      ),
-    ),
+    h("div", { class: "keyline" }, code, copyButton(app.apiKey, code, "secondary")),
     h(
       "small",
       {},
@@ -72,13 +54,7 @@ function rotateButton(
 ): HTMLElement {
   return confirmButton(
     "Rotate key",
-    async () => {
-      try {
-        await after(await ctx.api.rotateApp(a.name));
-      } catch (err) {
-        ctx.flash(messageOf(err), "error");
-      }
-    },
+    flashingErrors(ctx, async () => after(await ctx.api.rotateApp(a.name))),
     { class: "secondary" },
   );
 }
@@ -170,23 +146,12 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
     name: "description",
     placeholder: "What calls sluice with this key",
   });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card inline-form",
-      id: "app-form",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        clearIssues(form);
-        try {
-          const created = await ctx.api.createApp(name.value.trim(), description.value.trim());
-          ctx.flash(`Created app ${created.name}`);
-          await reload(created);
-        } catch (err) {
-          showIssues(form, err);
-        }
-      },
+  const form = sendingForm(
+    { class: "card inline-form", id: "app-form" },
+    async () => {
+      const created = await ctx.api.createApp(name.value.trim(), description.value.trim());
+      ctx.flash(`Created app ${created.name}`);
+      await reload(created);
     },
     h("h2", {}, "New app"),
     formError(),
@@ -196,7 +161,7 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
       field("Name", "name", name),
       field("Description", "description", description),
     ),
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "create-app" }, "Create app")),
+    submitActions("create-app", "Create app"),
   );
 
   mount(
@@ -204,10 +169,9 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
     heading("Apps"),
     fresh ? keyBox(fresh.app, fresh.verb) : null,
     apps.length === 0
-      ? h(
-          "div",
-          { class: "card empty", id: "apps-empty" },
-          h("h2", {}, "No apps yet"),
+      ? emptyCard(
+          "apps-empty",
+          "No apps yet",
           h(
             "p",
             {},
@@ -216,20 +180,9 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
           ),
         )
       : scroller(
-          h(
-            "table",
+          listTable(
             { class: "list", id: "apps" },
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                ["Name", "Description", "Key id", "Policies", "Created", ""].map((t) =>
-                  h("th", {}, t),
-                ),
-              ),
-            ),
+            ["Name", "Description", "Key id", "Policies", "Created", ""],
             h(
               "tbody",
               {},
@@ -255,15 +208,14 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
                         )
                       : null,
                     admin
-                      ? confirmButton("Delete", async () => {
-                          try {
+                      ? confirmButton(
+                          "Delete",
+                          flashingErrors(ctx, async () => {
                             await ctx.api.deleteApp(a.name);
                             ctx.flash(`Deleted app ${a.name}`);
                             await reload();
-                          } catch (err) {
-                            ctx.flash(messageOf(err), "error");
-                          }
-                        })
+                          }),
+                        )
                       : null,
                   ),
                 );

@@ -16,9 +16,12 @@ import {
   formError,
   heading,
   input,
+  listTable,
   loading,
   scroller,
   showIssues,
+  submitActions,
+  submitForm,
 } from "../ui.js";
 import { diffTable } from "../document-view.js";
 
@@ -100,6 +103,7 @@ export function auditChange(e: AuditRecord): HTMLElement {
   );
 }
 
+/** The filters in the address (`#/audit?actor=ada&action=policy`). */
 function fromQuery(q: URLSearchParams): AuditQuery {
   const out: AuditQuery = {};
   for (const k of ["actor", "action", "object", "since", "until", "target"] as const) {
@@ -125,10 +129,18 @@ function localOf(iso: string | undefined): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
 }
 
-/** `#/audit`: the audit log. */
-export async function auditPage(ctx: Ctx): Promise<void> {
-  mount(ctx.main, heading("Audit log"), loading());
-  const current = fromQuery(ctx.query);
+/** The filter's fields, filled from the address. */
+interface AuditFilters {
+  /** The row of fields. */
+  readonly element: HTMLElement;
+  /** The filters as written (times as ISO UTC). */
+  read(): AuditQuery;
+  /** Empties every field. */
+  clear(): void;
+}
+
+/** Builds the {@link AuditFilters} filled from `current`. */
+function auditFilters(current: AuditQuery): AuditFilters {
   const actor = input({
     name: "actor",
     id: "audit-actor",
@@ -160,35 +172,62 @@ export async function auditPage(ctx: Ctx): Promise<void> {
     type: "datetime-local",
     value: localOf(current.until),
   });
+  return {
+    element: h(
+      "div",
+      { class: "row" },
+      field("Who", "actor", actor),
+      field("Action", "action", action, "A kind (policy) or one action (policy.update)."),
+      field("Object", "object", object),
+      field("From", "since", since),
+      field("Until", "until", until),
+    ),
+    read() {
+      const q: AuditQuery = {};
+      if (actor.value.trim()) q.actor = actor.value.trim();
+      if (action.value.trim()) q.action = action.value.trim();
+      if (object.value.trim()) q.object = object.value.trim();
+      const s = isoOf(since.value);
+      const u = isoOf(until.value);
+      if (s) q.since = s;
+      if (u) q.until = u;
+      return q;
+    },
+    clear() {
+      for (const el of [actor, action, object, since, until]) el.value = "";
+    },
+  };
+}
+
+/** One entry: when, who, what it did to which object, and what it changed. */
+function auditRow(e: AuditRecord): HTMLElement {
+  return h(
+    "tr",
+    { "data-audit": e.id, "data-action": e.action },
+    h("td", { class: "when", "data-label": "When" }, when(e.at)),
+    h("td", { "data-label": "Who" }, e.actor),
+    h("td", { "data-label": "Action" }, h("code", {}, e.action)),
+    h("td", { "data-label": "Object" }, `${e.targetType} `, h("strong", {}, e.target)),
+    h("td", { class: "detail", "data-label": "Change" }, auditChange(e)),
+  );
+}
+
+/** The log's table, loaded a page at a time (newest first), with its Older button and count. */
+interface AuditLog {
+  readonly table: HTMLElement;
+  readonly more: HTMLElement;
+  readonly count: HTMLElement;
+  /** Loads the next page of entries, or (`reset`) the first one again. */
+  load(reset: boolean): Promise<void>;
+}
+
+/** Builds the {@link AuditLog} of the entries `filters` let through. */
+function auditLog(ctx: Ctx, filters: () => AuditQuery): AuditLog {
   const body = h("tbody", {});
   const more = h("button", { type: "button", class: "secondary", id: "older" }, "Older");
   const count = h("p", { class: "muted small", id: "audit-count" });
   let oldest: number | undefined;
   let shown = 0;
-
-  const row = (e: AuditRecord) =>
-    h(
-      "tr",
-      { "data-audit": e.id, "data-action": e.action },
-      h("td", { class: "when", "data-label": "When" }, when(e.at)),
-      h("td", { "data-label": "Who" }, e.actor),
-      h("td", { "data-label": "Action" }, h("code", {}, e.action)),
-      h("td", { "data-label": "Object" }, `${e.targetType} `, h("strong", {}, e.target)),
-      h("td", { class: "detail", "data-label": "Change" }, auditChange(e)),
-    );
-
-  const filters = (): AuditQuery => {
-    const q: AuditQuery = {};
-    if (actor.value.trim()) q.actor = actor.value.trim();
-    if (action.value.trim()) q.action = action.value.trim();
-    if (object.value.trim()) q.object = object.value.trim();
-    const s = isoOf(since.value);
-    const u = isoOf(until.value);
-    if (s) q.since = s;
-    if (u) q.until = u;
-    return q;
-  };
-
   const load = async (reset: boolean) => {
     const q = filters();
     if (reset) {
@@ -201,7 +240,7 @@ export async function auditPage(ctx: Ctx): Promise<void> {
       limit: PAGE,
       ...(oldest ? { before: oldest } : {}),
     });
-    for (const e of entries) body.appendChild(row(e));
+    for (const e of entries) body.appendChild(auditRow(e));
     shown += entries.length;
     if (entries.length > 0) oldest = entries[entries.length - 1]!.id;
     more.hidden = entries.length < PAGE;
@@ -218,46 +257,48 @@ export async function auditPage(ctx: Ctx): Promise<void> {
     }
   };
   more.addEventListener("click", () => void load(false));
+  return {
+    // On a phone each entry is stacked (one labelled line per cell): see app.css.
+    table: listTable(
+      { class: "list stack", id: "audit" },
+      ["When", "Who", "Action", "Object", "Change"],
+      body,
+    ),
+    more,
+    count,
+    load,
+  };
+}
 
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card audit-filters",
-      id: "audit-filters",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        const q = filters();
-        const qs = new URLSearchParams(Object.entries(q) as [string, string][]).toString();
-        // In the address, so the view can be reloaded and shared; the list loads here.
-        history.replaceState(null, "", `#/audit${qs ? `?${qs}` : ""}`);
-        try {
-          await load(true);
-          form.querySelector<HTMLElement>(".form-error")!.hidden = true;
-        } catch (err) {
-          showIssues(form, err);
-        }
-      },
+/**
+ * The filter form: Filter puts the filters in the address (the view can be reloaded and shared)
+ * and loads the log again; Clear empties them.
+ */
+function auditForm(filters: AuditFilters, log: AuditLog): HTMLFormElement {
+  const form = submitForm(
+    { class: "card audit-filters", id: "audit-filters" },
+    async () => {
+      const q = filters.read();
+      const qs = new URLSearchParams(Object.entries(q) as [string, string][]).toString();
+      // In the address, so the view can be reloaded and shared; the list loads here.
+      history.replaceState(null, "", `#/audit${qs ? `?${qs}` : ""}`);
+      try {
+        await log.load(true);
+        form.querySelector<HTMLElement>(".form-error")!.hidden = true;
+      } catch (err) {
+        showIssues(form, err);
+      }
     },
     formError(),
-    h(
-      "div",
-      { class: "row" },
-      field("Who", "actor", actor),
-      field("Action", "action", action, "A kind (policy) or one action (policy.update)."),
-      field("Object", "object", object),
-      field("From", "since", since),
-      field("Until", "until", until),
-    ),
+    filters.element,
     h(
       "datalist",
       { id: "audit-actions" },
       ACTIONS.map((a) => h("option", { value: a })),
     ),
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "audit-filter" }, "Filter"),
+    submitActions(
+      "audit-filter",
+      "Filter",
       h(
         "button",
         {
@@ -265,7 +306,7 @@ export async function auditPage(ctx: Ctx): Promise<void> {
           class: "secondary",
           id: "audit-clear",
           onclick: () => {
-            for (const el of [actor, action, object, since, until]) el.value = "";
+            filters.clear();
             form.requestSubmit();
           },
         },
@@ -273,33 +314,18 @@ export async function auditPage(ctx: Ctx): Promise<void> {
       ),
     ),
   );
+  return form;
+}
 
-  mount(
-    ctx.main,
-    heading("Audit log"),
-    form,
-    count,
-    scroller(
-      h(
-        "table",
-        // On a phone each entry is stacked (one labelled line per cell): see app.css.
-        { class: "list stack", id: "audit" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["When", "Who", "Action", "Object", "Change"].map((t) => h("th", {}, t)),
-          ),
-        ),
-        body,
-      ),
-    ),
-    more,
-  );
+/** `#/audit`: the audit log. */
+export async function auditPage(ctx: Ctx): Promise<void> {
+  mount(ctx.main, heading("Audit log"), loading());
+  const filters = auditFilters(fromQuery(ctx.query));
+  const log = auditLog(ctx, () => filters.read());
+  const form = auditForm(filters, log);
+  mount(ctx.main, heading("Audit log"), form, log.count, scroller(log.table), log.more);
   try {
-    await load(true);
+    await log.load(true);
   } catch (err) {
     showIssues(form, err);
   }

@@ -5,7 +5,7 @@
  */
 import type { ClientRecord } from "../api.js";
 import { h, mount, when } from "../dom.js";
-import { type Ctx, heading, loading, scroller } from "../ui.js";
+import { type Ctx, heading, listTable, loading, scroller } from "../ui.js";
 
 /** A client not heard from for this long is marked silent (clients report every ≤ 30 s). */
 const SILENT_MS = 60_000;
@@ -81,20 +81,9 @@ export async function clientsPage(ctx: Ctx): Promise<void> {
     ),
     summary,
     scroller(
-      h(
-        "table",
+      listTable(
         { class: "list", id: "clients" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["App", "Host", "Client", "Revision", "Last seen", "First seen"].map((t) =>
-              h("th", {}, t),
-            ),
-          ),
-        ),
+        ["App", "Host", "Client", "Revision", "Last seen", "First seen"],
         body,
       ),
     ),

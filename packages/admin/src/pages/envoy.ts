@@ -26,10 +26,13 @@ import {
   formError,
   heading,
   isAdmin,
+  listTable,
   loading,
   scroller,
   select,
   showIssues,
+  submitActions,
+  submitForm,
 } from "../ui.js";
 import { topKeysCard } from "./keys.js";
 
@@ -120,24 +123,19 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
     }),
   );
   const result = h("div", { id: "envoy-import-result", role: "status" });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card",
-      id: "envoy-import",
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        try {
-          const r = await sendYaml<ImportResult>(ctx, "POST", "/import", textarea.value);
-          const p = r.plan;
-          ctx.flash(
-            `Imported: ${p.create.length} created, ${p.update.length} updated, ${p.unchanged.length} unchanged`,
-          );
-          await envoyPage(ctx);
-        } catch (err) {
-          showIssues(form, err);
-        }
-      },
+  const form = submitForm(
+    { class: "card", id: "envoy-import", novalidate: false },
+    async () => {
+      try {
+        const r = await sendYaml<ImportResult>(ctx, "POST", "/import", textarea.value);
+        const p = r.plan;
+        ctx.flash(
+          `Imported: ${p.create.length} created, ${p.update.length} updated, ${p.unchanged.length} unchanged`,
+        );
+        await envoyPage(ctx);
+      } catch (err) {
+        showIssues(form, err);
+      }
     },
     h("h2", {}, "Import"),
     h(
@@ -147,11 +145,7 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
     ),
     formError(),
     textarea,
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "envoy-import-submit" }, "Import"),
-    ),
+    submitActions("envoy-import-submit", "Import"),
   );
   mount(
     ctx.main,
@@ -171,18 +165,9 @@ export async function envoyPage(ctx: Ctx): Promise<void> {
     list.domains.length === 0
       ? h("p", { class: "muted", id: "envoy-empty" }, "No domain yet.")
       : scroller(
-          h(
-            "table",
+          listTable(
             { class: "list", id: "envoy-domains" },
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                ["Domain", "Limits", "Version", "Updated"].map((t) => h("th", {}, t)),
-              ),
-            ),
+            ["Domain", "Limits", "Version", "Updated"],
             h("tbody", {}, rows),
           ),
         ),
@@ -221,20 +206,9 @@ function descriptorSummary(doc: EnvoyDomainDoc): string {
 
 /** The descriptor tree as the node runs it. */
 function limitsCard(rec: DomainRecord): HTMLElement {
-  const tree = h(
-    "table",
+  const tree = listTable(
     { class: "list", id: "envoy-limits" },
-    h(
-      "thead",
-      {},
-      h(
-        "tr",
-        {},
-        ["Descriptor", "Limit", "Algorithm", "", "Name / replaces", "Policy"].map((t) =>
-          h("th", {}, t),
-        ),
-      ),
-    ),
+    ["Descriptor", "Limit", "Algorithm", "", "Name / replaces", "Policy"],
     h(
       "tbody",
       {},
@@ -320,24 +294,16 @@ function countersCard(
       showIssues(card, err);
     }
   };
-  const card: HTMLFormElement = h(
-    "form",
-    {
-      class: "card",
-      id: "envoy-counters",
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        await counterAction("peek");
-      },
-    },
+  const card = submitForm(
+    { class: "card", id: "envoy-counters", novalidate: false },
+    () => counterAction("peek"),
     h("h2", {}, "Counters"),
     h("p", { class: "muted" }, "A request descriptor, one key=value entry per line."),
     formError(),
     entriesInput,
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "envoy-peek" }, "Peek"),
+    submitActions(
+      "envoy-peek",
+      "Peek",
       // Resetting forgets what the counter has used: a second click confirms.
       isAdmin(ctx)
         ? confirmButton("Reset", () => counterAction("reset"), { id: "envoy-reset" })

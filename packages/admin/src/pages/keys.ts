@@ -15,13 +15,17 @@ import {
   count,
   field,
   formError,
+  headedCard,
   heading,
   input,
+  listTable,
   loading,
   messageOf,
   scroller,
   select,
   showIssues,
+  submitActions,
+  submitForm,
   windowSelect,
 } from "../ui.js";
 
@@ -150,24 +154,16 @@ export function keyLookup(
       showIssues(form, err);
     }
   };
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "inline-form",
-      id: "lookup-form",
-      novalidate: true,
-      onsubmit: (e: Event) => {
-        e.preventDefault();
-        void lookUp(keyInput.value);
-      },
-    },
+  const form = submitForm(
+    { class: "inline-form", id: "lookup-form" },
+    () => lookUp(keyInput.value),
     formError(),
     h(
       "div",
       { class: "row" },
       field("Key", "key", keyInput, "The identifier your app sends as key."),
     ),
-    h("div", { class: "actions" }, h("button", { type: "submit", id: "lookup" }, "Look up")),
+    submitActions("lookup", "Look up"),
   );
   const card = h(
     "section",
@@ -238,18 +234,9 @@ export function topKeysCard(
       rows.length === 0
         ? h("p", { class: "muted" }, empty)
         : scroller(
-            h(
-              "table",
+            listTable(
               { class: "list compact" },
-              h(
-                "thead",
-                {},
-                h(
-                  "tr",
-                  {},
-                  ["Key", countHead, ""].map((x) => h("th", {}, x)),
-                ),
-              ),
+              ["Key", countHead, ""],
               h(
                 "tbody",
                 {},
@@ -306,23 +293,16 @@ export function topKeysCard(
     }
   };
   every(ctx, REFRESH_MS, load, body);
-  return h(
-    "section",
-    { class: "card", id: "top-keys" },
-    h(
-      "div",
-      { class: "card-head" },
-      h("h2", {}, "Top keys"),
-      h(
-        "div",
-        { class: "actions" },
-        extra,
-        windowSelect("keys-window", KEY_WINDOWS, window, (w) => {
-          window = w;
-          void load();
-        }),
-      ),
-    ),
+  return headedCard(
+    "top-keys",
+    "Top keys",
+    [
+      extra,
+      windowSelect("keys-window", KEY_WINDOWS, window, (w) => {
+        window = w;
+        void load();
+      }),
+    ],
     h(
       "p",
       { class: "muted small" },

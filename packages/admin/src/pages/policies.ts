@@ -5,7 +5,7 @@
  * evaluated in shadow).
  */
 import { ALGORITHMS, LEASE_ALGORITHMS } from "sluice/algorithms";
-import type { AppRecord, PolicyDoc, PolicyRecord } from "../api.js";
+import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord } from "../api.js";
 import { type ConsoleKind, documentPage, warningsText } from "../document-view.js";
 import { h, mount, when } from "../dom.js";
 import {
@@ -17,29 +17,39 @@ import {
 import { trafficCard } from "../traffic-view.js";
 import {
   type Ctx,
+  type RulesEditor,
+  appBoxes,
   canDeletePolicy,
   canEditPolicy,
   canWrite,
+  checkedApps,
+  checkLabel,
   clearIssues,
   copyBlock,
+  durationOrRaw,
+  emptyCard,
   failed,
   field,
+  fieldGroup,
   formError,
   heading,
   input,
+  listTable,
   loading,
   numberOrRaw,
-  durationOrRaw,
-  ruleText,
   rulesEditor,
+  ruleText,
   scroller,
   select,
   showIssues,
+  submitActions,
+  submitForm,
 } from "../ui.js";
 import { keyLookup, topKeysCard } from "./keys.js";
 
 const enc = encodeURIComponent;
 
+/** A policy's state as tags: disabled, shadow, draft. */
 function flags(p: PolicyDoc & { hasDraft?: boolean }): HTMLElement[] {
   const out: HTMLElement[] = [];
   if (p.enabled === false) out.push(h("span", { class: "tag off" }, "disabled"));
@@ -62,10 +72,9 @@ export async function policiesPage(ctx: Ctx): Promise<void> {
         : null,
     ),
     list.length === 0
-      ? h(
-          "div",
-          { class: "card empty", id: "policies-empty" },
-          h("h2", {}, "No policies yet"),
+      ? emptyCard(
+          "policies-empty",
+          "No policies yet",
           h(
             "p",
             {},
@@ -77,20 +86,9 @@ export async function policiesPage(ctx: Ctx): Promise<void> {
           h("a", { class: "button secondary", href: "#/" }, "Get started"),
         )
       : scroller(
-          h(
-            "table",
+          listTable(
             { class: "list", id: "policies" },
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                ["Name", "Algorithm", "Rules", "Apps", "", "Version", "Updated"].map((t) =>
-                  h("th", {}, t),
-                ),
-              ),
-            ),
+            ["Name", "Algorithm", "Rules", "Apps", "", "Version", "Updated"],
             h(
               "tbody",
               {},
@@ -113,6 +111,7 @@ export async function policiesPage(ctx: Ctx): Promise<void> {
   );
 }
 
+/** The enforced document, field by field in words. */
 function docView(doc: PolicyDoc): HTMLElement {
   const row = (k: string, v: string | HTMLElement | HTMLElement[]) => [
     h("dt", {}, k),
@@ -287,6 +286,339 @@ export function policyPage(ctx: Ctx, name: string): Promise<void> {
   return documentPage(ctx, policyKind, name);
 }
 
+/** The form's first values for a new policy (an owner's first app granted). */
+function newPolicy(ctx: Ctx): PolicyDoc {
+  const user = ctx.session.user;
+  return {
+    name: "",
+    algorithm: "gcra",
+    rules: [{ limit: 100, period: "1m" }],
+    onStoreError: "allow",
+    shadow: false,
+    enabled: true,
+    apps: user.role === "owner" ? [...user.apps].slice(0, 1) : [],
+  };
+}
+
+/** The lease setting: a checkbox, and its tuning shown while it is ticked. */
+interface LeaseSection {
+  /** The field (hidden by the form for algorithms leases do not serve). */
+  readonly element: HTMLElement;
+  readonly box: HTMLInputElement;
+  readonly tuning: HTMLElement;
+  /** The lease as written — the tuning given, else `true` — or undefined when off or hidden. */
+  read(): unknown;
+}
+
+/** Builds the {@link LeaseSection} filled from `lease`. */
+function leaseSection(lease: PolicyDoc["lease"]): LeaseSection {
+  const tuned = typeof lease === "object" ? lease : {};
+  const box = h("input", {
+    type: "checkbox",
+    name: "lease",
+    checked: lease !== undefined && lease !== false,
+  });
+  const part = (key: "maxShare" | "ttl" | "hotAfter", placeholder: string, inputmode?: string) =>
+    input({ name: `lease.${key}`, value: tuned[key] ?? "", inputmode, placeholder });
+  const share = part("maxShare", "0.1", "decimal");
+  const ttl = part("ttl", "1s");
+  const hot = part("hotAfter", "20", "numeric");
+  const tuning = h(
+    "div",
+    { class: "lease-tuning" },
+    field("Largest share per node", "lease.maxShare", share, "Of the capacity, in (0, 1]."),
+    field("Lease lifetime", "lease.ttl", ttl, "Unspent units go back then."),
+    field("Hot after", "lease.hotAfter", hot, "Decisions of a key a second, on one node."),
+  );
+  const element = fieldGroup(
+    "lease",
+    checkLabel(
+      box,
+      " Leases: decide hot keys in memory from capacity taken from Redis (never over the limit)",
+    ),
+    tuning,
+  );
+  return {
+    element,
+    box,
+    tuning,
+    read() {
+      if (!box.checked || element.hidden) return undefined;
+      const t: Record<string, unknown> = {};
+      const maxShare = numberOrRaw(share.value);
+      const lifetime = durationOrRaw(ttl.value);
+      const hotAfter = numberOrRaw(hot.value);
+      if (maxShare !== undefined) t.maxShare = maxShare;
+      if (lifetime !== undefined) t.ttl = lifetime;
+      if (hotAfter !== undefined) t.hotAfter = hotAfter;
+      return Object.keys(t).length > 0 ? t : true;
+    },
+  };
+}
+
+/** The apps the policy may be granted to, ticked where it is; an owner changes only its own. */
+function appsField(ctx: Ctx, doc: PolicyDoc, apps: readonly AppRecord[]): HTMLElement {
+  const user = ctx.session.user;
+  const granted = new Set(doc.apps ?? []);
+  const names = [...new Set([...apps.map((a) => a.name), ...granted])].sort();
+  const boxes = appBoxes(
+    names,
+    (a) => granted.has(a),
+    (a) => user.role === "owner" && !user.apps.includes(a),
+  );
+  return fieldGroup(
+    "apps",
+    h("label", {}, "Apps granted"),
+    boxes.length > 0
+      ? h("div", { class: "checks" }, boxes)
+      : h("p", { class: "muted" }, "No apps yet."),
+  );
+}
+
+/** The policy form's controls. */
+interface PolicyControls {
+  readonly name: HTMLInputElement;
+  readonly description: HTMLTextAreaElement;
+  readonly algorithm: HTMLSelectElement;
+  readonly rules: RulesEditor;
+  readonly block: HTMLInputElement;
+  readonly onStoreError: HTMLSelectElement;
+  readonly instances: HTMLInputElement;
+  readonly instancesField: HTMLElement;
+  readonly lease: LeaseSection;
+  readonly shadow: HTMLInputElement;
+  readonly enabled: HTMLInputElement;
+  readonly apps: HTMLElement;
+}
+
+/**
+ * Builds the {@link PolicyControls} filled from `doc`, each shown only where it applies (burst,
+ * insurance instances, leases and their tuning), and kept so as the choices change.
+ */
+function policyControls(
+  ctx: Ctx,
+  doc: PolicyDoc,
+  existing: boolean,
+  apps: readonly AppRecord[],
+): PolicyControls {
+  const algorithm = select(
+    ALGORITHMS.map((a) => [a, a] as const),
+    doc.algorithm ?? "gcra",
+    { name: "algorithm" },
+  );
+  const rules = rulesEditor(doc.rules);
+  const onStoreError = select(
+    [
+      ["allow", "allow (fail open)"],
+      ["deny", "deny (fail closed)"],
+      ["insurance", "insurance (in-memory share of the limit)"],
+    ],
+    doc.onStoreError ?? "allow",
+    { name: "onStoreError" },
+  );
+  const instances = input({
+    name: "insuranceInstances",
+    value: doc.insuranceInstances ?? "",
+    inputmode: "numeric",
+    placeholder: "counted by the store",
+  });
+  const instancesField = field(
+    "Insurance instances",
+    "insuranceInstances",
+    instances,
+    "How many service nodes share the limit.",
+  );
+  const lease = leaseSection(doc.lease);
+  const sync = () => {
+    rules.setBurst(algorithm.value === "gcra" || algorithm.value === "token-bucket");
+    instancesField.hidden = onStoreError.value !== "insurance";
+    // Leases serve these algorithms only (sliding-window and sliding-log are refused).
+    lease.element.hidden = !LEASE_ALGORITHMS.includes(
+      algorithm.value as (typeof ALGORITHMS)[number],
+    );
+    lease.tuning.hidden = !lease.box.checked;
+  };
+  algorithm.addEventListener("change", sync);
+  onStoreError.addEventListener("change", sync);
+  lease.box.addEventListener("change", sync);
+  sync();
+  return {
+    name: input({
+      name: "name",
+      value: doc.name,
+      required: true,
+      readonly: existing ? true : undefined,
+      placeholder: "api.search",
+    }),
+    description: h("textarea", { name: "description", rows: 2 }, doc.description ?? ""),
+    algorithm,
+    rules,
+    block: input({
+      name: "blockDuration",
+      value: doc.blockDuration ?? "",
+      placeholder: "off, or e.g. 5m",
+    }),
+    onStoreError,
+    instances,
+    instancesField,
+    lease,
+    shadow: h("input", { type: "checkbox", name: "shadow", checked: doc.shadow === true }),
+    enabled: h("input", { type: "checkbox", name: "enabled", checked: doc.enabled !== false }),
+    apps: appsField(ctx, doc, apps),
+  };
+}
+
+/** The policy as the form holds it (numbers where they parse, raw text the service names). */
+function readPolicy(c: PolicyControls, doc: PolicyDoc): PolicyDoc {
+  const blockValue = durationOrRaw(c.block.value);
+  const inst = numberOrRaw(c.instances.value);
+  const out: Record<string, unknown> = {
+    name: c.name.value.trim(),
+    description: c.description.value,
+    algorithm: c.algorithm.value,
+    rules: c.rules.read(),
+    onStoreError: c.onStoreError.value,
+    shadow: c.shadow.checked,
+    enabled: c.enabled.checked,
+    apps: checkedApps(c.apps),
+  };
+  if (blockValue !== undefined) out.blockDuration = blockValue;
+  const lease = c.lease.read();
+  if (lease !== undefined) out.lease = lease;
+  // Kept as they are (the form does not edit them), while the algorithm they apply to is.
+  if (doc.windowStart !== undefined && c.algorithm.value === "fixed-window")
+    out.windowStart = doc.windowStart;
+  if (doc.refill !== undefined && c.algorithm.value === "token-bucket") out.refill = doc.refill;
+  if (doc.resetOnBlock !== undefined) out.resetOnBlock = doc.resetOnBlock;
+  if (c.onStoreError.value === "insurance" && inst !== undefined) out.insuranceInstances = inst;
+  return out as unknown as PolicyDoc;
+}
+
+/**
+ * Saves `d`: as a new policy, as the next version of `existing`, or (`asDraft`) as its draft in
+ * place of `draft`. Answers what was done, with what the service will not do as written.
+ */
+async function savePolicy(
+  ctx: Ctx,
+  d: PolicyDoc,
+  existing: PolicyRecord | undefined,
+  draft: DraftRecord | undefined,
+  asDraft: boolean,
+): Promise<string> {
+  let message: string;
+  let warnings: string;
+  if (asDraft) {
+    const r = await ctx.api.putDraft(d, {
+      expectVersion: existing?.version,
+      draftId: draft?.id,
+    });
+    message = `Draft saved for ${d.name}: it is evaluated in shadow until you promote it`;
+    warnings = warningsText(r.warnings);
+  } else if (existing) {
+    const r = await ctx.api.putPolicy(d, existing.version);
+    message = `Saved ${r.name}: version ${r.version}`;
+    warnings = warningsText(r.warnings);
+  } else {
+    const r = await ctx.api.createPolicy(d);
+    message = `Created ${r.name}: version ${r.version}`;
+    warnings = warningsText(r.warnings);
+  }
+  return warnings ? `${message}. ${warnings}` : message;
+}
+
+/** A checkbox of the form on its own line, with its text. */
+function checkField(path: string, box: HTMLInputElement, text: string): HTMLElement {
+  return fieldGroup(path, checkLabel(box, text), null, "field inline");
+}
+
+/** The form's fields, in the order it shows them. */
+function policyFields(c: PolicyControls, existing: boolean): HTMLElement[] {
+  return [
+    formError(),
+    field("Name", "name", c.name, existing ? undefined : "Letters, digits, '.', '_', '-', ':'."),
+    field("Description", "description", c.description),
+    field("Algorithm", "algorithm", c.algorithm, "gcra is the default: smooth, one value per key."),
+    c.rules.element,
+    field(
+      "Block after a denial",
+      "blockDuration",
+      c.block,
+      "A penalty box: deny the key for this long after a denial.",
+    ),
+    field("On store error", "onStoreError", c.onStoreError),
+    c.instancesField,
+    c.lease.element,
+    checkField("shadow", c.shadow, " Shadow: let everything pass, only report denials"),
+    checkField("enabled", c.enabled, " Enabled"),
+    c.apps,
+  ];
+}
+
+/** Save (or Create), Save as draft for a policy that exists, and Cancel. */
+function policyActions(existing: PolicyRecord | undefined, saveDraft: () => void): HTMLElement {
+  return submitActions(
+    "save-policy",
+    existing ? "Save" : "Create policy",
+    existing
+      ? h(
+          "button",
+          { type: "button", class: "secondary", id: "save-draft", onclick: saveDraft },
+          "Save as draft (shadow)",
+        )
+      : null,
+    h(
+      "a",
+      {
+        class: "button secondary",
+        href: existing ? `#/policies/${enc(existing.name)}` : "#/policies",
+      },
+      "Cancel",
+    ),
+  );
+}
+
+/**
+ * The policy form for `doc`: saved (or created) on submit, or saved as a draft in place of
+ * `draft`; a saved policy's page opens, a refusal is shown next to the fields it names.
+ */
+function policyForm(
+  ctx: Ctx,
+  doc: PolicyDoc,
+  existing: PolicyRecord | undefined,
+  draft: DraftRecord | undefined,
+  apps: readonly AppRecord[],
+): HTMLFormElement {
+  const c = policyControls(ctx, doc, existing !== undefined, apps);
+  const submit = async (asDraft: boolean) => {
+    clearIssues(form);
+    const d = readPolicy(c, doc);
+    for (const b of form.querySelectorAll("button")) b.disabled = true;
+    try {
+      // Saved all the same: what the service will not do as written is said beside it.
+      const flash = await savePolicy(ctx, d, existing, draft, asDraft);
+      ctx.navigate(`/policies/${enc(d.name)}`, { flash });
+    } catch (err) {
+      showIssues(form, err);
+    } finally {
+      for (const b of form.querySelectorAll("button")) b.disabled = false;
+    }
+  };
+  const form = submitForm(
+    { class: "card policy-form", id: "policy-form" },
+    () => submit(false),
+    policyFields(c, existing !== undefined),
+    draft
+      ? h(
+          "p",
+          { class: "muted", id: "draft-notice" },
+          `Saving as draft replaces the draft saved ${when(draft.createdAt)} by ${draft.createdBy}.`,
+        )
+      : null,
+    policyActions(existing, () => void submit(true)),
+  );
+  return form;
+}
+
 /** `#/policies/new` and `#/policies/:name/edit`: the policy form. */
 export async function policyFormPage(ctx: Ctx, name: string | undefined): Promise<void> {
   mount(ctx.main, heading(name ? `Edit ${name}` : "New policy"), loading());
@@ -314,272 +646,9 @@ export async function policyFormPage(ctx: Ctx, name: string | undefined): Promis
     );
     return;
   }
-  const user = ctx.session.user;
-  const doc: PolicyDoc = existing ?? {
-    name: "",
-    algorithm: "gcra",
-    rules: [{ limit: 100, period: "1m" }],
-    onStoreError: "allow",
-    shadow: false,
-    enabled: true,
-    apps: user.role === "owner" ? [...user.apps].slice(0, 1) : [],
-  };
-
-  const nameInput = input({
-    name: "name",
-    value: doc.name,
-    required: true,
-    readonly: existing ? true : undefined,
-    placeholder: "api.search",
-  });
-  const description = h("textarea", { name: "description", rows: 2 }, doc.description ?? "");
-  const algorithm = select(
-    ALGORITHMS.map((a) => [a, a] as const),
-    doc.algorithm ?? "gcra",
-    { name: "algorithm" },
+  mount(
+    ctx.main,
+    heading(existing ? `Edit ${existing.name}` : "New policy"),
+    policyForm(ctx, existing ?? newPolicy(ctx), existing, draft, apps),
   );
-  const rules = rulesEditor(doc.rules);
-  const block = input({
-    name: "blockDuration",
-    value: doc.blockDuration ?? "",
-    placeholder: "off, or e.g. 5m",
-  });
-  const onStoreError = select(
-    [
-      ["allow", "allow (fail open)"],
-      ["deny", "deny (fail closed)"],
-      ["insurance", "insurance (in-memory share of the limit)"],
-    ],
-    doc.onStoreError ?? "allow",
-    { name: "onStoreError" },
-  );
-  const instances = input({
-    name: "insuranceInstances",
-    value: doc.insuranceInstances ?? "",
-    inputmode: "numeric",
-    placeholder: "counted by the store",
-  });
-  const instancesField = field(
-    "Insurance instances",
-    "insuranceInstances",
-    instances,
-    "How many service nodes share the limit.",
-  );
-  const tuned = typeof doc.lease === "object" ? doc.lease : {};
-  const lease = h("input", {
-    type: "checkbox",
-    name: "lease",
-    checked: doc.lease !== undefined && doc.lease !== false,
-  });
-  const leaseShare = input({
-    name: "lease.maxShare",
-    value: tuned.maxShare ?? "",
-    inputmode: "decimal",
-    placeholder: "0.1",
-  });
-  const leaseTtl = input({ name: "lease.ttl", value: tuned.ttl ?? "", placeholder: "1s" });
-  const leaseHot = input({
-    name: "lease.hotAfter",
-    value: tuned.hotAfter ?? "",
-    inputmode: "numeric",
-    placeholder: "20",
-  });
-  const leaseTuning = h(
-    "div",
-    { class: "lease-tuning" },
-    field("Largest share per node", "lease.maxShare", leaseShare, "Of the capacity, in (0, 1]."),
-    field("Lease lifetime", "lease.ttl", leaseTtl, "Unspent units go back then."),
-    field("Hot after", "lease.hotAfter", leaseHot, "Decisions of a key a second, on one node."),
-  );
-  const leaseField = h(
-    "div",
-    { class: "field", "data-field": "lease" },
-    h(
-      "label",
-      { class: "check" },
-      lease,
-      " Leases: decide hot keys in memory from capacity taken from Redis (never over the limit)",
-    ),
-    leaseTuning,
-    h("div", { class: "field-error", role: "alert" }),
-  );
-  const shadow = h("input", { type: "checkbox", name: "shadow", checked: doc.shadow === true });
-  const enabled = h("input", { type: "checkbox", name: "enabled", checked: doc.enabled !== false });
-  const granted = new Set(doc.apps ?? []);
-  const appNames = [...new Set([...apps.map((a) => a.name), ...granted])].sort();
-  const appBoxes = appNames.map((a) =>
-    h(
-      "label",
-      { class: "check" },
-      h("input", {
-        type: "checkbox",
-        name: "apps",
-        value: a,
-        checked: granted.has(a),
-        disabled: user.role === "owner" && !user.apps.includes(a),
-      }),
-      ` ${a}`,
-    ),
-  );
-  const sync = () => {
-    rules.setBurst(algorithm.value === "gcra" || algorithm.value === "token-bucket");
-    instancesField.hidden = onStoreError.value !== "insurance";
-    // Leases serve these algorithms only (sliding-window and sliding-log are refused).
-    leaseField.hidden = !LEASE_ALGORITHMS.includes(algorithm.value as (typeof ALGORITHMS)[number]);
-    leaseTuning.hidden = !lease.checked;
-  };
-  algorithm.addEventListener("change", sync);
-  onStoreError.addEventListener("change", sync);
-  lease.addEventListener("change", sync);
-  sync();
-
-  const read = (): PolicyDoc => {
-    const blockValue = durationOrRaw(block.value);
-    const inst = numberOrRaw(instances.value);
-    const out: Record<string, unknown> = {
-      name: nameInput.value.trim(),
-      description: description.value,
-      algorithm: algorithm.value,
-      rules: rules.read(),
-      onStoreError: onStoreError.value,
-      shadow: shadow.checked,
-      enabled: enabled.checked,
-      apps: [...form.querySelectorAll<HTMLInputElement>('input[name="apps"]:checked')].map(
-        (x) => x.value,
-      ),
-    };
-    if (blockValue !== undefined) out.blockDuration = blockValue;
-    if (lease.checked && !leaseField.hidden) {
-      const t: Record<string, unknown> = {};
-      const share = numberOrRaw(leaseShare.value);
-      const ttl = durationOrRaw(leaseTtl.value);
-      const hot = numberOrRaw(leaseHot.value);
-      if (share !== undefined) t.maxShare = share;
-      if (ttl !== undefined) t.ttl = ttl;
-      if (hot !== undefined) t.hotAfter = hot;
-      out.lease = Object.keys(t).length > 0 ? t : true;
-    }
-    // Kept as they are (the form does not edit them), while the algorithm they apply to is.
-    if (doc.windowStart !== undefined && algorithm.value === "fixed-window")
-      out.windowStart = doc.windowStart;
-    if (doc.refill !== undefined && algorithm.value === "token-bucket") out.refill = doc.refill;
-    if (doc.resetOnBlock !== undefined) out.resetOnBlock = doc.resetOnBlock;
-    if (onStoreError.value === "insurance" && inst !== undefined) out.insuranceInstances = inst;
-    return out as unknown as PolicyDoc;
-  };
-
-  const submit = async (asDraft: boolean) => {
-    clearIssues(form);
-    const d = read();
-    for (const b of form.querySelectorAll("button")) b.disabled = true;
-    try {
-      let message: string;
-      let warnings: string;
-      if (asDraft) {
-        const r = await ctx.api.putDraft(d, {
-          expectVersion: existing?.version,
-          draftId: draft?.id,
-        });
-        message = `Draft saved for ${d.name}: it is evaluated in shadow until you promote it`;
-        warnings = warningsText(r.warnings);
-      } else if (existing) {
-        const r = await ctx.api.putPolicy(d, existing.version);
-        message = `Saved ${r.name}: version ${r.version}`;
-        warnings = warningsText(r.warnings);
-      } else {
-        const r = await ctx.api.createPolicy(d);
-        message = `Created ${r.name}: version ${r.version}`;
-        warnings = warningsText(r.warnings);
-      }
-      // Saved all the same: what the service will not do as written is said beside it.
-      ctx.navigate(`/policies/${enc(d.name)}`, {
-        flash: warnings ? `${message}. ${warnings}` : message,
-      });
-    } catch (err) {
-      showIssues(form, err);
-    } finally {
-      for (const b of form.querySelectorAll("button")) b.disabled = false;
-    }
-  };
-
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card policy-form",
-      id: "policy-form",
-      novalidate: true,
-      onsubmit: (e: Event) => {
-        e.preventDefault();
-        void submit(false);
-      },
-    },
-    formError(),
-    field("Name", "name", nameInput, existing ? undefined : "Letters, digits, '.', '_', '-', ':'."),
-    field("Description", "description", description),
-    field("Algorithm", "algorithm", algorithm, "gcra is the default: smooth, one value per key."),
-    rules.element,
-    field(
-      "Block after a denial",
-      "blockDuration",
-      block,
-      "A penalty box: deny the key for this long after a denial.",
-    ),
-    field("On store error", "onStoreError", onStoreError),
-    instancesField,
-    leaseField,
-    h(
-      "div",
-      { class: "field inline", "data-field": "shadow" },
-      h("label", { class: "check" }, shadow, " Shadow: let everything pass, only report denials"),
-      h("div", { class: "field-error", role: "alert" }),
-    ),
-    h(
-      "div",
-      { class: "field inline", "data-field": "enabled" },
-      h("label", { class: "check" }, enabled, " Enabled"),
-      h("div", { class: "field-error", role: "alert" }),
-    ),
-    h(
-      "div",
-      { class: "field", "data-field": "apps" },
-      h("label", {}, "Apps granted"),
-      appBoxes.length > 0
-        ? h("div", { class: "checks" }, appBoxes)
-        : h("p", { class: "muted" }, "No apps yet."),
-      h("div", { class: "field-error", role: "alert" }),
-    ),
-    draft
-      ? h(
-          "p",
-          { class: "muted", id: "draft-notice" },
-          `Saving as draft replaces the draft saved ${when(draft.createdAt)} by ${draft.createdBy}.`,
-        )
-      : null,
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "save-policy" }, existing ? "Save" : "Create policy"),
-      existing
-        ? h(
-            "button",
-            {
-              type: "button",
-              class: "secondary",
-              id: "save-draft",
-              onclick: () => void submit(true),
-            },
-            "Save as draft (shadow)",
-          )
-        : null,
-      h(
-        "a",
-        {
-          class: "button secondary",
-          href: existing ? `#/policies/${enc(existing.name)}` : "#/policies",
-        },
-        "Cancel",
-      ),
-    ),
-  );
-  mount(ctx.main, heading(existing ? `Edit ${existing.name}` : "New policy"), form);
 }

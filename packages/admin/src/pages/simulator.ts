@@ -6,8 +6,9 @@
 import { type AlgorithmName, ValidationError } from "sluice/algorithms";
 import type { Issue, PolicyDoc, PolicyRecord } from "../api.js";
 import { chart, shortDuration } from "../chart.js";
-import { h, mount } from "../dom.js";
+import { type Child, h, mount } from "../dom.js";
 import {
+  type AlgorithmRun,
   MAX_REQUESTS,
   type Pattern,
   PatternError,
@@ -18,15 +19,19 @@ import {
 } from "../simulate.js";
 import {
   type Ctx,
+  checkLabel,
   clearIssues,
   counted,
   durationOrRaw,
   field,
   heading,
   input,
+  listTable,
   placeIssues,
   rulesEditor,
   select,
+  submitActions,
+  submitForm,
 } from "../ui.js";
 
 const COLORS: Record<AlgorithmName, string> = {
@@ -64,20 +69,103 @@ function sameLines(sim: Simulation): Simulation["runs"][] {
   return [...groups.values()];
 }
 
-/** A pattern field: its input, label (for messages) and limits. */
-interface NumberField {
-  readonly el: HTMLInputElement;
-  readonly path: string;
+/** A number field of the traffic pattern: the patterns it belongs to, its label and its checks. */
+interface PatternField {
+  /** The patterns it belongs to (every one when left out): it is hidden under the others. */
+  readonly kinds?: readonly string[];
+  readonly id: string;
+  readonly name: string;
+  /** What it holds when the page opens. */
+  readonly value: string;
+  readonly inputmode: "decimal" | "numeric";
+  /** Its label on the form. */
   readonly label: string;
+  /** The issue path its messages go to. */
+  readonly path: string;
+  /** Its name in messages: "Burst size must be …". */
+  readonly says: string;
   readonly min: number;
   readonly integer?: boolean;
 }
+
+/** The pattern's fields, in the order the form shows them. */
+const PATTERN_FIELDS: readonly PatternField[] = [
+  {
+    kinds: ["steady"],
+    id: "sim-rate",
+    name: "ratePerSec",
+    value: "10",
+    inputmode: "decimal",
+    label: "Requests per second",
+    path: "ratePerSec",
+    says: "Requests per second",
+    min: 0,
+  },
+  {
+    kinds: ["burst"],
+    id: "sim-size",
+    name: "size",
+    value: "100",
+    inputmode: "numeric",
+    label: "Burst size",
+    path: "size",
+    says: "Burst size",
+    min: 1,
+    integer: true,
+  },
+  {
+    kinds: ["burst"],
+    id: "sim-every",
+    name: "everySec",
+    value: "0",
+    inputmode: "decimal",
+    label: "Every (seconds, 0 = once)",
+    path: "everyMs",
+    says: "Every",
+    min: 0,
+  },
+  {
+    kinds: ["ramp"],
+    id: "sim-from",
+    name: "fromPerSec",
+    value: "0",
+    inputmode: "decimal",
+    label: "From (requests/s)",
+    path: "fromPerSec",
+    says: "From",
+    min: 0,
+  },
+  {
+    kinds: ["ramp"],
+    id: "sim-to",
+    name: "toPerSec",
+    value: "50",
+    inputmode: "decimal",
+    label: "To (requests/s)",
+    path: "toPerSec",
+    says: "To",
+    min: 0,
+  },
+  {
+    id: "sim-duration",
+    name: "durationSec",
+    value: "60",
+    inputmode: "decimal",
+    label: "Duration (seconds)",
+    path: "durationMs",
+    says: "Duration",
+    min: 0.001,
+  },
+];
+
+/** A pattern field on the form: its input and the field around it. */
+type PatternInput = PatternField & { readonly el: HTMLInputElement; readonly wrapper: HTMLElement };
 
 /**
  * Reads the visible pattern fields, each checked in the words of its label, every problem at
  * once: `{ values }` when all hold, else `{ issues }` naming each field.
  */
-function readNumbers(fields: readonly NumberField[]): {
+function readNumbers(fields: readonly PatternInput[]): {
   values: Map<string, number>;
   issues: Issue[];
 } {
@@ -92,21 +180,69 @@ function readNumbers(fields: readonly NumberField[]): {
     else if (!Number.isFinite(n)) problem = `must be ${kind} (got "${text}")`;
     else if (f.integer && !Number.isInteger(n)) problem = `must be a whole number (got ${text})`;
     else if (n < f.min) problem = `must be at least ${f.min} (got ${text})`;
-    if (problem) issues.push({ path: f.path, message: `${f.label} ${problem}` });
+    if (problem) issues.push({ path: f.path, message: `${f.says} ${problem}` });
     else values.set(f.path, n);
   }
   return { values, issues };
 }
 
-/** `#/simulator`: play a pattern against a policy. */
-export async function simulatorPage(ctx: Ctx): Promise<void> {
-  let policies: PolicyRecord[] = [];
+/** The pattern of kind `kind` from its fields' values, by issue path (seconds made milliseconds). */
+function patternOf(kind: string, v: (path: string) => number): Pattern {
+  const durationMs = Math.round(v("durationMs") * 1000);
+  return kind === "steady"
+    ? { kind: "steady", ratePerSec: v("ratePerSec"), durationMs }
+    : kind === "ramp"
+      ? { kind: "ramp", fromPerSec: v("fromPerSec"), toPerSec: v("toPerSec"), durationMs }
+      : {
+          kind: "burst",
+          size: v("size"),
+          everyMs: Math.round(v("everyMs") * 1000),
+          durationMs,
+        };
+}
+
+/** The issues of the rules, found as the service would find them (every one at once). */
+function ruleIssues(policy: SimPolicy): Issue[] {
   try {
-    policies = await ctx.api.policies();
-  } catch {
-    // A custom policy still works.
+    policyFor(policy, "gcra");
+    return [];
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    return err.issues.map((i) => ({ path: i.path, message: i.message }));
   }
-  const wanted = ctx.query.get("policy") ?? "";
+}
+
+/** A pattern the simulator refuses, as an issue of the whole form. */
+function patternIssue(err: PatternError): Issue {
+  return {
+    path: "",
+    message:
+      err.field === "pattern"
+        ? `the pattern makes more than ${MAX_REQUESTS.toLocaleString("en-US")} requests: lower the rate, the burst size or the duration`
+        : err.message,
+  };
+}
+
+/** A fieldset of the form, under its legend. */
+function fieldset(legend: string, ...children: Child[]): HTMLElement {
+  return h("fieldset", {}, h("legend", {}, legend), children);
+}
+
+/** The Policy fieldset: the policy started from (or custom rules), its rules and block. */
+interface PolicySection {
+  readonly element: HTMLElement;
+  /** The algorithm of the policy started from ("" for custom rules): its row is marked. */
+  readonly algorithm: string;
+  /** The policy as written: rules may hold raw text, which definePolicy names. */
+  read(): SimPolicy;
+}
+
+/** Builds the {@link PolicySection}, starting from `wanted` (or the first policy). */
+function policySection(
+  policies: readonly PolicyRecord[],
+  wanted: string,
+  onChange: () => void,
+): PolicySection {
   const initial: PolicyDoc | undefined = policies.find((p) => p.name === wanted) ?? policies[0];
   const source = select(
     [...policies.map((p) => [p.name, p.name] as const), ["", "Custom rules"] as const],
@@ -121,7 +257,7 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     value: initial?.blockDuration ?? "",
     placeholder: "off",
   });
-  let policyAlgorithm: string = initial?.algorithm ?? "gcra";
+  let algorithm: string = initial?.algorithm ?? "gcra";
   // A policy with leases admits what it would without them (docs/leases.md): say so.
   const leaseNote = h(
     "p",
@@ -132,58 +268,98 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     leaseNote.hidden = p?.lease === undefined || p.lease === false;
   };
   syncLease(initial);
-
-  const kind = select(
-    [
-      ["burst", "Bursts"],
-      ["steady", "Steady rate"],
-      ["ramp", "Ramp"],
-    ],
-    ctx.query.get("pattern") ?? "burst",
-    { id: "sim-kind", name: "kind" },
-  );
-  const rate = input({ id: "sim-rate", name: "ratePerSec", value: "10", inputmode: "decimal" });
-  const size = input({ id: "sim-size", name: "size", value: "100", inputmode: "numeric" });
-  const every = input({ id: "sim-every", name: "everySec", value: "0", inputmode: "decimal" });
-  const from = input({ id: "sim-from", name: "fromPerSec", value: "0", inputmode: "decimal" });
-  const to = input({ id: "sim-to", name: "toPerSec", value: "50", inputmode: "decimal" });
-  const duration = input({
-    id: "sim-duration",
-    name: "durationSec",
-    value: "60",
-    inputmode: "decimal",
-  });
-  const fRate = field("Requests per second", "ratePerSec", rate);
-  const fSize = field("Burst size", "size", size);
-  const fEvery = field("Every (seconds, 0 = once)", "everyMs", every);
-  const fFrom = field("From (requests/s)", "fromPerSec", from);
-  const fTo = field("To (requests/s)", "toPerSec", to);
-  const fDuration = field("Duration (seconds)", "durationMs", duration);
-  const syncKind = () => {
-    fRate.hidden = kind.value !== "steady";
-    fSize.hidden = fEvery.hidden = kind.value !== "burst";
-    fFrom.hidden = fTo.hidden = kind.value !== "ramp";
-  };
-  kind.addEventListener("change", () => {
-    syncKind();
-    run();
-  });
-  syncKind();
-
   source.addEventListener("change", () => {
     const p = policies.find((x) => x.name === source.value);
     if (p) {
       rules = rulesEditor(p.rules);
       mount(rulesHost, rules.element);
       block.value = p.blockDuration === undefined ? "" : String(p.blockDuration);
-      policyAlgorithm = p.algorithm ?? "gcra";
+      algorithm = p.algorithm ?? "gcra";
     } else {
-      policyAlgorithm = "";
+      algorithm = "";
     }
     syncLease(p);
-    run();
+    onChange();
   });
+  return {
+    element: fieldset(
+      "Policy",
+      field("Start from", "policy", source),
+      leaseNote,
+      rulesHost,
+      field("Block after a denial", "blockDuration", block),
+    ),
+    get algorithm() {
+      return algorithm;
+    },
+    read() {
+      const blockValue = durationOrRaw(block.value);
+      return {
+        rules: rules.read() as unknown as SimPolicy["rules"],
+        ...(blockValue !== undefined
+          ? { blockDuration: blockValue as SimPolicy["blockDuration"] }
+          : {}),
+      };
+    },
+  };
+}
 
+/** The Traffic fieldset: the pattern, and the fields of the pattern chosen. */
+interface TrafficSection {
+  readonly element: HTMLElement;
+  /** The pattern as written, or the issues of its fields (each in the words of its label). */
+  read(): { pattern?: Pattern; issues: Issue[] };
+}
+
+/** Builds the {@link TrafficSection} for pattern `kindValue` (`burst`, `steady` or `ramp`). */
+function trafficSection(kindValue: string, onChange: () => void): TrafficSection {
+  const kind = select(
+    [
+      ["burst", "Bursts"],
+      ["steady", "Steady rate"],
+      ["ramp", "Ramp"],
+    ],
+    kindValue,
+    { id: "sim-kind", name: "kind" },
+  );
+  const fields: PatternInput[] = PATTERN_FIELDS.map((f) => {
+    const el = input({ id: f.id, name: f.name, value: f.value, inputmode: f.inputmode });
+    return { ...f, el, wrapper: field(f.label, f.path, el) };
+  });
+  const shown = (f: PatternField) => f.kinds === undefined || f.kinds.includes(kind.value);
+  const syncKind = () => {
+    for (const f of fields) if (f.kinds) f.wrapper.hidden = !shown(f);
+  };
+  kind.addEventListener("change", () => {
+    syncKind();
+    onChange();
+  });
+  syncKind();
+  return {
+    element: fieldset(
+      "Traffic (one key)",
+      field("Pattern", "kind", kind),
+      fields.map((f) => f.wrapper),
+    ),
+    read() {
+      const { values, issues } = readNumbers(fields.filter(shown));
+      if (issues.length > 0) return { issues };
+      return { pattern: patternOf(kind.value, (k) => values.get(k) ?? 0), issues };
+    },
+  };
+}
+
+/** How the results are drawn: cumulative or per interval, with the offered traffic or not. */
+interface ResultsControls {
+  /** The controls, shown between the table and the chart. */
+  readonly element: HTMLElement;
+  readonly cumulative: boolean;
+  /** Whether to draw the offered traffic: as the user chose, else unless it flattens the rest. */
+  showOffered(sim: Simulation): boolean;
+}
+
+/** Builds the {@link ResultsControls}; `onChange` hears of every change the user makes. */
+function resultsControls(onChange: () => void): ResultsControls {
   const view = select(
     [
       ["cumulative", "Admitted so far (cumulative)"],
@@ -192,249 +368,199 @@ export async function simulatorPage(ctx: Ctx): Promise<void> {
     "cumulative",
     { id: "sim-view", name: "view" },
   );
-  view.addEventListener("change", () => run());
+  view.addEventListener("change", () => onChange());
   // Offered traffic can dwarf what is admitted; it is drawn unless it would flatten the rest,
   // until the user decides.
   const offeredBox = h("input", { type: "checkbox", id: "sim-offered" });
   let offeredChosen = false;
   offeredBox.addEventListener("change", () => {
     offeredChosen = true;
-    run();
+    onChange();
   });
+  return {
+    element: h(
+      "div",
+      { class: "field inline view" },
+      h("label", { for: "sim-view" }, "Show "),
+      view,
+      checkLabel(offeredBox, " offered requests"),
+    ),
+    get cumulative() {
+      return view.value === "cumulative";
+    },
+    showOffered(sim) {
+      if (!offeredChosen) {
+        const most = Math.max(0, ...sim.runs.map((r) => r.admitted));
+        offeredBox.checked = (sim.runs[0]?.offered ?? 0) <= 4 * most;
+      }
+      return offeredBox.checked;
+    },
+  };
+}
 
+/** One algorithm's row: what it admitted and its share, or why it could not run. */
+function resultRow(
+  r: AlgorithmRun,
+  policyAlgorithm: string,
+  sameAs: AlgorithmName | undefined,
+): HTMLElement {
+  return h(
+    "tr",
+    {
+      "data-algorithm": r.algorithm,
+      class: r.algorithm === policyAlgorithm ? "current" : undefined,
+    },
+    h(
+      "td",
+      {},
+      swatch(COLORS[r.algorithm]),
+      ` ${r.algorithm}`,
+      r.algorithm === policyAlgorithm ? h("span", { class: "tag" }, "this policy") : null,
+    ),
+    r.error
+      ? h("td", { colspan: 3, class: "error-text" }, r.error)
+      : [
+          h(
+            "td",
+            { class: "admitted", "data-admitted": r.admitted, "data-offered": r.offered },
+            `admitted ${r.admitted} of ${r.offered}`,
+          ),
+          h(
+            "td",
+            { class: "num" },
+            r.offered > 0 ? `${((100 * r.admitted) / r.offered).toFixed(1)}%` : "—",
+          ),
+          h(
+            "td",
+            { class: "muted" },
+            [
+              r.algorithm === "concurrency" ? "leases held until they expire (period)" : "",
+              sameAs ? `same line as ${sameAs}` : "",
+            ]
+              .filter(Boolean)
+              .join("; "),
+          ),
+        ],
+  );
+}
+
+/** The table of every algorithm's run, the policy's own algorithm marked. */
+function resultsTable(sim: Simulation, policyAlgorithm: string): HTMLElement {
+  const lines = sameLines(sim);
+  const sameAs = (a: AlgorithmName) => {
+    const g = lines.find((l) => l.some((r) => r.algorithm === a));
+    return g && g[0]!.algorithm !== a ? g[0]!.algorithm : undefined;
+  };
+  return listTable(
+    { class: "list sim", id: "sim-table" },
+    ["Algorithm", "Admitted", "Share", ""],
+    h(
+      "tbody",
+      {},
+      sim.runs.map((r) => resultRow(r, policyAlgorithm, sameAs(r.algorithm))),
+    ),
+  );
+}
+
+/** The chart of what each algorithm admitted over time, and what was offered when `offered`. */
+function resultsChart(sim: Simulation, cumulative: boolean, offered: boolean): HTMLElement {
+  // Cumulative points are at the end of each bucket; per-interval ones at its start.
+  const label = (i: number) => shortDuration((cumulative ? i + 1 : i) * sim.bucketMs);
+  const shape = (values: readonly number[]) => (cumulative ? runningSum(values) : [...values]);
+  return chart({
+    title: "Requests admitted over time by each algorithm",
+    yUnit: cumulative ? "requests admitted so far" : `requests / ${shortDuration(sim.bucketMs)}`,
+    xLabel: label,
+    height: 280,
+    series: [
+      ...(offered
+        ? [{ name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true }]
+        : []),
+      // Algorithms that admitted exactly alike share one line (named after all of them),
+      // so no line hides another.
+      ...sameLines(sim).map((group) => ({
+        name: group.map((r) => r.algorithm).join(" = "),
+        id: group[0]!.algorithm,
+        color: COLORS[group[0]!.algorithm],
+        values: shape(group[0]!.series),
+      })),
+    ],
+  });
+}
+
+/** What the run was, under the chart. */
+function resultsNote(sim: Simulation): HTMLElement {
+  return h(
+    "p",
+    { class: "muted" },
+    `One key, ${counted(sim.runs[0]?.offered ?? 0, "request", "requests")} over ${shortDuration(sim.durationMs)}, in buckets of ${shortDuration(sim.bucketMs)}. Computed with sluice's own algorithm code and a simulated clock; fixed windows start with the run.`,
+  );
+}
+
+/**
+ * Shows why nothing was simulated: each issue next to the field it names in `form`, the rest in
+ * `errorBox`; the last results go.
+ */
+function showFailure(
+  form: HTMLElement,
+  errorBox: HTMLElement,
+  results: HTMLElement,
+  issues: readonly Issue[],
+): void {
+  const rest = placeIssues(form, issues);
+  errorBox.textContent =
+    rest.length > 0
+      ? `Cannot simulate: ${rest.join("; ")}`
+      : "Cannot simulate: fix the fields marked above.";
+  errorBox.hidden = false;
+  mount(results);
+}
+
+/** `#/simulator`: play a pattern against a policy. */
+export async function simulatorPage(ctx: Ctx): Promise<void> {
+  let policies: PolicyRecord[] = [];
+  try {
+    policies = await ctx.api.policies();
+  } catch {
+    // A custom policy still works.
+  }
+  const policy = policySection(policies, ctx.query.get("policy") ?? "", () => run());
+  const traffic = trafficSection(ctx.query.get("pattern") ?? "burst", () => run());
+  const controls = resultsControls(() => run());
   const errorBox = h("div", { class: "form-error", role: "alert", hidden: true, id: "sim-error" });
   const results = h("div", { id: "sim-results" });
-
-  const show = (sim: Simulation) => {
-    const lines = sameLines(sim);
-    const sameAs = (a: AlgorithmName) => {
-      const g = lines.find((l) => l.some((r) => r.algorithm === a));
-      return g && g[0]!.algorithm !== a ? g[0]!.algorithm : undefined;
-    };
-    if (!offeredChosen) {
-      const most = Math.max(0, ...sim.runs.map((r) => r.admitted));
-      offeredBox.checked = (sim.runs[0]?.offered ?? 0) <= 4 * most;
-    }
-    const cumulative = view.value === "cumulative";
-    // Cumulative points are at the end of each bucket; per-interval ones at its start.
-    const label = (i: number) => shortDuration((cumulative ? i + 1 : i) * sim.bucketMs);
-    const shape = (values: readonly number[]) => (cumulative ? runningSum(values) : [...values]);
-    mount(
-      results,
-      h(
-        "table",
-        { class: "list sim", id: "sim-table" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["Algorithm", "Admitted", "Share", ""].map((t) => h("th", {}, t)),
-          ),
-        ),
-        h(
-          "tbody",
-          {},
-          sim.runs.map((r) =>
-            h(
-              "tr",
-              {
-                "data-algorithm": r.algorithm,
-                class: r.algorithm === policyAlgorithm ? "current" : undefined,
-              },
-              h(
-                "td",
-                {},
-                swatch(COLORS[r.algorithm]),
-                ` ${r.algorithm}`,
-                r.algorithm === policyAlgorithm ? h("span", { class: "tag" }, "this policy") : null,
-              ),
-              r.error
-                ? h("td", { colspan: 3, class: "error-text" }, r.error)
-                : [
-                    h(
-                      "td",
-                      { class: "admitted", "data-admitted": r.admitted, "data-offered": r.offered },
-                      `admitted ${r.admitted} of ${r.offered}`,
-                    ),
-                    h(
-                      "td",
-                      { class: "num" },
-                      r.offered > 0 ? `${((100 * r.admitted) / r.offered).toFixed(1)}%` : "—",
-                    ),
-                    h(
-                      "td",
-                      { class: "muted" },
-                      [
-                        r.algorithm === "concurrency"
-                          ? "leases held until they expire (period)"
-                          : "",
-                        sameAs(r.algorithm) ? `same line as ${sameAs(r.algorithm)}` : "",
-                      ]
-                        .filter(Boolean)
-                        .join("; "),
-                    ),
-                  ],
-            ),
-          ),
-        ),
-      ),
-      h(
-        "div",
-        { class: "field inline view" },
-        h("label", { for: "sim-view" }, "Show "),
-        view,
-        h("label", { class: "check" }, offeredBox, " offered requests"),
-      ),
-      chart({
-        title: "Requests admitted over time by each algorithm",
-        yUnit: cumulative
-          ? "requests admitted so far"
-          : `requests / ${shortDuration(sim.bucketMs)}`,
-        xLabel: label,
-        height: 280,
-        series: [
-          ...(offeredBox.checked
-            ? [{ name: "offered", color: "#9e9e9e", values: shape(sim.offered), dashed: true }]
-            : []),
-          // Algorithms that admitted exactly alike share one line (named after all of them),
-          // so no line hides another.
-          ...sameLines(sim).map((group) => ({
-            name: group.map((r) => r.algorithm).join(" = "),
-            id: group[0]!.algorithm,
-            color: COLORS[group[0]!.algorithm],
-            values: shape(group[0]!.series),
-          })),
-        ],
-      }),
-      h(
-        "p",
-        { class: "muted" },
-        `One key, ${counted(sim.runs[0]?.offered ?? 0, "request", "requests")} over ${shortDuration(sim.durationMs)}, in buckets of ${shortDuration(sim.bucketMs)}. Computed with sluice's own algorithm code and a simulated clock; fixed windows start with the run.`,
-      ),
-    );
-  };
 
   const run = () => {
     clearIssues(form);
     errorBox.hidden = true;
     errorBox.textContent = "";
-    const blockValue = durationOrRaw(block.value);
     // Written rules may hold raw text; definePolicy reports what is wrong with them.
-    const input: SimPolicy = {
-      rules: rules.read() as unknown as SimPolicy["rules"],
-      ...(blockValue !== undefined
-        ? { blockDuration: blockValue as SimPolicy["blockDuration"] }
-        : {}),
-    };
-    const visible: NumberField[] = [
-      ...(kind.value === "steady"
-        ? [{ el: rate, path: "ratePerSec", label: "Requests per second", min: 0 }]
-        : []),
-      ...(kind.value === "burst"
-        ? [
-            { el: size, path: "size", label: "Burst size", min: 1, integer: true },
-            { el: every, path: "everyMs", label: "Every", min: 0 },
-          ]
-        : []),
-      ...(kind.value === "ramp"
-        ? [
-            { el: from, path: "fromPerSec", label: "From", min: 0 },
-            { el: to, path: "toPerSec", label: "To", min: 0 },
-          ]
-        : []),
-      { el: duration, path: "durationMs", label: "Duration", min: 0.001 },
-    ];
-    const { values, issues } = readNumbers(visible);
+    const written = policy.read();
+    const { pattern, issues } = traffic.read();
     // The rules, checked as the service would (every issue at once, next to its field).
+    issues.push(...ruleIssues(written));
+    if (!pattern || issues.length > 0) return showFailure(form, errorBox, results, issues);
     try {
-      policyFor(input, "gcra");
-    } catch (err) {
-      if (!(err instanceof ValidationError)) throw err;
-      issues.push(...err.issues.map((i) => ({ path: i.path, message: i.message })));
-    }
-    const fail = (messages: Issue[]) => {
-      const rest = placeIssues(form, messages);
-      errorBox.textContent =
-        rest.length > 0
-          ? `Cannot simulate: ${rest.join("; ")}`
-          : "Cannot simulate: fix the fields marked above.";
-      errorBox.hidden = false;
-      mount(results);
-    };
-    if (issues.length > 0) return fail(issues);
-    const v = (k: string) => values.get(k) ?? 0;
-    const durationMs = Math.round(v("durationMs") * 1000);
-    const pattern: Pattern =
-      kind.value === "steady"
-        ? { kind: "steady", ratePerSec: v("ratePerSec"), durationMs }
-        : kind.value === "ramp"
-          ? { kind: "ramp", fromPerSec: v("fromPerSec"), toPerSec: v("toPerSec"), durationMs }
-          : {
-              kind: "burst",
-              size: v("size"),
-              everyMs: Math.round(v("everyMs") * 1000),
-              durationMs,
-            };
-    try {
-      show(simulate(input, pattern));
+      const sim = simulate(written, pattern);
+      mount(
+        results,
+        resultsTable(sim, policy.algorithm),
+        controls.element,
+        resultsChart(sim, controls.cumulative, controls.showOffered(sim)),
+        resultsNote(sim),
+      );
     } catch (err) {
       if (!(err instanceof PatternError)) throw err;
-      fail([
-        {
-          path: "",
-          message:
-            err.field === "pattern"
-              ? `the pattern makes more than ${MAX_REQUESTS.toLocaleString("en-US")} requests: lower the rate, the burst size or the duration`
-              : err.message,
-        },
-      ]);
+      showFailure(form, errorBox, results, [patternIssue(err)]);
     }
   };
 
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card sim-form",
-      id: "sim-form",
-      novalidate: true,
-      onsubmit: (e: Event) => {
-        e.preventDefault();
-        run();
-      },
-    },
-    h(
-      "div",
-      { class: "cols" },
-      h(
-        "fieldset",
-        {},
-        h("legend", {}, "Policy"),
-        field("Start from", "policy", source),
-        leaseNote,
-        rulesHost,
-        field("Block after a denial", "blockDuration", block),
-      ),
-      h(
-        "fieldset",
-        {},
-        h("legend", {}, "Traffic (one key)"),
-        field("Pattern", "kind", kind),
-        fRate,
-        fSize,
-        fEvery,
-        fFrom,
-        fTo,
-        fDuration,
-      ),
-    ),
+  const form = submitForm(
+    { class: "card sim-form", id: "sim-form" },
+    () => run(),
+    h("div", { class: "cols" }, policy.element, traffic.element),
     errorBox,
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "sim-run" }, "Run simulation"),
-    ),
+    submitActions("sim-run", "Run simulation"),
   );
 
   mount(

@@ -6,18 +6,23 @@ import type { AppRecord, Role, User } from "../api.js";
 import { h, mount, when } from "../dom.js";
 import {
   type Ctx,
-  clearIssues,
+  appBoxes,
+  checkedApps,
+  confirmButton,
   field,
+  fieldGroup,
+  flashingErrors,
   formError,
   heading,
   input,
   isAdmin,
+  listTable,
   loading,
-  confirmButton,
   messageOf,
   scroller,
   select,
-  showIssues,
+  sendingForm,
+  submitActions,
 } from "../ui.js";
 
 const ROLE_OPTIONS = [
@@ -26,116 +31,110 @@ const ROLE_OPTIONS = [
   ["admin", "admin — everything"],
 ] as const;
 
+/** A checkbox per app, ticked for those `owned`. */
 function appChecks(apps: readonly AppRecord[], owned: readonly string[]): HTMLElement {
   return h(
     "div",
     { class: "checks" },
     apps.length === 0
       ? h("span", { class: "muted" }, "No apps yet.")
-      : apps.map((a) =>
-          h(
-            "label",
-            { class: "check" },
-            h("input", {
-              type: "checkbox",
-              name: "apps",
-              value: a.name,
-              checked: owned.includes(a.name),
-            }),
-            ` ${a.name}`,
-          ),
+      : appBoxes(
+          apps.map((a) => a.name),
+          (name) => owned.includes(name),
         ),
   );
 }
 
-const checked = (el: HTMLElement) =>
-  [...el.querySelectorAll<HTMLInputElement>('input[name="apps"]:checked')].map((x) => x.value);
+/** Shows `owned` (the apps a user owns) only while `role` says owner: only owners own apps. */
+function showForOwners(role: HTMLSelectElement, owned: HTMLElement): void {
+  const sync = () => {
+    owned.hidden = role.value !== "owner";
+  };
+  sync();
+  role.addEventListener("change", sync);
+}
 
-/** `#/users`: users and their roles. */
-export async function usersPage(ctx: Ctx): Promise<void> {
-  mount(ctx.main, heading("Users and roles"), loading());
-  const [users, apps] = await Promise.all([
-    ctx.api.users(),
-    ctx.api.apps().catch((): AppRecord[] => []),
-  ]);
-  const admin = isAdmin(ctx);
-  const reload = () => usersPage(ctx);
+/** A user's row to read (the user's own, and every row for those who are not admins). */
+function userRow(ctx: Ctx, u: User): HTMLElement {
+  return h(
+    "tr",
+    { "data-user": u.username },
+    h("td", { "data-label": "User" }, u.username),
+    h("td", { "data-label": "Role" }, u.role),
+    h(
+      "td",
+      { "data-label": "Apps owned" },
+      u.apps.join(", ") || h("span", { class: "muted" }, "—"),
+    ),
+    h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
+    h(
+      "td",
+      {},
+      u.username === ctx.session.user.username ? h("span", { class: "muted" }, "you") : null,
+    ),
+  );
+}
 
-  const row = (u: User): HTMLElement => {
-    if (!admin || u.username === ctx.session.user.username) {
-      return h(
-        "tr",
-        { "data-user": u.username },
-        h("td", { "data-label": "User" }, u.username),
-        h("td", { "data-label": "Role" }, u.role),
-        h(
-          "td",
-          { "data-label": "Apps owned" },
-          u.apps.join(", ") || h("span", { class: "muted" }, "—"),
-        ),
-        h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
-        h(
-          "td",
-          {},
-          u.username === ctx.session.user.username ? h("span", { class: "muted" }, "you") : null,
-        ),
-      );
+/**
+ * A user's row for admins: the role and the apps owned to change, Save (a refusal is said in the
+ * row) and Delete; either reloads the page when done.
+ */
+function editableUserRow(
+  ctx: Ctx,
+  u: User,
+  apps: readonly AppRecord[],
+  reload: () => Promise<void>,
+): HTMLElement {
+  const roleSel = select(ROLE_OPTIONS, u.role, {
+    name: "role",
+    "aria-label": `Role of ${u.username}`,
+  });
+  const owned = appChecks(apps, u.apps);
+  const err = h("div", { class: "form-error", role: "alert", hidden: true });
+  showForOwners(roleSel, owned);
+  const save = async () => {
+    const role = roleSel.value as Role;
+    try {
+      await ctx.api.updateUser(u.username, {
+        role,
+        apps: role === "owner" ? checkedApps(owned) : [],
+      });
+      ctx.flash(`Saved ${u.username}`);
+      await reload();
+    } catch (e) {
+      err.textContent = messageOf(e);
+      err.hidden = false;
     }
-    const roleSel = select(ROLE_OPTIONS, u.role, {
-      name: "role",
-      "aria-label": `Role of ${u.username}`,
-    });
-    const owned = appChecks(apps, u.apps);
-    const err = h("div", { class: "form-error", role: "alert", hidden: true });
-    owned.hidden = u.role !== "owner";
-    roleSel.addEventListener("change", () => {
-      owned.hidden = roleSel.value !== "owner";
-    });
-    return h(
-      "tr",
-      { "data-user": u.username },
-      h("td", { "data-label": "User" }, u.username),
-      h("td", { "data-label": "Role" }, roleSel),
-      h("td", { "data-label": "Apps owned" }, owned, err),
-      h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
-      h(
-        "td",
-        { class: "row-actions" },
-        h(
-          "button",
-          {
-            type: "button",
-            class: "secondary",
-            onclick: async () => {
-              const role = roleSel.value as Role;
-              try {
-                await ctx.api.updateUser(u.username, {
-                  role,
-                  apps: role === "owner" ? checked(owned) : [],
-                });
-                ctx.flash(`Saved ${u.username}`);
-                await reload();
-              } catch (e) {
-                err.textContent = e instanceof Error ? e.message : String(e);
-                err.hidden = false;
-              }
-            },
-          },
-          "Save",
-        ),
-        confirmButton("Delete", async () => {
-          try {
-            await ctx.api.deleteUser(u.username);
-            ctx.flash(`Deleted ${u.username}`);
-            await reload();
-          } catch (e) {
-            ctx.flash(messageOf(e), "error");
-          }
+  };
+  return h(
+    "tr",
+    { "data-user": u.username },
+    h("td", { "data-label": "User" }, u.username),
+    h("td", { "data-label": "Role" }, roleSel),
+    h("td", { "data-label": "Apps owned" }, owned, err),
+    h("td", { "data-label": "Updated" }, u.updatedAt ? when(u.updatedAt) : ""),
+    h(
+      "td",
+      { class: "row-actions" },
+      h("button", { type: "button", class: "secondary", onclick: save }, "Save"),
+      confirmButton(
+        "Delete",
+        flashingErrors(ctx, async () => {
+          await ctx.api.deleteUser(u.username);
+          ctx.flash(`Deleted ${u.username}`);
+          await reload();
         }),
       ),
-    );
-  };
+    ),
+  );
+}
 
+/** The New user form (admins): created users are listed when the page reloads. */
+function newUserForm(
+  ctx: Ctx,
+  apps: readonly AppRecord[],
+  reload: () => Promise<void>,
+): HTMLFormElement {
   const username = input({ name: "username", placeholder: "ada" });
   const password = input({
     name: "password",
@@ -145,40 +144,20 @@ export async function usersPage(ctx: Ctx): Promise<void> {
   });
   const role = select(ROLE_OPTIONS, "viewer", { name: "role" });
   const owned = appChecks(apps, []);
-  const ownedField = h(
-    "div",
-    { class: "field", "data-field": "apps" },
-    h("label", {}, "Apps owned"),
-    owned,
-    h("div", { class: "field-error", role: "alert" }),
-  );
-  ownedField.hidden = true;
-  role.addEventListener("change", () => {
-    ownedField.hidden = role.value !== "owner";
-  });
-  const form: HTMLFormElement = h(
-    "form",
-    {
-      class: "card",
-      id: "user-form",
-      novalidate: true,
-      onsubmit: async (e: Event) => {
-        e.preventDefault();
-        clearIssues(form);
-        const r = role.value as Role;
-        try {
-          await ctx.api.createUser({
-            username: username.value.trim(),
-            password: password.value,
-            role: r,
-            apps: r === "owner" ? checked(owned) : [],
-          });
-          ctx.flash(`Created ${username.value.trim()} (${r})`);
-          await reload();
-        } catch (err) {
-          showIssues(form, err);
-        }
-      },
+  const ownedField = fieldGroup("apps", h("label", {}, "Apps owned"), owned);
+  showForOwners(role, ownedField);
+  return sendingForm(
+    { class: "card", id: "user-form" },
+    async () => {
+      const r = role.value as Role;
+      await ctx.api.createUser({
+        username: username.value.trim(),
+        password: password.value,
+        role: r,
+        apps: r === "owner" ? checkedApps(owned) : [],
+      });
+      ctx.flash(`Created ${username.value.trim()} (${r})`);
+      await reload();
     },
     h("h2", {}, "New user"),
     formError(),
@@ -190,33 +169,36 @@ export async function usersPage(ctx: Ctx): Promise<void> {
       field("Role", "role", role),
     ),
     ownedField,
-    h(
-      "div",
-      { class: "actions" },
-      h("button", { type: "submit", id: "create-user" }, "Create user"),
-    ),
+    submitActions("create-user", "Create user"),
   );
+}
 
+/** `#/users`: users and their roles. */
+export async function usersPage(ctx: Ctx): Promise<void> {
+  mount(ctx.main, heading("Users and roles"), loading());
+  const [users, apps] = await Promise.all([
+    ctx.api.users(),
+    ctx.api.apps().catch((): AppRecord[] => []),
+  ]);
+  const admin = isAdmin(ctx);
+  const reload = () => usersPage(ctx);
+  const row = (u: User) =>
+    !admin || u.username === ctx.session.user.username
+      ? userRow(ctx, u)
+      : editableUserRow(ctx, u, apps, reload);
   mount(
     ctx.main,
     heading("Users and roles"),
     scroller(
-      h(
-        "table",
+      listTable(
         // On a phone each user is stacked (one labelled line per cell): see app.css.
         { class: "list stack", id: "users" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            ["User", "Role", "Apps owned", "Updated", ""].map((t) => h("th", {}, t)),
-          ),
-        ),
+        ["User", "Role", "Apps owned", "Updated", ""],
         h("tbody", {}, users.map(row)),
       ),
     ),
-    admin ? form : h("p", { class: "muted" }, "Only admins change users and roles."),
+    admin
+      ? newUserForm(ctx, apps, reload)
+      : h("p", { class: "muted" }, "Only admins change users and roles."),
   );
 }
