@@ -343,6 +343,62 @@ describe("limiter", () => {
     await expect(strict.limit("k")).rejects.toMatchObject({ code: "SLUICE_ERR_OPTIONS" });
   });
 
+  it("over a store that decides asynchronously: the faces answer as over the memory store, or say they cannot", async () => {
+    let t = T0;
+    const policy: PolicyInput = { name: "remote", rules: [{ limit: 2, period: "1s" }] };
+    const inner = memoryStore({ now: () => t });
+    const reference = createLimiter({ store: memoryStore({ now: () => t }), policy });
+    // The memory store seen through the Store port only: every answer a promise.
+    const remote = (decideLocal?: Store["decideLocal"]): Store => ({
+      kind: "remote",
+      decide: (req) => inner.decide(req),
+      peek: (req) => inner.peek(req),
+      adjust: (p, k, d) => inner.adjust(p, k, d),
+      release: (p, k, id) => inner.release(p, k, id),
+      reset: (p, k) => inner.reset(p, k),
+      ...(decideLocal === undefined ? {} : { decideLocal }),
+    });
+    const limiter = createLimiter({ store: remote(), policy }) as unknown as SyncLimiter;
+    for (let i = 0; i < 4; i++) {
+      t += 300;
+      expect(strip(await limiter.peek("k")), `peek ${i}`).toEqual(strip(reference.peekSync("k")));
+      expect(strip(await limiter.limit("k")), `limit ${i}`).toEqual(
+        strip(reference.limitSync("k")),
+      );
+      // Nothing decided at once: the caller is told to ask limit().
+      expect(limiter.tryLimitSync("k"), `tryLimitSync ${i}`).toBeUndefined();
+    }
+    expect(() => limiter.peekSync("k")).toThrow(
+      /peekSync\(\) needs a store that decides in-process.*use peek\(\)/,
+    );
+    // A store that decides some requests at once (a Redis store's lease) answers tryLimitSync.
+    const local = createLimiter({
+      store: remote((p, k, cost) => (k === "here" ? inner.decideSync(p, k, cost) : undefined)),
+      policy,
+    }) as unknown as SyncLimiter;
+    expect(local.tryLimitSync("elsewhere")).toBeUndefined();
+    expect(strip(local.tryLimitSync("here")!)).toEqual(strip(reference.limitSync("here")));
+    // A store that throws instead of rejecting is a store failure all the same.
+    const seen: unknown[] = [];
+    const failure = new StoreError("SLUICE_ERR_STORE", "thrown, not rejected");
+    const throwing = createLimiter({
+      store: {
+        ...remote(),
+        decide: () => {
+          throw failure;
+        },
+        peek: () => {
+          throw failure;
+        },
+      },
+      policy: { ...policy, onStoreError: "deny" },
+      onError: (e) => seen.push(e),
+    });
+    expect(await throwing.limit("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    expect(await throwing.peek("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    expect(seen).toEqual([failure, failure]);
+  });
+
   it("a decision stays as it was returned: later decisions change none of its objects", () => {
     let t = T0;
     for (const algorithm of ALGORITHMS) {
