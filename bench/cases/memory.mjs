@@ -1,6 +1,7 @@
-// Memory store cases: decisions/s and heap bytes per identifier, sluice vs RateLimiterMemory.
+// Memory store cases: decisions/s, bytes allocated per decision and heap bytes per identifier,
+// sluice vs RateLimiterMemory.
 import { setImmediate } from "node:timers";
-import { drive, driveSync, keyAt, makeKeys } from "../lib/util.mjs";
+import { allocationMeter, drive, driveSync, keyAt, makeKeys } from "../lib/util.mjs";
 
 /** The default policy (round robin): every key stays well inside it, so both sides only allow. */
 export const THROUGHPUT = { limit: 1000, periodMs: 60_000 };
@@ -64,8 +65,35 @@ async function contestant(name, algorithm, policy, release = true) {
 const isDenied = (d) => d !== undefined && d !== null && d.allowed === false;
 
 /**
- * Decisions/s, one call at a time (each awaited), over `keyCount` identifiers round robin,
- * `policy` `{ limit, periodMs }` on both sides (default {@link THROUGHPUT}).
+ * Picks the identifier of call `i`: round robin over `keys`, or (`order` "random") the next of
+ * a fixed pseudo-random sequence (xorshift32 from one seed: every contestant gets the same
+ * identifiers in the same order).
+ */
+function picker(keys, order) {
+  const n = keys.length;
+  if (order !== "random") return (i) => keys[i % n];
+  let s = 0x2545f491;
+  return () => {
+    s ^= s << 13;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    return keys[(s >>> 0) % n];
+  };
+}
+
+/**
+ * Hooks for `drive`/`driveSync` that count the bytes allocated over the measured stretch:
+ * the result gets `bytesPerOp` (allocated ÷ calls, the bench's loop included).
+ */
+function metered() {
+  const meter = allocationMeter();
+  return { onStart: () => meter.start(), onEnd: (count) => ({ bytesPerOp: meter.stop() / count }) };
+}
+
+/**
+ * Decisions/s and bytes allocated per decision, one call at a time (each awaited), over
+ * `keyCount` identifiers in `order` ("round-robin", the default, or "random": see
+ * {@link picker}), `policy` `{ limit, periodMs }` on both sides (default {@link THROUGHPUT}).
  */
 export async function throughput({
   name,
@@ -73,18 +101,30 @@ export async function throughput({
   durationMs,
   warmupMs,
   keyCount,
+  order = "round-robin",
   policy = THROUGHPUT,
 }) {
-  const keys = makeKeys(keyCount);
   const op = await contestant(name, algorithm, policy);
-  const n = keys.length;
-  const r = await drive((i) => op(keys[i % n]), { durationMs, warmupMs, isDenied });
+  const key = picker(makeKeys(keyCount), order);
+  const r = await drive((i) => op(key(i)), { durationMs, warmupMs, isDenied, ...metered() });
+  return pick(r);
+}
+
+/**
+ * What the awaited loop costs without a limiter: `await` of one already-resolved promise per
+ * call, in the loop of {@link throughput} (decisions/s and bytes allocated per call). Part of
+ * every awaited figure, on both sides.
+ */
+export async function loopAlone({ durationMs, warmupMs }) {
+  const resolved = Promise.resolve({ allowed: true });
+  const r = await drive(() => resolved, { durationMs, warmupMs, isDenied, ...metered() });
   return pick(r);
 }
 
 /**
  * Decisions/s of sluice's `limitSync(key)` (no promise at all), one call after another in one
- * synchronous loop, over `keyCount` identifiers round robin (`policy` as in {@link throughput}).
+ * synchronous loop, over `keyCount` identifiers round robin (`policy` as in {@link throughput}),
+ * and bytes allocated per decision.
  * Not for concurrency: a lease could only be given back through the awaited `release`.
  */
 export async function throughputSync({
@@ -100,7 +140,12 @@ export async function throughputSync({
   if (typeof limiter.limitSync !== "function")
     throw new Error("this sluice has no limitSync on memory-store limiters");
   const n = keys.length;
-  const r = driveSync((i) => limiter.limitSync(keys[i % n]), { durationMs, warmupMs, isDenied });
+  const r = driveSync((i) => limiter.limitSync(keys[i % n]), {
+    durationMs,
+    warmupMs,
+    isDenied,
+    ...metered(),
+  });
   return pick(r);
 }
 
@@ -108,6 +153,7 @@ export async function throughputSync({
 const pick = (r) => ({
   ops: r.ops,
   nodeCpuUs: r.nodeCpuUs,
+  bytesPerOp: r.bytesPerOp,
   errors: r.errors,
   denied: r.denied,
   ...(r.error !== undefined ? { error: r.error } : {}),

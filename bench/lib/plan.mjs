@@ -11,6 +11,7 @@ import { measureGrpc } from "./grpc.mjs";
 /** The sections `--only` accepts. */
 export const SECTIONS = [
   "memory",
+  "memory-random",
   "memory-hot",
   "memory-sync",
   "memory-flood",
@@ -103,6 +104,13 @@ export const REDIS_POLICIES = {
 const FULL = {
   rounds: 3,
   memory: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
+  memoryRandom: {
+    durationMs: 2000,
+    warmupMs: 700,
+    keyCount: 100_000,
+    policy: MEMORY_POLICY,
+    order: "random",
+  },
   memoryHot: { durationMs: 2000, warmupMs: 700, keyCount: 1000, ...HOT },
   memorySync: { durationMs: 2000, warmupMs: 700, keyCount: 100_000, policy: MEMORY_POLICY },
   memoryFlood: { maxKeys: 200_000 },
@@ -129,6 +137,13 @@ const QUICK = {
   rounds: 1,
   // Enough identifiers that no key reaches 1000 per minute at full speed in a quick run.
   memory: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
+  memoryRandom: {
+    durationMs: 150,
+    warmupMs: 50,
+    keyCount: 10_000,
+    policy: MEMORY_POLICY,
+    order: "random",
+  },
   memoryHot: { durationMs: 150, warmupMs: 50, keyCount: 1000, ...HOT },
   memorySync: { durationMs: 150, warmupMs: 50, keyCount: 10_000, policy: MEMORY_POLICY },
   memoryFlood: { maxKeys: 20_000 },
@@ -171,9 +186,10 @@ const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length
 
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
- * { memory, memoryHot, memorySync, memoryFlood, memoryFloodHeap, heap, redis, redisPolicies, ceiling, redisMemory, hotKey,
- * service, grpc, failures }, each figure the median over the rounds. memorySync's peer is
- * memory.rlf (RateLimiterMemory has no synchronous path).
+ * { memory, memoryRandom, memoryLoop, memoryHot, memorySync, memoryFlood, memoryFloodHeap, heap, redis,
+ * redisPolicies, ceiling, redisMemory, hotKey, service, grpc, failures }, each figure the median
+ * over the rounds. memorySync's peer is memory.rlf (RateLimiterMemory has no synchronous path);
+ * memoryLoop is the awaited loop without a limiter.
  */
 export function planFor({ quick, only, port, log }) {
   const config = quick ? QUICK : FULL;
@@ -186,6 +202,8 @@ export function planFor({ quick, only, port, log }) {
   const floodHeaps = new Map();
   const results = {
     memory: {},
+    memoryRandom: {},
+    memoryLoop: undefined,
     memoryHot: {},
     memorySync: {},
     memoryFlood: {},
@@ -212,17 +230,32 @@ export function planFor({ quick, only, port, log }) {
     if (!samples.has(id)) samples.set(id, []);
     samples.get(id).push(r);
   };
-  const rate = (r) => `${fmtRate(r.ops)}/s`;
+  const rate = (r) =>
+    `${fmtRate(r.ops)}/s${r.bytesPerOp !== undefined ? `, ${r.bytesPerOp.toFixed(0)} B/decision` : ""}`;
   const lat = (r) => `${fmtRate(r.ops)}/s  p50 ${fmtMs(r.p50)}  p99 ${fmtMs(r.p99)}`;
 
   for (let round = 1; round <= config.rounds; round++) {
     const tag = config.rounds > 1 ? ` (round ${round}/${config.rounds})` : "";
-    // Memory store, awaited: round robin over many keys, then hot keys; limitSync. The sync
-    // figures' peer is the round-robin RateLimiterMemory (it has no synchronous path).
+    // Memory store, awaited: round robin over many keys, the same keys in a random order, then
+    // hot keys; the awaited loop alone; limitSync. The sync figures' peer is the round-robin
+    // RateLimiterMemory (it has no synchronous path).
     const memoryCases = [
       ["memory", "memory", config.memory],
+      ["memory-random", "memory random keys", config.memoryRandom],
       ["memory-hot", "memory hot key", config.memoryHot],
     ];
+    if (want("memory") || want("memory-random")) {
+      add(
+        "memory",
+        `memory: the awaited loop alone${tag}`,
+        async () => {
+          const r = await runCaseRetry("memory", "loopAlone", config.memory);
+          keep("memory-loop", r);
+          return r;
+        },
+        (r) => `${rate(r)}, ${r.bytesPerOp.toFixed(0)} B per call`,
+      );
+    }
     for (const [section, title, m] of memoryCases) {
       const { slidingLogPolicy, ...params } = m;
       const policyOf = (algorithm) =>
@@ -574,7 +607,7 @@ export function planFor({ quick, only, port, log }) {
       const xs = samples.get(id);
       if (!xs) return undefined;
       const m = { ops: median(xs.map((x) => x.ops)), rounds: xs.length };
-      for (const k of ["p50", "p99", "nodeCpuUs", "redisCpuUs", "scriptsPerK"]) {
+      for (const k of ["p50", "p99", "nodeCpuUs", "redisCpuUs", "scriptsPerK", "bytesPerOp"]) {
         if (xs[0][k] !== undefined) m[k] = median(xs.map((x) => x[k]));
       }
       return m;
@@ -582,11 +615,14 @@ export function planFor({ quick, only, port, log }) {
     for (const a of ["rlf", "rlf-reward", ...ALGORITHMS]) {
       const m = med(`memory:${a}`);
       if (m) results.memory[a] = m;
+      const x = med(`memory-random:${a}`);
+      if (x) results.memoryRandom[a] = x;
       const h = med(`memory-hot:${a}`);
       if (h) results.memoryHot[a] = h;
       const y = med(`memory-sync:${a}`);
       if (y) results.memorySync[a] = y;
     }
+    results.memoryLoop = med("memory-loop");
     for (const [a, xs] of floods) {
       results.memoryFlood[a] = {
         fill: median(xs.map((x) => x.fill)),

@@ -159,6 +159,34 @@ function evaluateTargets(r, config) {
       );
     }
   }
+  // Memory store, awaited: bytes allocated per decision, each loop (issue 38).
+  for (const [section, label] of [
+    ["memory", "round robin"],
+    ["memoryRandom", "random keys"],
+  ]) {
+    const mem = r[section] ?? {};
+    const id = `${section === "memory" ? "memory" : "memory-random"}-allocation`;
+    const text = `Memory store, awaited, ${label}: bytes allocated per decision ≤ RateLimiterMemory's, every algorithm`;
+    const measured = ALGORITHMS.filter(
+      (a) => mem[a]?.bytesPerOp !== undefined && memoryPeer(mem, a)?.bytesPerOp !== undefined,
+    );
+    if (measured.length === 0) {
+      notMeasured(id, text);
+      continue;
+    }
+    const over = measured.filter((a) => mem[a].bytesPerOp > memoryPeer(mem, a).bytesPerOp);
+    target(
+      id,
+      text,
+      over.length,
+      over.length === 0,
+      measured
+        .map((a) => `${a} ${perDecision(mem[a])} vs ${perDecision(memoryPeer(mem, a))}`)
+        .join("; "),
+      `over the peer's: ${over.join(", ")}`,
+      { limits: "memory-allocation", section },
+    );
+  }
   const sync = r.memorySync?.gcra;
   const syncPeer = r.memory?.rlf;
   const tSync = `Memory store, \`limitSync\`, gcra ≥ ${SYNC_TARGET}× RateLimiterMemory (awaited)`;
@@ -289,10 +317,23 @@ const OLD_MEMORY_POLICY = { limit: 1000, periodMs: 60_000 };
 
 const notMeasured = (title) => `### ${title}\n\nNot measured in this run.`;
 
-/** A memory throughput table: sluice per algorithm vs the peer's figure for it. */
+/** Bytes allocated per decision, or "–" for a figure without them (a run saved before). */
+const perDecision = (x) => (x?.bytesPerOp === undefined ? "–" : `${x.bytesPerOp.toFixed(0)} B`);
+
+/**
+ * A memory throughput table: sluice per algorithm vs the peer's figure for it, decisions/s and
+ * bytes allocated per decision.
+ */
 function memoryTable(mem, peerOf, algorithms, sluiceHead, peerHead) {
   return table(
-    ["algorithm", sluiceHead, peerHead, "ratio"],
+    [
+      "algorithm",
+      sluiceHead,
+      peerHead,
+      "ratio",
+      `${sluiceHead}: allocated per decision`,
+      `${peerHead}: allocated per decision`,
+    ],
     algorithms.map((a) => {
       const peer = peerOf(a);
       return mem[a]
@@ -301,9 +342,20 @@ function memoryTable(mem, peerOf, algorithms, sluiceHead, peerHead) {
             `${fmtRate(mem[a].ops)}/s`,
             `${fmtRate(peer?.ops)}/s`,
             fmtRatio(mem[a].ops / peer?.ops),
+            perDecision(mem[a]),
+            perDecision(peer),
           ]
-        : [a, "not measured", "", ""];
+        : [a, "not measured", "", "", "", ""];
     }),
+  );
+}
+
+/** What the awaited loop costs alone, for the memory tables' text (empty when not measured). */
+function loopText(loop) {
+  if (loop?.bytesPerOp === undefined) return "";
+  return (
+    ` The loop alone (\`await\` of an already-resolved promise per call, no limiter) runs at ${fmtRate(loop.ops)}/s ` +
+    `and allocates ${loop.bytesPerOp.toFixed(0)} B per call, part of both sides' figures.`
   );
 }
 
@@ -321,10 +373,30 @@ function sections(r, config) {
     parts.push(
       `### ${memTitle}\n\n\`await limiter.limit(key)\`, one call at a time, ${c.keyCount.toLocaleString("en")} identifiers round robin, ` +
         `policy ${policyText(p)} (never reached); peer: rate-limiter-flexible \`RateLimiterMemory\` (${peerText(p)}), \`await consume(key)\`. ` +
-        `concurrency: a decision is \`limit\` + \`release\`, and its peer \`consume\` + \`reward\` (RateLimiterMemory's way to give a point back: it has no leases). ${rounds} of ${c.durationMs / 1000} s, each in a fresh process.\n\n` +
+        `concurrency: a decision is \`limit\` + \`release\`, and its peer \`consume\` + \`reward\` (RateLimiterMemory's way to give a point back: it has no leases). ${rounds} of ${c.durationMs / 1000} s, each in a fresh process. ` +
+        `Allocated per decision: bytes allocated on V8's heap over the measured stretch (the heap's growth plus what each garbage collection freed, from \`v8.GCProfiler\`) ÷ decisions.${loopText(r.memoryLoop)}\n\n` +
         memoryTable(mem, (a) => memoryPeer(mem, a), ALGORITHMS, "sluice", "RateLimiterMemory"),
     );
   } else parts.push(notMeasured(memTitle));
+
+  // Memory store, awaited: the same identifiers in a random order.
+  const random = r.memoryRandom ?? {};
+  const randomTitle = "Memory store, awaited: decisions/s, random keys";
+  if (has(random)) {
+    const c = config.memoryRandom;
+    parts.push(
+      `### ${randomTitle}\n\nAs the round-robin table, over the same ${c.keyCount.toLocaleString("en")} identifiers picked at random (one fixed pseudo-random sequence, the same for every contestant), ` +
+        `policy ${policyText(c.policy)} on both sides: each call finds a key that is in no cache, as under real traffic, where the round robin walks the keys in the order they were stored. ` +
+        `${rounds} of ${c.durationMs / 1000} s, each in a fresh process.\n\n` +
+        memoryTable(
+          random,
+          (a) => memoryPeer(random, a),
+          ALGORITHMS,
+          "sluice",
+          "RateLimiterMemory",
+        ),
+    );
+  } else parts.push(notMeasured(randomTitle));
 
   // Memory store, awaited: hot keys.
   const hot = r.memoryHot ?? {};
@@ -347,18 +419,20 @@ function sections(r, config) {
     const c = config.memorySync;
     const rows = SYNC_ALGORITHMS.map((a) => {
       const s = sync[a];
-      if (!s) return [a, "not measured", "", "", ""];
+      if (!s) return [a, "not measured", "", "", "", ""];
       return [
         a,
         `${fmtRate(s.ops)}/s`,
         `${fmtRate(mem.rlf?.ops)}/s`,
         fmtRatio(s.ops / mem.rlf?.ops),
         mem[a] ? fmtRatio(s.ops / mem[a].ops) : "–",
+        perDecision(s),
       ];
     });
     rows.push([
       "concurrency",
       "not measured: a lease is given back only through the awaited `release`",
+      "",
       "",
       "",
       "",
@@ -374,6 +448,7 @@ function sections(r, config) {
             "RateLimiterMemory (awaited)",
             "ratio",
             "÷ sluice awaited",
+            "allocated per decision",
           ],
           rows,
         ),
@@ -844,7 +919,7 @@ export function renderReport({ results, meta }) {
   const markdown =
     `# sluice benchmarks\n\nGenerated by \`bench/run.mjs\`; see [docs/benchmarks.md](../docs/benchmarks.md) for the method. ` +
     `Every figure below was measured in the same run on the same machine; ratios compare figures of this run only.\n\n` +
-    `${env.join("\n")}\n\n## Targets (issues 10 and 21)\n\n` +
+    `${env.join("\n")}\n\n## Targets (issues 10, 21 and 38)\n\n` +
     table(["target", "measured", "result", "what limits it"], targetRows) +
     `\n\n## Figures\n\n${body.join("\n\n")}${failures}\n`;
   const consoleText =

@@ -107,6 +107,21 @@ export const LIMITS = {
     if (!s || !p) return "";
     return `${memoryTimes(s, p, "sluice `limitSync`", "RateLimiterMemory's awaited `consume`")} ${PROFILE}`;
   },
+  "memory-allocation": (r, t) => {
+    const mem = r[t.section] ?? {};
+    const loop = r.memoryLoop?.bytesPerOp;
+    return (
+      `Bytes allocated per decision count every object a call leaves behind, the bench's loop ` +
+      `included (${loop === undefined ? "?" : `${loop.toFixed(0)} B`} per call without a ` +
+      `limiter): sluice's are the Decision, its rules array and each rule's outcome, the store's ` +
+      `answer and the promise (sliding-log and concurrency: the algorithm's step too); ` +
+      `RateLimiterMemory's its RateLimiterRes, its promise with its two resolving functions, ` +
+      `and its prefixed key string. gcra in this run: sluice ${mem.gcra?.bytesPerOp?.toFixed(0) ?? "?"} B, ` +
+      `the peer ${mem.rlf?.bytesPerOp?.toFixed(0) ?? "?"} B. See where they come from with ` +
+      `\`node --heap-prof\` on one case (docs/benchmarks.md, "Profiling a figure"), sampling ` +
+      `interval 128 B.`
+    );
+  },
   "redis-bytes": (r, t) => {
     const m = r.redisMemory?.[t.algorithm] ?? {};
     const p = r.redisMemory?.rlf ?? {};

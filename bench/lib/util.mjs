@@ -3,6 +3,7 @@ import { execFile, spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { createHistogram, performance } from "node:perf_hooks";
+import { GCProfiler, getHeapStatistics } from "node:v8";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -162,7 +163,7 @@ export async function drive(
  * calls. Returns decisions/s, CPU time per decision and `denied` (see {@link drive}; a throw
  * counts as an error).
  */
-export function driveSync(op, { durationMs, warmupMs = 0, isDenied }) {
+export function driveSync(op, { durationMs, warmupMs = 0, isDenied, onStart, onEnd }) {
   let i = 0;
   let denied = 0;
   const runFor = (ms) => {
@@ -176,16 +177,46 @@ export function driveSync(op, { durationMs, warmupMs = 0, isDenied }) {
   };
   try {
     if (warmupMs > 0) runFor(warmupMs);
+    onStart?.();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const count = runFor(durationMs);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = process.cpuUsage(cpu0);
     const nodeCpuUs = (cpu.user + cpu.system) / count;
-    return { ops: count / seconds, count, seconds, errors: 0, denied, nodeCpuUs };
+    const extra = onEnd?.(count);
+    return { ops: count / seconds, count, seconds, errors: 0, denied, nodeCpuUs, ...extra };
   } catch (err) {
     return { ops: 0, count: 0, seconds: 0, errors: 1, denied, error: String(err?.message ?? err) };
   }
+}
+
+/**
+ * Counts the bytes allocated on V8's heap between `start()` and `stop()` (which returns them):
+ * the used heap's growth over the stretch, plus what each garbage collection in it freed (its
+ * used heap before less after, from a `v8.GCProfiler`, which records every collection without
+ * running any JavaScript). Objects allocated and collected within the stretch count, which
+ * the heap's growth alone would miss; memory outside the V8 heap (ArrayBuffers' contents,
+ * Node's own) does not.
+ */
+export function allocationMeter() {
+  let profiler;
+  let before = 0;
+  return {
+    start() {
+      profiler = new GCProfiler();
+      profiler.start();
+      before = getHeapStatistics().used_heap_size;
+    },
+    stop() {
+      const after = getHeapStatistics().used_heap_size;
+      let freed = 0;
+      for (const gc of profiler.stop().statistics) {
+        freed += gc.beforeGC.heapStatistics.usedHeapSize - gc.afterGC.heapStatistics.usedHeapSize;
+      }
+      return after - before + freed;
+    },
+  };
 }
 
 /** Median of numbers. */

@@ -80,11 +80,12 @@ export function evaluate(
       changed: false,
     };
   }
+  const effect = effectOf(policy, allowed, cost, commit);
   if (allowed) {
     const next: KeyState = { states: nextStates, blockUntil: 0 };
-    return { allowed, rules, blockedForMs: 0, next, ttlMs: ttl, changed: commit && cost > 0 };
+    return { allowed, rules, blockedForMs: 0, next, ttlMs: ttl, changed: effect === CHARGE };
   }
-  if (commit && policy.blockMs > 0) {
+  if (effect === BLOCK) {
     const block = startBlock(policy, current, nowMs, rules, ttl);
     return {
       allowed,
@@ -103,6 +104,28 @@ export function evaluate(
     ttlMs: ttl,
     changed: false,
   };
+}
+
+/** What a decision does to its key: nothing, charge it (its rules' next states), block it. */
+export type Effect = typeof KEEP | typeof CHARGE | typeof BLOCK;
+/** The key is left as it was. */
+export const KEEP = 0;
+/** The key takes every rule's next state (an admitted request that costs something). */
+export const CHARGE = 1;
+/** The key starts the policy's penalty block ({@link startBlock}). */
+export const BLOCK = 2;
+
+/**
+ * What a decision does to a key that is not blocked, once every rule has decided (`allowed`:
+ * all of them admit the request): an admitted charge (cost > 0) is taken by every rule; a
+ * denial changes nothing, except that it starts the policy's penalty block when it has one;
+ * a peek (`commit` false) changes nothing. {@link evaluate} and the memory store's one-rule
+ * paths, which decide without building a {@link KeyState}, both follow this.
+ */
+export function effectOf(policy: Policy, allowed: boolean, cost: number, commit: boolean): Effect {
+  if (!commit) return KEEP;
+  if (allowed) return cost > 0 ? CHARGE : KEEP;
+  return policy.blockMs > 0 ? BLOCK : KEEP;
 }
 
 /**

@@ -157,82 +157,34 @@ class PolicyLimiter implements Limiter {
     return this.store.ready?.() ?? Promise.resolve();
   }
 
-  // Not `async`: the awaited path is one promise (already resolved for a synchronous store),
-  // not a chain of them. Bad input still rejects rather than throws.
+  // The faces of one path (decideWith). Not `async`: the awaited path is one promise (already
+  // resolved for a synchronous store), not a chain of them. Bad input rejects rather than throws.
   limit(key: string, options?: LimitOptions): Promise<Decision> {
-    let cost: number;
     try {
-      cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
-      checkKey(key);
+      return Promise.resolve(this.decideWith(key, options, "limit"));
     } catch (err) {
       return Promise.reject(err);
     }
-    if (this.sync !== undefined) {
-      try {
-        return Promise.resolve(this.finish(this.sync.decideSync(this.policy, key, cost), cost));
-      } catch (err) {
-        return this.onStoreFailure(err, key, cost, true);
-      }
-    }
-    let pending: Promise<StoreDecision>;
-    try {
-      pending = this.store.decide({ policy: this.policy, key, cost });
-    } catch (err) {
-      // A store that throws instead of rejecting is a store failure all the same.
-      return this.onStoreFailure(err, key, cost, true);
-    }
-    return pending.then(
-      (sd) => this.finish(sd, cost),
-      (err: unknown) => this.onStoreFailure(err, key, cost, true),
-    );
   }
 
   tryLimitSync(key: string, options?: LimitOptions): Decision | undefined {
-    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
-    checkKey(key);
-    if (this.sync !== undefined)
-      return this.finish(this.sync.decideSync(this.policy, key, cost), cost);
-    const sd = this.store.decideLocal?.(this.policy, key, cost);
-    return sd === undefined ? undefined : this.finish(sd, cost);
+    return this.decideWith(key, options, "tryLimitSync");
   }
 
   limitSync(key: string, options?: LimitOptions): Decision {
-    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
-    checkKey(key);
-    return this.finish(this.syncStore("limitSync").decideSync(this.policy, key, cost), cost);
+    return this.decideWith(key, options, "limitSync");
   }
 
   peek(key: string, options?: LimitOptions): Promise<Decision> {
-    let cost: number;
     try {
-      cost = this.checkCost(options?.cost ?? 1, "cost");
-      checkKey(key);
+      return Promise.resolve(this.decideWith(key, options, "peek"));
     } catch (err) {
       return Promise.reject(err);
     }
-    if (this.sync !== undefined) {
-      try {
-        return Promise.resolve(this.peeked(this.sync.peekSync(this.policy, key, cost), cost));
-      } catch (err) {
-        return this.onStoreFailure(err, key, cost, false);
-      }
-    }
-    let pending: Promise<StoreDecision>;
-    try {
-      pending = this.store.peek({ policy: this.policy, key, cost });
-    } catch (err) {
-      return this.onStoreFailure(err, key, cost, false);
-    }
-    return pending.then(
-      (sd) => this.peeked(sd, cost),
-      (err: unknown) => this.onStoreFailure(err, key, cost, false),
-    );
   }
 
   peekSync(key: string, options?: LimitOptions): Decision {
-    const cost = this.checkCost(options?.cost ?? 1, "cost");
-    checkKey(key);
-    return this.peeked(this.syncStore("peekSync").peekSync(this.policy, key, cost), cost);
+    return this.decideWith(key, options, "peekSync");
   }
 
   async reset(key: string): Promise<void> {
@@ -264,12 +216,10 @@ class PolicyLimiter implements Limiter {
           { path: "leaseId", message: "must be a non-empty string" },
         ]);
       }
-      if (this.sync !== undefined)
-        return Promise.resolve(this.sync.releaseSync(this.policy, key, leaseId));
+      return this.store.release(this.policy, key, leaseId);
     } catch (err) {
       return Promise.reject(err);
     }
-    return this.store.release(this.policy, key, leaseId);
   }
 
   async reserve(key: string, estimate: number): Promise<Reservation> {
@@ -335,12 +285,75 @@ class PolicyLimiter implements Limiter {
     ]);
   }
 
-  private syncStore(method: string): SyncStore {
-    if (this.sync !== undefined) return this.sync;
-    throw new SluiceError(
-      "SLUICE_ERR_UNSUPPORTED",
-      `${method}() needs a store that decides in-process (the memory store); this limiter uses the ${this.store.kind} store: use ${method.replace("Sync", "")}()`,
+  /**
+   * The one path of a decision (`commit`: limit, limitSync, tryLimitSync) or a peek, for each
+   * face: checks the input (throws), asks the store, and builds the {@link Decision} — at once
+   * over a synchronous store, else when the store answers. The awaited faces (`limit`, `peek`)
+   * decide a store failure by `onStoreError`; the synchronous ones let it throw, and
+   * `tryLimitSync` answers undefined when the store cannot decide at once.
+   */
+  private decideWith(key: string, options: LimitOptions | undefined, face: SyncFace): Decision;
+  private decideWith(
+    key: string,
+    options: LimitOptions | undefined,
+    face: "tryLimitSync",
+  ): Decision | undefined;
+  private decideWith(
+    key: string,
+    options: LimitOptions | undefined,
+    face: AwaitedFace,
+  ): Decision | Promise<Decision>;
+  private decideWith(
+    key: string,
+    options: LimitOptions | undefined,
+    face: Face,
+  ): Decision | Promise<Decision> | undefined {
+    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+    checkKey(key);
+    const commit = face !== "peek" && face !== "peekSync";
+    const sync = this.sync;
+    if (sync !== undefined) {
+      // The synchronous faces let a store failure throw.
+      if (face !== "limit" && face !== "peek")
+        return this.answer(this.askSync(sync, key, cost, commit), cost, commit);
+      try {
+        return this.answer(this.askSync(sync, key, cost, commit), cost, commit);
+      } catch (err) {
+        return this.onStoreFailure(err, key, cost, commit);
+      }
+    }
+    if (face === "limitSync" || face === "peekSync") {
+      throw new SluiceError(
+        "SLUICE_ERR_UNSUPPORTED",
+        `${face}() needs a store that decides in-process (the memory store); this limiter uses the ${this.store.kind} store: use ${face.replace("Sync", "")}()`,
+      );
+    }
+    if (face === "tryLimitSync") {
+      const sd = this.store.decideLocal?.(this.policy, key, cost);
+      return sd === undefined ? undefined : this.finish(sd, cost);
+    }
+    let pending: Promise<StoreDecision>;
+    try {
+      const req = { policy: this.policy, key, cost };
+      pending = commit ? this.store.decide(req) : this.store.peek(req);
+    } catch (err) {
+      // A store that throws instead of rejecting is a store failure all the same.
+      return this.onStoreFailure(err, key, cost, commit);
+    }
+    return pending.then(
+      (sd) => this.answer(sd, cost, commit),
+      (err: unknown) => this.onStoreFailure(err, key, cost, commit),
     );
+  }
+
+  /** A synchronous store's answer. */
+  private askSync(sync: SyncStore, key: string, cost: number, commit: boolean): StoreDecision {
+    return commit ? sync.decideSync(this.policy, key, cost) : sync.peekSync(this.policy, key, cost);
+  }
+
+  /** The decision of a store's answer: a decision's, or a peek's. */
+  private answer(sd: StoreDecision, cost: number, commit: boolean): Decision {
+    return commit ? this.finish(sd, cost) : this.peeked(sd, cost);
   }
 
   private checkCost(cost: unknown, field: string): number {
@@ -382,20 +395,16 @@ class PolicyLimiter implements Limiter {
     return this.finish({ ...sd, rules }, cost);
   }
 
-  private onStoreFailure(
-    err: unknown,
-    key: string,
-    cost: number,
-    commit: boolean,
-  ): Promise<Decision> {
-    if (err instanceof ValidationError) return Promise.reject(err);
+  /** The decision when the store failed, by `onStoreError`; throws a `ValidationError` on. */
+  private onStoreFailure(err: unknown, key: string, cost: number, commit: boolean): Decision {
+    if (err instanceof ValidationError) throw err;
     try {
       this.onError?.(err, this.policy);
     } catch {
       // A throwing error hook must not turn a decision into a crash.
     }
     const mode = this.policy.onStoreError;
-    if (mode === "insurance") return Promise.resolve(this.insured(key, cost, commit));
+    if (mode === "insurance") return this.insured(key, cost, commit);
     const allowed = mode === "allow";
     const spec = algorithmOf(this.policy);
     // Nothing is known about the counters. Failing open, each rule reports what it admits at
@@ -410,9 +419,7 @@ class PolicyLimiter implements Limiter {
         retryAfterMs: 0,
       }),
     );
-    return Promise.resolve(
-      toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error"),
-    );
+    return toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
   }
 
   /**
@@ -481,6 +488,11 @@ class PolicyLimiter implements Limiter {
     return this.insurance;
   }
 }
+
+/** The faces of {@link PolicyLimiter.decideWith}: the awaited ones, and the synchronous ones. */
+type AwaitedFace = "limit" | "peek";
+type SyncFace = "limitSync" | "peekSync";
+type Face = AwaitedFace | SyncFace | "tryLimitSync";
 
 function checkKey(key: unknown): asserts key is string {
   if (typeof key !== "string" || key.length === 0) {

@@ -1,38 +1,34 @@
-import { type Algorithm, ceilMs } from "./types.js";
+import { type Algorithm, ceilMs, fixedAlgorithm } from "./types.js";
 
 /**
  * Fixed window: at most `limit` per aligned window [k·P, (k+1)·P).
  * State: [windowStart, count]. Known weakness: a client can spend `limit` at the end of one
  * window and `limit` again at the start of the next (2× burst across the edge).
  */
-export const fixedWindow: Algorithm = {
+export const fixedWindow: Algorithm = fixedAlgorithm({
   stateSize: 2,
   capacity: (rule) => rule.limit,
-  decide(state, nowMs, rule, cost) {
+  decideAt(data, at, has, nowMs, rule, cost, out, next) {
     const start = nowMs - (nowMs % rule.periodMs);
     const end = start + rule.periodMs;
-    const count = state !== undefined && state[0] === start ? (state[1] ?? 0) : 0;
+    const count = has && data[at] === start ? (data[at + 1] ?? 0) : 0;
     const resetAfterMs = end - nowMs;
+    out.resetAfterMs = resetAfterMs;
+    out.ttlMs = resetAfterMs;
     if (count + cost <= rule.limit) {
       const used = count + cost;
-      return {
-        allowed: true,
-        remaining: rule.limit - used,
-        resetAfterMs,
-        retryAfterMs: 0,
-        next: used > 0 ? [start, used] : null,
-        ttlMs: resetAfterMs,
-      };
+      out.allowed = true;
+      out.remaining = rule.limit - used;
+      out.retryAfterMs = 0;
+      next[0] = start;
+      next[1] = used;
+      return used > 0;
     }
     // The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
-    return {
-      allowed: false,
-      remaining: Math.max(0, rule.limit - count),
-      resetAfterMs,
-      retryAfterMs: ceilMs(end - nowMs),
-      next: state ? [...state] : null,
-      ttlMs: resetAfterMs,
-    };
+    out.allowed = false;
+    out.remaining = Math.max(0, rule.limit - count);
+    out.retryAfterMs = ceilMs(end - nowMs);
+    return false;
   },
   adjust(state, nowMs, rule, delta) {
     const start = nowMs - (nowMs % rule.periodMs);
@@ -40,7 +36,7 @@ export const fixedWindow: Algorithm = {
     const used = Math.max(0, count + delta);
     return { next: used > 0 ? [start, used] : null, ttlMs: start + rule.periodMs - nowMs };
   },
-};
+});
 
 /**
  * Fixed window started by the first request: a key's window opens at its first charge and lasts
@@ -50,35 +46,32 @@ export const fixedWindow: Algorithm = {
  * (the layout of {@link fixedWindow}, whose aligned state this reads as a window that started at
  * its aligned start). With no window open, a cost-0 decision reports `resetAfterMs` 0.
  */
-export const fixedWindowFromFirstRequest: Algorithm = {
+export const fixedWindowFromFirstRequest: Algorithm = fixedAlgorithm({
   stateSize: 2,
   capacity: (rule) => rule.limit,
-  decide(state, nowMs, rule, cost) {
-    const open = state !== undefined && nowMs < (state[0] ?? 0) + rule.periodMs;
-    const start = open ? state[0]! : nowMs;
-    const count = open ? (state[1] ?? 0) : 0;
+  decideAt(data, at, has, nowMs, rule, cost, out, next) {
+    const open = has && nowMs < (data[at] ?? 0) + rule.periodMs;
+    const start = open ? data[at]! : nowMs;
+    const count = open ? (data[at + 1] ?? 0) : 0;
     const end = start + rule.periodMs;
+    out.ttlMs = end - nowMs;
     if (count + cost <= rule.limit) {
       const used = count + cost;
       const opens = open || used > 0;
-      return {
-        allowed: true,
-        remaining: rule.limit - used,
-        resetAfterMs: opens ? end - nowMs : 0,
-        retryAfterMs: 0,
-        next: opens ? [start, used] : null,
-        ttlMs: end - nowMs,
-      };
+      out.allowed = true;
+      out.remaining = rule.limit - used;
+      out.resetAfterMs = opens ? end - nowMs : 0;
+      out.retryAfterMs = 0;
+      next[0] = start;
+      next[1] = used;
+      return opens;
     }
     // Denied only inside an open window (cost ≤ limit is validated): the next one starts empty.
-    return {
-      allowed: false,
-      remaining: Math.max(0, rule.limit - count),
-      resetAfterMs: end - nowMs,
-      retryAfterMs: ceilMs(end - nowMs),
-      next: state ? [...state] : null,
-      ttlMs: end - nowMs,
-    };
+    out.allowed = false;
+    out.remaining = Math.max(0, rule.limit - count);
+    out.resetAfterMs = end - nowMs;
+    out.retryAfterMs = ceilMs(end - nowMs);
+    return false;
   },
   adjust(state, nowMs, rule, delta) {
     const open = state !== undefined && nowMs < (state[0] ?? 0) + rule.periodMs;
@@ -89,4 +82,4 @@ export const fixedWindowFromFirstRequest: Algorithm = {
       ttlMs: start + rule.periodMs - nowMs,
     };
   },
-};
+});

@@ -1,4 +1,4 @@
-import { type Algorithm, type ResolvedRule, ceilMs } from "./types.js";
+import { type Algorithm, type ResolvedRule, ceilMs, fixedAlgorithm } from "./types.js";
 
 /**
  * GCRA, the generic cell rate algorithm (as in redis-cell), the default.
@@ -15,38 +15,35 @@ import { type Algorithm, type ResolvedRule, ceilMs } from "./types.js";
  * µs (never faster than the rule), and τ is `burst` of those, so a full burst always fits.
  * State: [tat in µs].
  */
-export const gcra: Algorithm = {
+export const gcra: Algorithm = fixedAlgorithm({
   stateSize: 1,
   capacity: (rule) => rule.burst,
-  decide(state, nowMs, rule, cost) {
+  decideAt(data, at, has, nowMs, rule, cost, out, next) {
     const T = intervalUs(rule);
     // Cells of T µs, shown as time at the rule's exact rate: a full burst of 3/s reports 1000 ms,
     // not the 1000.002 ms that 3 rounded-up intervals add up to. (Waits are never shortened.)
     const exact = (rule.periodMs * 1000) / rule.limit / T;
     const tau = T * rule.burst;
     const now = nowMs * 1000;
-    const tat = Math.max(state?.[0] ?? now, now);
+    const tat = Math.max(has ? (data[at] ?? now) : now, now);
     const newTat = tat + cost * T;
     const allowAt = newTat - tau;
     if (allowAt <= now) {
-      return {
-        allowed: true,
-        remaining: Math.max(0, Math.floor((now + tau - newTat) / T)),
-        resetAfterMs: ceilMs(((newTat - now) * exact) / 1000),
-        retryAfterMs: 0,
-        next: newTat > now ? [newTat] : null,
-        ttlMs: ceilUsToMs(newTat - now),
-      };
+      out.allowed = true;
+      out.remaining = Math.max(0, Math.floor((now + tau - newTat) / T));
+      out.resetAfterMs = ceilMs(((newTat - now) * exact) / 1000);
+      out.retryAfterMs = 0;
+      out.ttlMs = ceilUsToMs(newTat - now);
+      next[0] = newTat;
+      return newTat > now;
     }
-    return {
-      allowed: false,
-      remaining: Math.max(0, Math.floor((now + tau - tat) / T)),
-      resetAfterMs: ceilMs(((tat - now) * exact) / 1000),
-      // Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
-      retryAfterMs: ceilUsToMs(allowAt - now),
-      next: state ? [...state] : null,
-      ttlMs: ceilUsToMs(tat - now),
-    };
+    out.allowed = false;
+    out.remaining = Math.max(0, Math.floor((now + tau - tat) / T));
+    out.resetAfterMs = ceilMs(((tat - now) * exact) / 1000);
+    // Round up, otherwise a fast caller retries a fraction of a ms too early and is denied.
+    out.retryAfterMs = ceilUsToMs(allowAt - now);
+    out.ttlMs = ceilUsToMs(tat - now);
+    return false;
   },
   adjust(state, nowMs, rule, delta) {
     const now = nowMs * 1000;
@@ -55,7 +52,7 @@ export const gcra: Algorithm = {
       ? { next: [newTat], ttlMs: ceilUsToMs(newTat - now) }
       : { next: null, ttlMs: 0 };
   },
-};
+});
 
 /** The emission interval period/limit in whole µs, rounded up (exactly, in integers). */
 export function intervalUs(rule: ResolvedRule): number {

@@ -8,13 +8,15 @@ import type { Algorithm } from "./types.js";
 
 export type {
   Algorithm,
+  FixedAlgorithm,
   InPlaceAlgorithm,
+  StepFigures,
   ResolvedRule,
   RuleOutcome,
   Step,
   Adjusted,
 } from "./types.js";
-export { EPS, ceilMs, floorUnits } from "./types.js";
+export { EPS, ceilMs, floorUnits, isFixedAlgorithm } from "./types.js";
 export {
   concurrency,
   fixedWindow,

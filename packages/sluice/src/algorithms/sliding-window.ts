@@ -1,4 +1,4 @@
-import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
+import { type Algorithm, EPS, ceilMs, fixedAlgorithm, floorUnits } from "./types.js";
 
 /**
  * Sliding window counter: two aligned window counters, previous and current, and the estimate
@@ -6,58 +6,64 @@ import { type Algorithm, EPS, ceilMs, floorUnits } from "./types.js";
  * evenly. O(1) memory; it can admit more or fewer than an exact log would, by at most the
  * previous window's unevenness. State: [currentWindowStart, prev, curr].
  */
-export const slidingWindow: Algorithm = {
+export const slidingWindow: Algorithm = fixedAlgorithm({
   stateSize: 3,
   capacity: (rule) => rule.limit,
-  decide(state, nowMs, rule, cost) {
+  decideAt(data, at, has, nowMs, rule, cost, out, next) {
     const P = rule.periodMs;
     const start = nowMs - (nowMs % P);
-    const [prev, curr] = counters(state, start, P);
+    const prev = previous(data, at, has, start, P);
+    const curr = current(data, at, has, start);
     const elapsed = nowMs - start;
     const estimate = (prev * (P - elapsed)) / P + curr;
+    out.ttlMs = start + 2 * P - nowMs;
     if (estimate + cost <= rule.limit + EPS) {
       const after = curr + cost;
-      return {
-        allowed: true,
-        remaining: floorUnits(rule.limit - estimate - cost),
-        resetAfterMs: resetAfter(prev, after, start, nowMs, P),
-        retryAfterMs: 0,
-        next: prev > 0 || after > 0 ? [start, prev, after] : null,
-        ttlMs: start + 2 * P - nowMs,
-      };
+      out.allowed = true;
+      out.remaining = floorUnits(rule.limit - estimate - cost);
+      out.resetAfterMs = resetAfter(prev, after, start, nowMs, P);
+      out.retryAfterMs = 0;
+      next[0] = start;
+      next[1] = prev;
+      next[2] = after;
+      return prev > 0 || after > 0;
     }
-    return {
-      allowed: false,
-      remaining: floorUnits(rule.limit - estimate),
-      resetAfterMs: resetAfter(prev, curr, start, nowMs, P),
-      retryAfterMs: ceilMs(waitFor(prev, curr, cost, rule.limit, elapsed, P)),
-      next: state ? [...state] : null,
-      ttlMs: start + 2 * P - nowMs,
-    };
+    out.allowed = false;
+    out.remaining = floorUnits(rule.limit - estimate);
+    out.resetAfterMs = resetAfter(prev, curr, start, nowMs, P);
+    out.retryAfterMs = ceilMs(waitFor(prev, curr, cost, rule.limit, elapsed, P));
+    return false;
   },
   adjust(state, nowMs, rule, delta) {
     const P = rule.periodMs;
     const start = nowMs - (nowMs % P);
-    const [prev, curr] = counters(state, start, P);
-    const after = Math.max(0, curr + delta);
+    const has = state !== undefined;
+    const prev = previous(state ?? [], 0, has, start, P);
+    const after = Math.max(0, current(state ?? [], 0, has, start) + delta);
     return {
       next: prev > 0 || after > 0 ? [start, prev, after] : null,
       ttlMs: start + 2 * P - nowMs,
     };
   },
-};
+});
 
-/** (prev, curr) as seen from the window starting at `start`. */
-function counters(
-  state: readonly number[] | undefined,
+/** The previous window's count, seen from the window starting at `start` (state at `at`). */
+function previous(
+  data: ArrayLike<number>,
+  at: number,
+  has: boolean,
   start: number,
   P: number,
-): [number, number] {
-  if (state === undefined) return [0, 0];
-  const s = state[0] ?? 0;
-  if (s === start) return [state[1] ?? 0, state[2] ?? 0];
-  if (s === start - P) return [state[2] ?? 0, 0];
-  return [0, 0];
+): number {
+  if (!has) return 0;
+  const s = data[at] ?? 0;
+  if (s === start) return data[at + 1] ?? 0;
+  return s === start - P ? (data[at + 2] ?? 0) : 0;
+}
+
+/** The current window's count, seen from the window starting at `start` (state at `at`). */
+function current(data: ArrayLike<number>, at: number, has: boolean, start: number): number {
+  return has && (data[at] ?? 0) === start ? (data[at + 2] ?? 0) : 0;
 }
 
 /** Until the estimate falls to zero: the end of the window after the last non-empty one. */

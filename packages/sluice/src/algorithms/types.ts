@@ -104,3 +104,93 @@ export interface InPlaceAlgorithm extends Algorithm {
    */
   decideInPlace(state: number[], nowMs: number, rule: ResolvedRule, cost: number): Step;
 }
+
+/**
+ * A decision's figures written into an object the caller owns and reuses: what
+ * {@link FixedAlgorithm.decideAt} answers, so that a store deciding in place allocates nothing
+ * for them. The fields of {@link Step} but `next`.
+ */
+export interface StepFigures {
+  allowed: boolean;
+  remaining: number;
+  resetAfterMs: number;
+  retryAfterMs: number;
+  ttlMs: number;
+}
+
+/**
+ * An algorithm whose state has a fixed size (gcra, token-bucket, fixed-window, sliding-window)
+ * also decides over state held in the caller's numbers, allocating nothing: the memory store
+ * keeps every key's state in one `Float64Array`. `decide` is defined as this function over a
+ * copy ({@link fixedAlgorithm}), so the two cannot disagree.
+ */
+export interface FixedAlgorithm extends Algorithm {
+  /**
+   * `decide(state, nowMs, rule, cost)`, the state read from `data[at … at + stateSize)` (`has`
+   * false: no state): the outcome goes to `out`, and when the request is admitted with a state
+   * to keep, that state to `next[0 … stateSize)` and the answer is true. False: nothing to keep
+   * (`decide`'s `next` null), or a denial (whose state is the one read).
+   */
+  decideAt(
+    data: ArrayLike<number>,
+    at: number,
+    has: boolean,
+    nowMs: number,
+    rule: ResolvedRule,
+    cost: number,
+    out: StepFigures,
+    next: number[],
+  ): boolean;
+}
+
+/** True for an algorithm of fixed-size state, which decides in place. */
+export function isFixedAlgorithm(alg: Algorithm): alg is FixedAlgorithm {
+  return typeof (alg as Partial<FixedAlgorithm>).decideAt === "function";
+}
+
+/** The figures and next state of the last `decide` of a {@link fixedAlgorithm} (decisions never nest). */
+const figures: StepFigures = {
+  allowed: false,
+  remaining: 0,
+  resetAfterMs: 0,
+  retryAfterMs: 0,
+  ttlMs: 0,
+};
+const spare: number[] = [0, 0, 0, 0];
+
+/**
+ * A fixed-size algorithm from its in-place decision: `decide` is `decideAt` over a copy of the
+ * state, with new arrays for `next` (a denial's `next` is a copy of the state).
+ */
+export function fixedAlgorithm(
+  spec: Pick<FixedAlgorithm, "stateSize" | "capacity" | "adjust" | "decideAt">,
+): FixedAlgorithm {
+  const { stateSize, decideAt } = spec;
+  return {
+    ...spec,
+    decide(state, nowMs, rule, cost) {
+      const kept = decideAt(
+        state ?? spare,
+        0,
+        state !== undefined,
+        nowMs,
+        rule,
+        cost,
+        figures,
+        spare,
+      );
+      return {
+        allowed: figures.allowed,
+        remaining: figures.remaining,
+        resetAfterMs: figures.resetAfterMs,
+        retryAfterMs: figures.retryAfterMs,
+        next: kept
+          ? spare.slice(0, stateSize)
+          : figures.allowed || state === undefined
+            ? null
+            : [...state],
+        ttlMs: figures.ttlMs,
+      };
+    },
+  };
+}

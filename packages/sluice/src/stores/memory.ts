@@ -1,19 +1,24 @@
 import {
   type Algorithm,
+  type FixedAlgorithm,
   type InPlaceAlgorithm,
   type ResolvedRule,
   type RuleOutcome,
   type Step,
+  type StepFigures,
   concurrency,
-  fixedWindowFromFirstRequest,
+  isFixedAlgorithm,
 } from "../algorithms/index.js";
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
 import { ValidationError } from "../errors.js";
 import {
+  BLOCK,
+  CHARGE,
   type Evaluation,
   type KeyState,
   adjustState,
+  effectOf,
   evaluate,
   setCountState,
   startBlock,
@@ -349,7 +354,7 @@ class FixedSpace extends Space<number> {
   private readonly probe: number[];
 
   constructor(
-    alg: Algorithm,
+    override readonly alg: FixedAlgorithm,
     readonly size: number,
     rules: number,
     hasBlock: boolean,
@@ -500,8 +505,16 @@ export class MemoryStore implements SyncStore {
   private leaseSeq = 0;
   /** Where {@link makeRoom} looks for expired keys in other policies next. */
   private rotation = 0;
-  /** Reusable state arrays for the single-rule path, by size (algorithms never keep them). */
+  /** Reusable arrays for the one-rule path's next state, by size (the slot takes a copy). */
   private readonly scratch: number[][] = [[], [0], [0, 0], [0, 0, 0]];
+  /** The figures of the one-rule path's last decision ({@link stepSingle}). */
+  private readonly figures: StepFigures = {
+    allowed: false,
+    remaining: 0,
+    resetAfterMs: 0,
+    retryAfterMs: 0,
+    ttlMs: 0,
+  };
 
   constructor(options: MemoryStoreOptions = {}) {
     const maxKeys = options.maxKeys ?? 1_000_000;
@@ -550,58 +563,26 @@ export class MemoryStore implements SyncStore {
   }
 
   /**
-   * {@link decideSync} for a first-request `fixed-window` policy of one rule without penalty
-   * (how the drop-in faces count), told as the key's count and window instead of a decision:
-   * the same state and outcome, without building the decision's objects. Another policy is
-   * decided by {@link decideSync} and told the same way. The answer is written to `out` (one
-   * object per caller, reused: no allocation per call). @internal
+   * {@link decideSync}, told as the key's count (the rule's limit less what remains) and window
+   * instead of a decision: how the drop-in faces count (a first-request `fixed-window` of one
+   * rule). A policy of one rule without penalty over fixed-size state is decided on its slot
+   * without building the decision's objects; another by {@link decideSync}, told the same way.
+   * The answer is written to `out` (one object per caller, reused: no allocation per call).
+   * @internal
    */
   countSync(policy: Policy, key: string, cost: number, out: WindowCount): void {
     key = heldKey(key);
     const nowMs = this.now();
     const sp = this.space(policy);
     const rule = policy.rules[0]!;
-    if (
-      sp instanceof FixedSpace &&
-      sp.alg === fixedWindowFromFirstRequest &&
-      sp.blockAt < 0 &&
-      policy.rules.length === 1 &&
-      cost > 0
-    ) {
-      // fixedWindowFromFirstRequest.decide on the slot, in place (state [start, count]),
-      // written out: through the algorithm's decide (a Step and a state array per call) the
-      // express-rate-limit face ran at 0.76–0.81× of its peer against 0.95× this way.
-      // test/memory/fast-paths.test.ts holds the two to the same answers.
-      let offset = sp.get(key);
-      const from = sp.found;
-      const at = sp.rulesAt;
-      const period = rule.periodMs;
-      let start = nowMs;
-      let count = 0;
-      if (offset !== undefined && sp.live(offset, nowMs)) {
-        const s = sp.data[offset + at]!;
-        if (nowMs < s + period) {
-          // (NaN, no state, fails the test.)
-          start = s;
-          count = sp.data[offset + at + 1]!;
-        }
-      }
-      const used = count + cost;
-      if (used <= rule.limit) {
-        const resetAfterMs = start + period - nowMs;
-        const to = classOfRule(rule.limit - used, rule.limit);
-        if (offset === undefined) offset = this.insert(sp, key, nowMs, to);
-        else sp.classify(key, offset, from, to);
-        const data = sp.data; // insert may have grown it
-        data[offset] = nowMs + resetAfterMs;
-        data[offset + at] = start;
-        data[offset + at + 1] = used;
-        out.allowed = true;
-        out.count = used;
-        out.resetAfterMs = resetAfterMs;
-        out.nowMs = nowMs;
-        return;
-      }
+    if (sp instanceof FixedSpace && sp.blockAt < 0 && policy.rules.length === 1) {
+      // The one-rule path on the slot, told without building the decision's objects.
+      const f = this.stepSingle(sp, policy, rule, key, cost, true, nowMs);
+      out.allowed = f.allowed;
+      out.count = rule.limit - f.remaining;
+      out.resetAfterMs = f.resetAfterMs;
+      out.nowMs = nowMs;
+      return;
     }
     const sd = this.run(policy, key, cost, true, nowMs);
     const r = sd.rules[0]!;
@@ -714,8 +695,11 @@ export class MemoryStore implements SyncStore {
   ): StoreDecision {
     const sp = this.space(policy);
     if (sp instanceof FixedSpace) {
-      if (sp.blockAt < 0 && policy.rules.length === 1)
-        return this.runSingle(sp, policy.rules[0]!, key, cost, commit, nowMs);
+      if (sp.blockAt < 0 && policy.rules.length === 1) {
+        const rule = policy.rules[0]!;
+        const f = this.stepSingle(sp, policy, rule, key, cost, commit, nowMs);
+        return { allowed: f.allowed, rules: [ruleDecision(rule, f)], blockedForMs: 0 };
+      }
       return this.runFixed(sp, policy, key, cost, commit, nowMs);
     }
     const entry = sp.get(key);
@@ -741,57 +725,51 @@ export class MemoryStore implements SyncStore {
   }
 
   /**
-   * One rule, no penalty: the rule's step is the decision (evaluate() for n = 1), with the
-   * state read from and written to the key's slot in place.
+   * One rule, no penalty: {@link evaluate} for n = 1 — the rule's outcome is the verdict, and
+   * {@link effectOf} what it does to the key — decided by the algorithm's
+   * {@link FixedAlgorithm.decideAt} on the key's slot, and the next state written back into it.
+   * Allocates nothing; answers in {@link figures} (rewritten by the next decision).
    */
-  private runSingle(
+  private stepSingle(
     sp: FixedSpace,
+    policy: Policy,
     rule: ResolvedRule,
     key: string,
     cost: number,
     commit: boolean,
     nowMs: number,
-  ): StoreDecision {
+  ): StepFigures {
     let offset = sp.get(key);
     const from = sp.found;
-    const d = sp.data;
-    let state: number[] | undefined;
-    if (offset !== undefined && sp.live(offset, nowMs)) {
-      const at = offset + sp.rulesAt;
-      if (!Number.isNaN(d[at])) {
-        state = this.scratch[sp.size]!;
-        for (let j = 0; j < sp.size; j++) state[j] = d[at + j]!;
-      }
-    }
-    const step = sp.alg.decide(state, nowMs, rule, cost);
-    if (commit && cost > 0) {
-      const to = step.allowed ? classOfRule(step.remaining, sp.alg.capacity(rule)) : HELD;
-      const next = step.next;
-      if (!step.allowed) {
-        if (offset !== undefined) sp.classify(key, offset, from, HELD);
-      } else if (next !== null) {
+    const at = offset === undefined ? 0 : offset + sp.rulesAt;
+    const has = offset !== undefined && sp.live(offset, nowMs) && !Number.isNaN(sp.data[at]);
+    const f = this.figures;
+    const next = this.scratch[sp.size]!;
+    const kept = sp.alg.decideAt(sp.data, at, has, nowMs, rule, cost, f, next);
+    const effect = effectOf(policy, f.allowed, cost, commit);
+    if (effect === CHARGE) {
+      if (kept) {
+        const to = classOfRule(f.remaining, sp.alg.capacity(rule));
         if (offset === undefined) offset = this.insert(sp, key, nowMs, to);
         else sp.classify(key, offset, from, to);
         const data = sp.data; // insert may have grown it
         if (sp.compact) data[offset] = next[0]!;
         else {
-          data[offset] = nowMs + step.ttlMs;
+          data[offset] = nowMs + f.ttlMs;
           for (let j = 0; j < sp.size; j++) data[offset + sp.rulesAt + j] = next[j]!;
         }
       } else if (offset !== undefined) {
         // Nothing left to remember: mark the slot expired (it is reused or swept later).
         sp.expire(offset, nowMs);
       }
+    } else if (commit && !f.allowed && cost > 0 && offset !== undefined) {
+      sp.classify(key, offset, from, HELD);
     }
-    return {
-      allowed: step.allowed,
-      rules: [ruleDecision(rule, step)],
-      blockedForMs: 0,
-    };
+    return f;
   }
 
   /**
-   * {@link runSingle} for sliding-log and concurrency, the key not blocked: the key's entry is
+   * {@link stepSingle} for sliding-log and concurrency, the key not blocked: the key's entry is
    * updated in place. A denial starts the policy's penalty block, as {@link evaluate} does.
    */
   private runSingleVar(
@@ -810,8 +788,9 @@ export class MemoryStore implements SyncStore {
     const rule = policy.rules[0]!;
     let step: Step;
     if (leaseId > 0) step = concurrency.decide(current?.states[0], nowMs, rule, cost, leaseId);
-    else if (commit && cost > 0 && "decideInPlace" in alg) {
-      // The key's log is changed in place (and is the new state when allowed).
+    else if (effectOf(policy, true, cost, commit) === CHARGE && "decideInPlace" in alg) {
+      // A charge if admitted: the key's log is changed in place (and is the new state when
+      // allowed; a denial only prunes what has left the window).
       const own = current?.states[0];
       step = (alg as InPlaceAlgorithm).decideInPlace(
         own ?? (alg as InPlaceAlgorithm).fresh(),
@@ -826,13 +805,13 @@ export class MemoryStore implements SyncStore {
         return { allowed: true, rules: [ruleDecision(rule, step)], blockedForMs: 0 };
       }
     } else step = alg.decide(current?.states[0], nowMs, rule, cost);
-    if (!step.allowed && commit && policy.blockMs > 0)
-      return this.blockVar(sp, policy, key, entry, from, current, step, nowMs);
+    const effect = effectOf(policy, step.allowed, cost, commit);
+    if (effect === BLOCK) return this.blockVar(sp, policy, key, entry, from, current, step, nowMs);
     const rules = [ruleDecision(rule, step)];
-    if (!commit || cost <= 0) return { allowed: step.allowed, rules, blockedForMs: 0 };
-    if (!step.allowed) {
-      if (entry !== undefined) sp.classify(key, entry, from, HELD);
-      return { allowed: false, rules, blockedForMs: 0 };
+    if (effect !== CHARGE) {
+      if (commit && !step.allowed && cost > 0 && entry !== undefined)
+        sp.classify(key, entry, from, HELD);
+      return { allowed: step.allowed, rules, blockedForMs: 0 };
     }
     const to = classOfRule(step.remaining, alg.capacity(rule));
     if (entry !== undefined || step.ttlMs > 0) {
@@ -1003,10 +982,9 @@ export class MemoryStore implements SyncStore {
     const id = `${policy.name}\u0000${policy.algorithm}\u0000${policy.windowStart}\u0000${policy.refill}\u0000${n}\u0000${hasBlock ? "b" : ""}`;
     sp = this.spaces.get(id);
     if (sp === undefined) {
-      sp =
-        alg.stateSize > 0
-          ? new FixedSpace(alg, alg.stateSize, n, hasBlock, compact)
-          : new VarSpace(alg);
+      sp = isFixedAlgorithm(alg)
+        ? new FixedSpace(alg, alg.stateSize, n, hasBlock, compact)
+        : new VarSpace(alg);
       this.spaces.set(id, sp);
       this.spaceList.push(sp);
     }

@@ -1,15 +1,24 @@
 import { describe, expect, it } from "vitest";
 import {
+  ALGORITHMS,
+  type Decision,
   type PolicyInput,
   type Store,
   StoreError,
   type SyncLimiter,
+  ValidationError,
   createLimiter,
   definePolicy,
   memoryStore,
 } from "../../src/index.js";
 
 const T0 = 1_700_006_400_000;
+
+/** A decision without its lease id (each store numbers its own leases). */
+function strip(d: Decision): Omit<Decision, "leaseId"> {
+  const { leaseId: _, ...rest } = d;
+  return rest;
+}
 
 /** A store whose every call fails (a unit-level stand-in; real outages are tested against Redis). */
 function brokenStore(instances?: number): Store {
@@ -265,6 +274,150 @@ describe("limiter", () => {
     expect(() => remote.limitSync("k")).toThrow(
       /limitSync\(\) needs a store that decides in-process.*use limit\(\)/,
     );
+  });
+
+  it("every face of a decision answers as the others: limit, limitSync, tryLimitSync; peek, peekSync", async () => {
+    let t = T0;
+    for (const algorithm of ALGORITHMS) {
+      const policy: PolicyInput = {
+        name: `faces-${algorithm}`,
+        algorithm,
+        rules: [{ limit: 3, period: "1s" }],
+      };
+      // Three limiters over three stores of one clock, each deciding through other faces.
+      const [a, b, c] = [0, 1, 2].map(() =>
+        createLimiter({ store: memoryStore({ now: () => t }), policy }),
+      ) as [SyncLimiter, SyncLimiter, SyncLimiter];
+      for (let i = 0; i < 40; i++) {
+        t += (i * 137) % 300;
+        const cost = 1 + (i % 2);
+        const viaLimit = strip(await a.limit("k", { cost }));
+        expect(strip(b.limitSync("k", { cost })), `${algorithm} call ${i}`).toEqual(viaLimit);
+        expect(strip(c.tryLimitSync("k", { cost })!), `${algorithm} call ${i}`).toEqual(viaLimit);
+        const peeked = strip(await a.peek("k", { cost }));
+        expect(strip(b.peekSync("k", { cost })), `${algorithm} peek ${i}`).toEqual(peeked);
+        expect(strip(c.peekSync("k", { cost })), `${algorithm} peek ${i}`).toEqual(peeked);
+      }
+    }
+  });
+
+  it("a store failure: the awaited faces decide by onStoreError, the synchronous ones throw it", async () => {
+    const failure = new StoreError("SLUICE_ERR_STORE", "disk on fire");
+    const store = memoryStore();
+    const failing = Object.assign(Object.create(store) as typeof store, {
+      decideSync: () => {
+        throw failure;
+      },
+      peekSync: () => {
+        throw failure;
+      },
+    });
+    const seen: unknown[] = [];
+    const limiter = createLimiter({
+      store: failing,
+      policy: { name: "failing", rules: [{ limit: 5, period: "1s" }] },
+      onError: (e) => seen.push(e),
+    });
+    expect(await limiter.limit("k")).toMatchObject({ allowed: true, reason: "store-error" });
+    expect(await limiter.peek("k")).toMatchObject({ allowed: true, reason: "store-error" });
+    expect(seen).toEqual([failure, failure]);
+    expect(() => limiter.limitSync("k")).toThrow(failure);
+    expect(() => limiter.tryLimitSync("k")).toThrow(failure);
+    expect(() => limiter.peekSync("k")).toThrow(failure);
+    // Bad input rejects the awaited faces and throws from the synchronous ones, store or not.
+    await expect(limiter.limit("")).rejects.toMatchObject({ code: "SLUICE_ERR_KEY" });
+    await expect(limiter.peek("k", { cost: 9 })).rejects.toMatchObject({ code: "SLUICE_ERR_COST" });
+    expect(() => limiter.tryLimitSync("k", { cost: 0 })).toThrow(
+      expect.objectContaining({ code: "SLUICE_ERR_COST" }),
+    );
+    // A validation error from the store is never turned into a decision.
+    const refusing = Object.assign(Object.create(store) as typeof store, {
+      decideSync: () => {
+        throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid", [{ path: "x", message: "no" }]);
+      },
+    });
+    const strict = createLimiter({
+      store: refusing,
+      policy: { name: "strict", rules: [{ limit: 5, period: "1s" }] },
+    });
+    await expect(strict.limit("k")).rejects.toMatchObject({ code: "SLUICE_ERR_OPTIONS" });
+  });
+
+  it("over a store that decides asynchronously: the faces answer as over the memory store, or say they cannot", async () => {
+    let t = T0;
+    const policy: PolicyInput = { name: "remote", rules: [{ limit: 2, period: "1s" }] };
+    const inner = memoryStore({ now: () => t });
+    const reference = createLimiter({ store: memoryStore({ now: () => t }), policy });
+    // The memory store seen through the Store port only: every answer a promise.
+    const remote = (decideLocal?: Store["decideLocal"]): Store => ({
+      kind: "remote",
+      decide: (req) => inner.decide(req),
+      peek: (req) => inner.peek(req),
+      adjust: (p, k, d) => inner.adjust(p, k, d),
+      release: (p, k, id) => inner.release(p, k, id),
+      reset: (p, k) => inner.reset(p, k),
+      ...(decideLocal === undefined ? {} : { decideLocal }),
+    });
+    const limiter = createLimiter({ store: remote(), policy }) as unknown as SyncLimiter;
+    for (let i = 0; i < 4; i++) {
+      t += 300;
+      expect(strip(await limiter.peek("k")), `peek ${i}`).toEqual(strip(reference.peekSync("k")));
+      expect(strip(await limiter.limit("k")), `limit ${i}`).toEqual(
+        strip(reference.limitSync("k")),
+      );
+      // Nothing decided at once: the caller is told to ask limit().
+      expect(limiter.tryLimitSync("k"), `tryLimitSync ${i}`).toBeUndefined();
+    }
+    expect(() => limiter.peekSync("k")).toThrow(
+      /peekSync\(\) needs a store that decides in-process.*use peek\(\)/,
+    );
+    // A store that decides some requests at once (a Redis store's lease) answers tryLimitSync.
+    const local = createLimiter({
+      store: remote((p, k, cost) => (k === "here" ? inner.decideSync(p, k, cost) : undefined)),
+      policy,
+    }) as unknown as SyncLimiter;
+    expect(local.tryLimitSync("elsewhere")).toBeUndefined();
+    expect(strip(local.tryLimitSync("here")!)).toEqual(strip(reference.limitSync("here")));
+    // A store that throws instead of rejecting is a store failure all the same.
+    const seen: unknown[] = [];
+    const failure = new StoreError("SLUICE_ERR_STORE", "thrown, not rejected");
+    const throwing = createLimiter({
+      store: {
+        ...remote(),
+        decide: () => {
+          throw failure;
+        },
+        peek: () => {
+          throw failure;
+        },
+      },
+      policy: { ...policy, onStoreError: "deny" },
+      onError: (e) => seen.push(e),
+    });
+    expect(await throwing.limit("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    expect(await throwing.peek("k")).toMatchObject({ allowed: false, reason: "store-error" });
+    expect(seen).toEqual([failure, failure]);
+  });
+
+  it("a decision stays as it was returned: later decisions change none of its objects", () => {
+    let t = T0;
+    for (const algorithm of ALGORITHMS) {
+      const limiter = createLimiter({
+        store: memoryStore({ now: () => t }),
+        policy: { name: `kept-${algorithm}`, algorithm, rules: [{ limit: 3, period: "1s" }] },
+      });
+      const first = limiter.limitSync("k");
+      const copy = structuredClone(first);
+      const later = [limiter.limitSync("k"), limiter.peekSync("k"), limiter.limitSync("other")];
+      t += 10;
+      later.push(limiter.limitSync("k"), limiter.limitSync("k"));
+      expect(first, algorithm).toEqual(copy);
+      for (const d of later) {
+        expect(d, algorithm).not.toBe(first);
+        expect(d.rules, algorithm).not.toBe(first.rules);
+        expect(d.rules[0], algorithm).not.toBe(first.rules[0]);
+      }
+    }
   });
 
   it("release says whether it freed a lease", async () => {
