@@ -152,7 +152,11 @@ class DocumentHandlers<D> {
     await this.auth.session(req);
     const name = this.nameOf(req);
     const [r, draft] = await Promise.all([this.repo.get(name), this.repo.getDraft(name)]);
-    if (!r) throw new ApiError(this.repo.kind.notFound, `${this.repo.kind.noun} "${name}" does not exist`);
+    if (!r)
+      throw new ApiError(
+        this.repo.kind.notFound,
+        `${this.repo.kind.noun} "${name}" does not exist`,
+      );
     return this.warned(this.kind.view(this.ctx, r, draft !== undefined), r.doc);
   }
 
@@ -201,7 +205,10 @@ class DocumentHandlers<D> {
     const name = this.nameOf(req);
     const versions = await this.repo.listVersions(name);
     if (versions.length === 0)
-      throw new ApiError(this.repo.kind.notFound, `${this.repo.kind.noun} "${name}" has no versions`);
+      throw new ApiError(
+        this.repo.kind.notFound,
+        `${this.repo.kind.noun} "${name}" has no versions`,
+      );
     return { versions: versions.map((v: VersionRecord<D>) => this.named(v)) };
   }
 
