@@ -10,37 +10,29 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:http";
+import { type IncomingMessage, type Server, type ServerResponse, createServer } from "node:http";
 import { type Logger, pino } from "pino";
 import type { Registry as MetricsRegistry } from "prom-client";
 import { type Policy, createLimiter } from "sluice";
-import { clientIp } from "./client-ip.js";
+import { type ClientIp, clientIp } from "./client-ip.js";
 import type { ServerConfig } from "./config.js";
 import { type Counters, openCounters } from "./counters.js";
 import { type Database, openDatabase } from "./db/connect.js";
-import { DatabaseUnavailableError, databaseHealth } from "./db/health.js";
+import { databaseHealth } from "./db/health.js";
 import { withDeadline } from "./deadline.js";
-import {
-  ApiError,
-  type ApiErrorCode,
-  databaseOutageReason,
-  isDatabaseOutage,
-  logRequest,
-  logRequestError,
-  toApiError,
-} from "./errors.js";
-import { counterChild, createMetrics } from "./metrics.js";
+import { ApiError, type ApiErrorCode, logRequest, logRequestError, toApiError } from "./errors.js";
+import { type Metrics, counterChild, createMetrics } from "./metrics.js";
 import { buildOpenApi } from "./openapi.js";
 import { Registry } from "./registry.js";
 import { registerBodyParsers } from "./json-body.js";
 import { Repository } from "./repository.js";
 import { adminRoutes } from "./routes/admin.js";
-import { bearer } from "./routes/auth.js";
 import { type FastRoute, decisionRoutes } from "./routes/decision.js";
 import { envoyJsonRoute } from "./routes/envoy.js";
 import { type RlsGrpcServer, createRlsGrpcServer } from "./envoy/grpc.js";
 import { RateLimitService } from "./envoy/rls.js";
 import { policyRoutes } from "./routes/policies.js";
+import { readinessMessage, readinessRoutes } from "./routes/readiness.js";
 import type { ScryptParams } from "./secrets.js";
 import { SetupToken } from "./setup.js";
 import { TrafficQueries } from "./traffic/queries.js";
@@ -116,150 +108,212 @@ function throttledStoreErrorLog(
   };
 }
 
+/**
+ * What {@link createService} has opened so far: closed again, last first, when a later step
+ * fails.
+ */
+interface Opened {
+  database?: Database;
+  counters?: Counters;
+  registry?: Registry;
+  traffic?: TrafficRecorder;
+}
+
+/** Closes what a failed start opened, last first (their own failures are not the news). */
+async function closeOpened(opened: Opened): Promise<void> {
+  await opened.traffic?.stop();
+  await opened.registry?.stop();
+  await opened.counters?.close().catch(() => {});
+  await opened.database?.close().catch(() => {});
+}
+
 /** Opens the stores and builds the server (does not listen yet). */
 export async function createService(
   config: ServerConfig,
   options: ServiceOptions = {},
 ): Promise<Service> {
   const logger = options.logger ?? pino({ level: config.logLevel, base: { service: "sluice" } });
-  const metrics = createMetrics();
-  let database: Database | undefined;
-  let counters: Counters | undefined;
-  let registry: Registry | undefined;
-  let traffic: TrafficRecorder | undefined;
+  const opened: Opened = {};
   try {
-    database = await openDatabase({
-      databaseUrl: config.databaseUrl,
-      dataDir: config.dataDir,
-      timeoutMs: config.databaseTimeoutMs,
-      notice: (message) => logger.warn(message),
-    });
-    // Taken at once, so the identity of the SQLite file is the one just opened.
-    const health = databaseHealth(database);
-    counters = openCounters({
-      redisUrl: config.redisUrl,
-      memoryMaxKeys: config.memoryMaxKeys,
-      metrics,
-      now: options.now,
-      // The Redis store says once that it cannot reach Redis, and once that it can again.
-      logger: { warn: (message) => logger.warn(message) },
-    });
-    const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
-    const now = options.now ?? Date.now;
-    const recorder = new TrafficRecorder({
-      sink: repo.traffic,
-      nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
-      now,
-      logger,
-    });
-    const reg = new Registry({
-      repo,
-      store: counters.store,
-      logger,
-      pollIntervalMs: config.pollIntervalMs,
-      onStoreError: throttledStoreErrorLog(logger),
-      onLoad: (load) => {
-        metrics.policies.set(load.live.policies);
-        metrics.envoyDomains.set(load.live.envoyDomains);
-        metrics.revision.set(load.revision);
-      },
-      traffic: recorder,
-    });
-    registry = reg;
-    await reg.start();
-    traffic = recorder;
-    traffic.start();
-    // Failed sign-ins per (username, client IP) and per client IP. When the counter store is
-    // down, each node counts on its own (insurance) rather than lock every admin out.
-    const logStoreError = throttledStoreErrorLog(logger);
-    const loginLimiter = (name: string, limit: number) =>
-      createLimiter({
-        store: counters!.store,
-        policy: { name, rules: [{ limit, period: "1m" }], onStoreError: "insurance" },
-        onError: (err, policy) =>
-          logStoreError(err, policy, "sign-in attempts are counted on this node only"),
-      });
-    const loginLimiters = {
-      user: loginLimiter("sluice.login.user", config.loginLimitPerUser),
-      ip: loginLimiter("sluice.login.ip", config.loginLimitPerIp),
-    };
-    const ip = clientIp(config.trustProxy);
-    if (config.trustProxy === true)
-      logger.warn(
-        "trustProxy is true: the client IP is the left-most X-Forwarded-For entry, which any client can write; set a hop count or your proxies' addresses instead (docs/server.md)",
-      );
-    const envoy =
-      config.grpcPort === undefined
-        ? undefined
-        : new RateLimitService({
-            domain: (name) => reg.envoyDomain(name),
-            store: counters.store,
-            headers: config.envoyHeaders === "none" ? false : config.envoyHeaders,
-            now,
-            metrics: {
-              descriptor: (domain, descriptor, outcome) =>
-                counterChild(metrics.envoyDescriptors, { domain, descriptor, outcome }),
-              request: (domain, code) => counterChild(metrics.envoyRequests, { domain, code }),
-              draft: (domain, code) => counterChild(metrics.envoyDraftRequests, { domain, code }),
-            },
-            onStoreError: throttledStoreErrorLog(logger),
-            onDraftError: (err, domain) =>
-              logger.warn({ err, domain }, "Envoy domain draft evaluation failed"),
-          });
-    const context: ServiceContext = {
-      config,
-      logger,
-      repo,
-      registry: reg,
-      counters,
-      metrics,
-      loginLimiters,
-      clientIp: ip,
-      databaseHealth: health,
-      envoy,
-      traffic,
-      trafficQueries: new TrafficQueries(repo.traffic, now),
-      setup: new SetupToken(now),
-      now,
-      metricsText: options.metricsText,
-      worker: options.worker,
-    };
+    const context = await openContext(config, options, logger, opened);
     const app = buildApp(context);
-    const grpc = envoy
-      ? createRlsGrpcServer(envoy, logger, {
+    const grpc = context.envoy
+      ? createRlsGrpcServer(context.envoy, logger, {
           maxMessageBytes: config.bodyLimit,
           requestTimeoutMs: config.requestTimeoutMs,
         })
       : undefined;
-    // "Ready" only when the counters can decide (`/readyz`'s check, within its deadline).
-    const countersUnavailable = await withDeadline(
-      counters.ping(),
-      config.readinessTimeoutMs,
-      "the counter store",
-    ).then(
-      () => undefined,
-      (err: unknown) => readinessMessage(err),
-    );
-    const started = {
-      database: `${database.dialect} ${database.location}`,
-      counters: counters.kind,
-      policies: reg.all().length,
-      envoyDomains: reg.envoyDomains().size,
-    };
-    if (countersUnavailable === undefined) logger.info(started, "sluice service ready");
-    else
-      logger.warn(
-        { ...started, countersUnavailable },
-        "sluice service started, but its counters are unavailable: each policy's onStoreError decides, and /readyz answers 503, until they answer",
-      );
+    const database = opened.database!;
+    const countersUnavailable = await countersReadiness(context);
+    logStarted(context, database, countersUnavailable);
     return makeService(app, context, database, grpc, countersUnavailable);
   } catch (err) {
-    await traffic?.stop();
-    await registry?.stop();
-    await counters?.close().catch(() => {});
-    await database?.close().catch(() => {});
+    await closeOpened(opened);
     throw err;
   }
+}
+
+/**
+ * Opens the database and the counter store, loads the registry and starts the traffic history:
+ * the {@link ServiceContext} every route is handed. Each store is noted in `opened` as it opens.
+ */
+async function openContext(
+  config: ServerConfig,
+  options: ServiceOptions,
+  logger: Logger,
+  opened: Opened,
+): Promise<ServiceContext> {
+  const metrics = createMetrics();
+  const database = (opened.database = await openDatabase({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    timeoutMs: config.databaseTimeoutMs,
+    notice: (message) => logger.warn(message),
+  }));
+  // Taken at once, so the identity of the SQLite file is the one just opened.
+  const health = databaseHealth(database);
+  const counters = (opened.counters = openCounters({
+    redisUrl: config.redisUrl,
+    memoryMaxKeys: config.memoryMaxKeys,
+    metrics,
+    now: options.now,
+    // The Redis store says once that it cannot reach Redis, and once that it can again.
+    logger: { warn: (message) => logger.warn(message) },
+  }));
+  const repo = new Repository(health.guarded, options.scrypt ? { scrypt: options.scrypt } : {});
+  const now = options.now ?? Date.now;
+  const traffic = new TrafficRecorder({
+    sink: repo.traffic,
+    nodeId: options.nodeId ?? randomBytes(6).toString("hex"),
+    now,
+    logger,
+  });
+  const registry = (opened.registry = new Registry({
+    repo,
+    store: counters.store,
+    logger,
+    pollIntervalMs: config.pollIntervalMs,
+    onStoreError: throttledStoreErrorLog(logger),
+    onLoad: (load) => {
+      metrics.policies.set(load.live.policies);
+      metrics.envoyDomains.set(load.live.envoyDomains);
+      metrics.revision.set(load.revision);
+    },
+    traffic,
+  }));
+  await registry.start();
+  opened.traffic = traffic;
+  traffic.start();
+  const loginLimiters = signInLimiters(config, counters.store, logger);
+  const ip = trustedClientIp(config, logger);
+  return {
+    config,
+    logger,
+    repo,
+    registry,
+    counters,
+    metrics,
+    loginLimiters,
+    clientIp: ip,
+    databaseHealth: health,
+    envoy: envoyService(config, registry, counters.store, now, metrics, logger),
+    traffic,
+    trafficQueries: new TrafficQueries(repo.traffic, now),
+    setup: new SetupToken(now),
+    now,
+    metricsText: options.metricsText,
+    worker: options.worker,
+  };
+}
+
+/**
+ * The limiters of failed sign-ins, per (username, client IP) and per client IP. When the counter
+ * store is down, each node counts on its own (insurance) rather than lock every admin out.
+ */
+function signInLimiters(
+  config: ServerConfig,
+  store: Counters["store"],
+  logger: Logger,
+): ServiceContext["loginLimiters"] {
+  const logStoreError = throttledStoreErrorLog(logger);
+  const loginLimiter = (name: string, limit: number) =>
+    createLimiter({
+      store,
+      policy: { name, rules: [{ limit, period: "1m" }], onStoreError: "insurance" },
+      onError: (err, policy) =>
+        logStoreError(err, policy, "sign-in attempts are counted on this node only"),
+    });
+  return {
+    user: loginLimiter("sluice.login.user", config.loginLimitPerUser),
+    ip: loginLimiter("sluice.login.ip", config.loginLimitPerIp),
+  };
+}
+
+/** A request's client, through the trusted proxies only (warning when every proxy is trusted). */
+function trustedClientIp(config: ServerConfig, logger: Logger): ClientIp {
+  if (config.trustProxy === true)
+    logger.warn(
+      "trustProxy is true: the client IP is the left-most X-Forwarded-For entry, which any client can write; set a hop count or your proxies' addresses instead (docs/server.md)",
+    );
+  return clientIp(config.trustProxy);
+}
+
+/** The Envoy rate limit service over the registry's domains, when `grpcPort` is set. */
+function envoyService(
+  config: ServerConfig,
+  registry: Registry,
+  store: Counters["store"],
+  now: () => number,
+  metrics: Metrics,
+  logger: Logger,
+): RateLimitService | undefined {
+  if (config.grpcPort === undefined) return undefined;
+  return new RateLimitService({
+    domain: (name) => registry.envoyDomain(name),
+    store,
+    headers: config.envoyHeaders === "none" ? false : config.envoyHeaders,
+    now,
+    metrics: {
+      descriptor: (domain, descriptor, outcome) =>
+        counterChild(metrics.envoyDescriptors, { domain, descriptor, outcome }),
+      request: (domain, code) => counterChild(metrics.envoyRequests, { domain, code }),
+      draft: (domain, code) => counterChild(metrics.envoyDraftRequests, { domain, code }),
+    },
+    onStoreError: throttledStoreErrorLog(logger),
+    onDraftError: (err, domain) =>
+      logger.warn({ err, domain }, "Envoy domain draft evaluation failed"),
+  });
+}
+
+/**
+ * Why the counters cannot decide now, or undefined when they can: "ready" only when they can
+ * (`/readyz`'s check, within its deadline).
+ */
+function countersReadiness(ctx: ServiceContext): Promise<string | undefined> {
+  return withDeadline(ctx.counters.ping(), ctx.config.readinessTimeoutMs, "the counter store").then(
+    () => undefined,
+    (err: unknown) => readinessMessage(err),
+  );
+}
+
+/** Says the service is ready, or started without its counters (and what that means). */
+function logStarted(
+  ctx: ServiceContext,
+  database: Database,
+  countersUnavailable: string | undefined,
+): void {
+  const started = {
+    database: `${database.dialect} ${database.location}`,
+    counters: ctx.counters.kind,
+    policies: ctx.registry.all().length,
+    envoyDomains: ctx.registry.envoyDomains().size,
+  };
+  if (countersUnavailable === undefined) ctx.logger.info(started, "sluice service ready");
+  else
+    ctx.logger.warn(
+      { ...started, countersUnavailable },
+      "sluice service started, but its counters are unavailable: each policy's onStoreError decides, and /readyz answers 503, until they answer",
+    );
 }
 
 function makeService(
@@ -342,28 +396,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     bodyLimit: config.bodyLimit,
     // `request.ip` (in logs) through the same trusted-proxy walk as the sign-in limits.
     trustProxy: ctx.clientIp.fastifyTrust,
-    serverFactory: (handler) => {
-      // Limits and timeouts (docs/server.md): a request must arrive whole — headers, then
-      // body — within its deadlines, or Node answers 408 and closes the connection. They are
-      // the server's, so they hold for the fast route too.
-      const server = createServer(
-        {
-          headersTimeout: config.headersTimeoutMs,
-          requestTimeout: config.requestTimeoutMs,
-          // How often Node looks for requests past those deadlines (its default, 30 s, would
-          // let a slow client stay that much longer).
-          connectionsCheckingInterval: Math.max(
-            25,
-            Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
-          ),
-        },
-        (req, res) => {
-          if (early.route === undefined || !early.route(req, res)) handler(req, res);
-        },
-      );
-      server.keepAliveTimeout = config.keepAliveTimeoutMs;
-      return server;
-    },
+    serverFactory: (handler) => httpServer(config, early, handler),
     // While closing, requests that still arrive (on kept-alive connections) get our own 503
     // `shutting_down` body from the hook below, not Fastify's.
     return503OnClosing: false,
@@ -371,19 +404,7 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
   });
   // Connections beyond this are closed as they arrive.
   app.server.maxConnections = config.maxConnections;
-
-  let closing = false;
-  app.addHook("preClose", (done) => {
-    closing = true;
-    done();
-  });
-  app.addHook("onRequest", (_req, _reply, done) => {
-    if (!closing) return done();
-    // Fastify has set `Connection: close`, so the client's next try opens a new connection
-    // (to another node, behind a balancer).
-    done(new ApiError("shutting_down", "this node is shutting down; retry on another node"));
-  });
-
+  const closing = refuseWhileClosing(app);
   // JSON with precise errors, and no text/plain (see json-body.ts).
   registerBodyParsers(app);
   // Accept YAML bodies (policy import) as text.
@@ -392,7 +413,78 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     { parseAs: "string" },
     (_req, body, done) => done(null, body),
   );
+  registerErrorAnswers(app);
+  countRequests(app, ctx);
 
+  // A browser pointed at the service lands on the admin page.
+  app.get("/", (_req, reply) => reply.redirect("/admin/", 302));
+  readinessRoutes(app, ctx);
+  app.get("/metrics", async (_req, reply) => {
+    const registry = ctx.metrics.registry;
+    const text = await (ctx.metricsText?.(registry) ?? registry.metrics());
+    return reply.type(registry.contentType).send(text);
+  });
+  const openapi = buildOpenApi();
+  app.get("/openapi.json", () => openapi);
+
+  early.route = decisionRoutes(app, ctx, closing);
+  envoyJsonRoute(app, ctx);
+  policyRoutes(app, ctx);
+  adminRoutes(app, ctx);
+  void app.register(import("./routes/admin-ui.js")); // the admin web page at /admin/
+  return app;
+}
+
+/**
+ * The node:http server Fastify runs on: each request is offered to the fast route first, then
+ * to Fastify's `handler`. Limits and timeouts (docs/server.md): a request must arrive whole —
+ * headers, then body — within its deadlines, or Node answers 408 and closes the connection.
+ * They are the server's, so they hold for the fast route too.
+ */
+function httpServer(
+  config: ServerConfig,
+  early: { readonly route?: FastRoute },
+  handler: (req: IncomingMessage, res: ServerResponse) => void,
+): Server {
+  const server = createServer(
+    {
+      headersTimeout: config.headersTimeoutMs,
+      requestTimeout: config.requestTimeoutMs,
+      // How often Node looks for requests past those deadlines (its default, 30 s, would let a
+      // slow client stay that much longer).
+      connectionsCheckingInterval: Math.max(
+        25,
+        Math.min(1000, Math.floor(config.headersTimeoutMs / 4)),
+      ),
+    },
+    (req, res) => {
+      if (early.route === undefined || !early.route(req, res)) handler(req, res);
+    },
+  );
+  server.keepAliveTimeout = config.keepAliveTimeoutMs;
+  return server;
+}
+
+/**
+ * Once the app closes, requests that still arrive get 503 `shutting_down`. Fastify has set
+ * `Connection: close`, so the client's next try opens a new connection (to another node,
+ * behind a balancer). Returns whether the app is closing.
+ */
+function refuseWhileClosing(app: FastifyInstance): () => boolean {
+  let closing = false;
+  app.addHook("preClose", (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook("onRequest", (_req, _reply, done) => {
+    if (!closing) return done();
+    done(new ApiError("shutting_down", "this node is shutting down; retry on another node"));
+  });
+  return () => closing;
+}
+
+/** Every error answered as an {@link ApiError} (caller mistakes are 4xx, never 500), and 404. */
+function registerErrorAnswers(app: FastifyInstance): void {
   app.setErrorHandler((err: unknown, req, reply) => {
     const e = toApiError(err, req.headers["content-type"]);
     if (REFUSED_BODY.has(e.code) && !req.raw.complete) readRestOfBody(req.raw, reply);
@@ -405,7 +497,10 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
       .status(404)
       .send(new ApiError("not_found", `no route ${req.method} ${req.url.split("?")[0]}`).toBody()),
   );
+}
 
+/** The requests in flight (a gauge), and one log line per answered request. */
+function countRequests(app: FastifyInstance, ctx: ServiceContext): void {
   app.addHook("onRequest", (_req, reply, done) => {
     ctx.metrics.inFlight.inc();
     // "close" fires once, when the response is finished or the connection dropped.
@@ -416,115 +511,4 @@ export function buildApp(ctx: ServiceContext): FastifyInstance {
     logRequest(req.log as Logger, req.method, req.url, reply.statusCode, reply.elapsedTime);
     done();
   });
-
-  // A browser pointed at the service lands on the admin page.
-  app.get("/", (_req, reply) => reply.redirect("/admin/", 302));
-  app.get("/healthz", () => ({ status: "ok" }));
-  const readiness = readinessLog(ctx.logger, ctx.now);
-  app.get("/readyz", async (req, reply) => {
-    // Each dependency gets the readiness deadline, so the answer comes within it even when a
-    // dependency hangs, and says which one failed.
-    const timeoutMs = config.readinessTimeoutMs;
-    const causes = new Map<string, string>();
-    const check = (name: string, what: string, work: () => Promise<void>) =>
-      withDeadline(work(), timeoutMs, what).then(
-        () => undefined,
-        (err: unknown) => void causes.set(name, readinessMessage(err)),
-      );
-    // A caller's session, checked beside the dependencies (within the same deadline): only an
-    // admin is told the causes, which say where the data lives (a file's path, an address).
-    const token = bearer(req);
-    const session =
-      token === undefined
-        ? undefined
-        : withDeadline(ctx.repo.authenticateSession(token), timeoutMs, "the database").then(
-            (found) => found ?? ("unknown" as const),
-            () => "unchecked" as const,
-          );
-    const [, , viewer] = await Promise.all([
-      check("database", "the database", () => ctx.databaseHealth.check()),
-      check("counters", "the counter store", () => ctx.counters.ping()),
-      session,
-    ]);
-    readiness.record(causes);
-    const ok = causes.size === 0;
-    let note: string | undefined;
-    if (!ok) {
-      const log = "the causes are in the service's log";
-      if (viewer === undefined)
-        note = `${log}, and in this answer for an admin (Authorization: Bearer <session token>)`;
-      else if (viewer === "unchecked")
-        note = `your session could not be checked (the database did not answer): ${log}`;
-      else if (viewer === "unknown")
-        note = `the session token was not accepted (expired or unknown; sign in again): ${log}`;
-      else if (viewer.user.role !== "admin")
-        note = `the causes are shown to admins only (you are ${viewer.user.role}): ${log}`;
-    }
-    const checks: Record<string, string> = {};
-    for (const name of ["database", "counters"]) {
-      const cause = causes.get(name);
-      checks[name] =
-        cause === undefined ? "ok" : note === undefined ? `unavailable: ${cause}` : "unavailable";
-    }
-    return reply.status(ok ? 200 : 503).send({
-      status: ok ? "ready" : "unavailable",
-      checks,
-      revision: ctx.registry.currentRevision,
-      ...(ctx.worker !== undefined ? { worker: ctx.worker } : {}),
-      ...(note !== undefined ? { note } : {}),
-    });
-  });
-  app.get("/metrics", async (_req, reply) => {
-    const registry = ctx.metrics.registry;
-    const text = await (ctx.metricsText?.(registry) ?? registry.metrics());
-    return reply.type(registry.contentType).send(text);
-  });
-  const openapi = buildOpenApi();
-  app.get("/openapi.json", () => openapi);
-
-  early.route = decisionRoutes(app, ctx, () => closing);
-  envoyJsonRoute(app, ctx);
-  policyRoutes(app, ctx);
-  adminRoutes(app, ctx);
-  void app.register(import("./routes/admin-ui.js")); // the admin web page at /admin/
-  return app;
-}
-
-/**
- * Why a dependency is not ready, in words: the database's known outages by their meaning, with
- * where (a file's path, an address) — for the log and admins, never an anonymous caller.
- */
-function readinessMessage(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  if (err instanceof DatabaseUnavailableError) return message;
-  const reason = isDatabaseOutage(err) ? databaseOutageReason(err) : undefined;
-  return reason === undefined || reason === message ? message : `${reason} (${message})`;
-}
-
-/**
- * What `/readyz` tells the log: a dependency's failure with its cause, at warn, when it starts,
- * when its cause changes and once a minute while it lasts (a balancer probes every few seconds);
- * its recovery once, at info.
- */
-function readinessLog(
-  logger: Logger,
-  now: () => number,
-): { record(causes: ReadonlyMap<string, string>): void } {
-  const said = new Map<string, { cause: string; at: number }>();
-  return {
-    record(causes) {
-      const t = now();
-      for (const [component, cause] of causes) {
-        const last = said.get(component);
-        if (last && last.cause === cause && t - last.at < 60_000) continue;
-        said.set(component, { cause, at: t });
-        logger.warn({ component, cause }, `not ready: ${component} unavailable`);
-      }
-      for (const component of [...said.keys()]) {
-        if (causes.has(component)) continue;
-        said.delete(component);
-        logger.info({ component }, `ready again: ${component} answers`);
-      }
-    },
-  };
 }

@@ -3,7 +3,11 @@
  * and shuts it down in order on SIGTERM or SIGINT within its deadline.
  */
 import type { Command } from "commander";
-import { CONFIG_KEYS, redactUrl } from "../config.js";
+import type { Logger } from "pino";
+import { CONFIG_KEYS, type ServerConfig, redactUrl } from "../config.js";
+import type { LogDestination } from "../log-destination.js";
+import type { Service } from "../service.js";
+import type { WorkerChannel } from "../workers.js";
 import { type Key, addConfigOptions, configFrom, sameDatabaseFlags } from "./options.js";
 
 /** Registers `serve`. */
@@ -15,11 +19,7 @@ export function serveCommand(cli: Command): void {
 }
 
 async function serve(opts: Record<string, unknown>): Promise<void> {
-  // The reader of stdout or stderr may go away while the service runs (`sluice serve 2>&1 |
-  // head -n 1`, a log shipper restarted): a write to the closed pipe fails (EPIPE) and that
-  // output is lost, but the service goes on. Without a listener the failed write of a start
-  // line would throw from the stream and end the process.
-  for (const out of [process.stdout, process.stderr]) out.on("error", () => undefined);
+  outliveClosedOutput();
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
   const [{ pino }, { fdDestination }, workers] = await Promise.all([
     import("pino"),
@@ -58,17 +58,64 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     ...(worker ? { metricsText: () => worker.metrics(), worker: worker.id } : {}),
   });
   worker?.shareMetrics(service.context.metrics.registry);
+  const admin = await firstAdmin(service, opts, logger, worker);
+  stopOnSignals(service, config.shutdownTimeoutMs, logger, logs, worker);
+  const url = await service.listen();
+  announce(service, config, url, logger, admin, worker);
+}
+
+/**
+ * Keeps the service running when the reader of stdout or stderr goes away (`sluice serve 2>&1 |
+ * head -n 1`, a log shipper restarted): a write to the closed pipe fails (EPIPE) and that
+ * output is lost, but the service goes on. Without a listener the failed write of a start line
+ * would throw from the stream and end the process.
+ */
+function outliveClosedOutput(): void {
+  for (const out of [process.stdout, process.stderr]) out.on("error", () => undefined);
+}
+
+/** How the first admin is made while there is none: a command, and the setup link's token. */
+interface FirstAdmin {
+  /** `sluice admin create-user` for this database. */
+  readonly command: string;
+  /** The one-time setup token, when this process issued it (with workers: the first one). */
+  readonly setup: { readonly token: string; readonly expiresAt: Date } | undefined;
+}
+
+/**
+ * Whether an admin must be made first (undefined: one exists), and how. The one-time setup
+ * token goes to the terminal only (stderr), never to the JSON log. With workers, the first
+ * issues it and the others are given it.
+ */
+async function firstAdmin(
+  service: Service,
+  opts: Record<string, unknown>,
+  logger: Logger,
+  worker: WorkerChannel | undefined,
+): Promise<FirstAdmin | undefined> {
   const needsAdmin = (await service.context.repo.countAdmins()) === 0;
-  const createAdmin = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
-  // The one-time setup token goes to the terminal only (stderr), never to the JSON log. With
-  // workers, the first issues it and the others are given it.
-  const setup =
-    needsAdmin && (!worker || worker.issuesSetup) ? service.context.setup.issue() : undefined;
+  const command = `npx sluice admin create-user ${[...sameDatabaseFlags(opts), ""].join(" ")}--username <name> --password <password> --role admin`;
+  const issues = needsAdmin && (!worker || worker.issuesSetup);
+  const setup = issues ? service.context.setup.issue() : undefined;
   worker?.onSetupToken((token, expiresAt) => service.context.setup.adopt(token, expiresAt));
-  if (needsAdmin && (!worker || worker.issuesSetup))
+  if (issues)
     logger.warn(
-      `No admin user exists yet. Open the setup link printed on this node's terminal (stderr), or run: ${createAdmin}`,
+      `No admin user exists yet. Open the setup link printed on this node's terminal (stderr), or run: ${command}`,
     );
+  return needsAdmin ? { command, setup } : undefined;
+}
+
+/**
+ * Shuts the service down on SIGTERM (and SIGINT, outside a worker), within `timeoutMs`, and
+ * exits. A second signal exits at once.
+ */
+function stopOnSignals(
+  service: Service,
+  timeoutMs: number,
+  logger: Logger,
+  logs: LogDestination,
+  worker: WorkerChannel | undefined,
+): void {
   let stopping = false;
   const stop = (signal: string) => {
     // A worker may be told twice (by the primary, and by a service manager that signals every
@@ -84,9 +131,9 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     // The whole shutdown — requests in flight, stores, and writing out the log — ends by this
     // deadline. Nothing is left to run at exit, so the exit itself cannot hang.
     const timer = setTimeout(() => {
-      logger.error({ timeoutMs: config.shutdownTimeoutMs }, "shutdown timed out; exiting");
+      logger.error({ timeoutMs }, "shutdown timed out; exiting");
       process.exit(1);
-    }, config.shutdownTimeoutMs);
+    }, timeoutMs);
     timer.unref();
     service.close().then(
       async () => {
@@ -108,7 +155,21 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     process.on("SIGINT", () => undefined);
     worker.onPrimaryGone(() => stop("primary gone"));
   } else process.on("SIGINT", () => stop("SIGINT"));
-  const url = await service.listen();
+}
+
+/**
+ * Says where the service listens: a line of the JSON log, and for the person who just started
+ * it the same in words, on stderr (stdout is the JSON log). With workers, the primary prints the
+ * first worker's, once they all listen.
+ */
+function announce(
+  service: Service,
+  config: ServerConfig,
+  url: string,
+  logger: Logger,
+  admin: FirstAdmin | undefined,
+  worker: WorkerChannel | undefined,
+): void {
   const grpcPort = service.grpcPort();
   const grpc =
     grpcPort === undefined
@@ -123,15 +184,15 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     },
     `sluice listening on ${url}`,
   );
-  // For the person who just started it: the same in words, on stderr (stdout is the JSON log).
-  // With workers, the primary prints the first worker's, once they all listen.
+  const { repo, counters } = service.context;
+  const setup = admin?.setup;
   const banner = startBanner({
     url,
     host: config.host,
-    database: `${service.context.repo.database.dialect} ${service.context.repo.database.location}`,
-    counters: service.context.counters.kind,
+    database: `${repo.database.dialect} ${repo.database.location}`,
+    counters: counters.kind,
     countersUnavailable: service.countersUnavailable,
-    createAdmin: needsAdmin ? createAdmin : undefined,
+    createAdmin: admin?.command,
     grpc,
     setupToken: setup?.token,
     workers: config.workers,

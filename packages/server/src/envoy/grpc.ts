@@ -92,8 +92,32 @@ export interface RlsGrpcServer {
   close(graceMs: number): Promise<void>;
 }
 
+/**
+ * What the calls of one server share: the service they are answered by, the limits they are
+ * held to, and the calls whose request is still arriving (watched for the request timeout).
+ */
+interface Door {
+  readonly service: RateLimitService;
+  readonly logger: Logger;
+  readonly maxMessageBytes: number;
+  readonly requestTimeoutMs: number;
+  /** How often the calls still arriving are checked against the request timeout, ms. */
+  readonly sweepMs: number;
+  /** Calls whose request has not arrived whole yet. */
+  readonly pending: Set<Call>;
+  /** Whether the health check answers SERVING (until the server closes). */
+  serving: boolean;
+  /**
+   * The clock, read once per sweep: a call's start needs no finer time than the sweep's. A call
+   * starts at most one sweep after `coarseNow`, so it is taken to start then: no call is cut
+   * before its time, and none later than two sweeps after it.
+   */
+  coarseNow: number;
+}
+
 /** A call being received: what its request needs to be read, kept on its stream. */
 interface Call {
+  readonly door: Door;
   readonly stream: http2.ServerHttp2Stream;
   readonly handler: Handler;
   readonly encoding: string;
@@ -106,7 +130,13 @@ interface Call {
 }
 
 /** A method: the call's stream and its message (`body[start, end)`). */
-type Handler = (stream: http2.ServerHttp2Stream, body: Buffer, start: number, end: number) => void;
+type Handler = (
+  door: Door,
+  stream: http2.ServerHttp2Stream,
+  body: Buffer,
+  start: number,
+  end: number,
+) => void;
 
 const CALL = Symbol("sluice.grpcCall");
 /** A stream with its call while the request arrives. */
@@ -168,279 +198,337 @@ function read<T>(
   }
 }
 
+/** `ShouldRateLimit`: the service's answer to the request, sync or async. */
+const answerRateLimit: Handler = (door, stream, body, start, end) => {
+  const request = read(stream, "RateLimitRequest", decodeRateLimitRequest, body, start, end);
+  if (request === undefined) return;
+  let answer: RlsResponse | Promise<RlsResponse>;
+  try {
+    answer = door.service.answer(request);
+  } catch (err) {
+    rateLimitFailed(door, stream, err, request);
+    return;
+  }
+  if (answer instanceof Promise)
+    answer.then(
+      (r) => reply(stream, encodeRateLimitResponse(r)),
+      (err: unknown) => rateLimitFailed(door, stream, err, request),
+    );
+  else reply(stream, encodeRateLimitResponse(answer));
+};
+
+/** A call the service could not answer: its input (INVALID_ARGUMENT), or a failure. */
+function rateLimitFailed(
+  door: Door,
+  stream: http2.ServerHttp2Stream,
+  err: unknown,
+  request: RlsRequest,
+): void {
+  if (err instanceof RlsInputError) {
+    fail(stream, GRPC_STATUS.INVALID_ARGUMENT, err.message);
+    return;
+  }
+  door.logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
+  fail(stream, GRPC_STATUS.INTERNAL, "internal error");
+}
+
+/** `Health/Check`: SERVING until the server closes, for the whole server or the RLS service. */
+const answerHealthCheck: Handler = (door, stream, body, start, end) => {
+  const name = read(stream, "HealthCheckRequest", decodeHealthCheckRequest, body, start, end);
+  if (name === undefined) return;
+  if (name !== "" && name !== RLS_SERVICE) {
+    fail(stream, GRPC_STATUS.NOT_FOUND, `unknown service "${name}"`);
+    return;
+  }
+  reply(
+    stream,
+    encodeHealthCheckResponse(door.serving ? SERVING_STATUS.SERVING : SERVING_STATUS.NOT_SERVING),
+  );
+};
+
+/**
+ * The method a call's headers ask for; undefined when they ask for none this server has (not
+ * POST, not gRPC's content type, another path), the call then answered saying why.
+ */
+function handlerOf(
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+): Handler | undefined {
+  if (headers[":method"] !== "POST") {
+    fail(stream, GRPC_STATUS.INTERNAL, `method ${headers[":method"]} is not POST`, {
+      ":status": 405,
+    });
+    return undefined;
+  }
+  const type = headers["content-type"];
+  if (
+    type !== "application/grpc" &&
+    !(typeof type === "string" && /^application\/grpc(\+proto)?(;|$)/.test(type))
+  ) {
+    fail(
+      stream,
+      GRPC_STATUS.INTERNAL,
+      `content-type ${JSON.stringify(type ?? "")} is not application/grpc (protobuf)`,
+      { ":status": 415 },
+    );
+    return undefined;
+  }
+  const path = headers[":path"];
+  const handler =
+    path === RLS_PATH ? answerRateLimit : path === HEALTH_PATH ? answerHealthCheck : undefined;
+  if (handler === undefined) fail(stream, GRPC_STATUS.UNIMPLEMENTED, `unknown method ${path}`);
+  return handler;
+}
+
+/** The call's `grpc-encoding`; undefined when this server cannot read it (answered UNIMPLEMENTED). */
+function encodingOf(
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+): string | undefined {
+  const header = headers["grpc-encoding"];
+  const encoding = header === undefined ? "identity" : String(header);
+  if (encoding === "identity" || encoding === "gzip" || encoding === "deflate") return encoding;
+  fail(
+    stream,
+    GRPC_STATUS.UNIMPLEMENTED,
+    `grpc-encoding ${encoding} is not supported (use ${ENCODINGS})`,
+    { "grpc-accept-encoding": ENCODINGS },
+  );
+  return undefined;
+}
+
+/** A new call: refused at once when its headers cannot be served, else its request is read. */
+function acceptCall(
+  door: Door,
+  stream: http2.ServerHttp2Stream,
+  headers: http2.IncomingHttpHeaders,
+): void {
+  stream.on("error", ignore);
+  const handler = handlerOf(stream, headers);
+  if (handler === undefined) return;
+  const encoding = encodingOf(stream, headers);
+  if (encoding === undefined) return;
+  const call: Call = {
+    door,
+    stream,
+    handler,
+    encoding,
+    since: door.coarseNow + door.sweepMs,
+    first: undefined,
+    more: undefined,
+    size: 0,
+  };
+  (stream as CallStream)[CALL] = call;
+  door.pending.add(call);
+  stream.on("data", onData);
+  stream.on("end", onEnd);
+}
+
+/** Stops reading a call's request (it was answered before it ended). */
+function abandon(call: Call): void {
+  call.door.pending.delete(call);
+  call.stream.removeListener("data", onData);
+  call.stream.removeListener("end", onEnd);
+}
+
+// The listeners of every call (`this` is the call's stream): made once, not per call.
+
+/** A chunk of a call's request: kept, and the call refused once its message is too large. */
+function onData(this: CallStream, chunk: Buffer): void {
+  const call = this[CALL]!;
+  const max = call.door.maxMessageBytes;
+  const size = (call.size += chunk.length);
+  if (call.first === undefined) call.first = chunk;
+  else (call.more ??= [call.first]).push(chunk);
+  let announced = 0;
+  if (size >= 5 && size - chunk.length < 5) {
+    // The prefix is complete: a message announced too large is refused before it arrives.
+    announced = (call.more ? Buffer.concat(call.more) : call.first).readUInt32BE(1);
+  }
+  if (size > max + 5 || announced > max) {
+    abandon(call);
+    fail(
+      this,
+      GRPC_STATUS.RESOURCE_EXHAUSTED,
+      `request message larger than the limit (${Math.max(size - 5, announced)} vs. ${max} bytes)`,
+    );
+  }
+}
+
+/** A call's request has ended: its body goes to its method (a failure answered INTERNAL). */
+function onEnd(this: CallStream): void {
+  const call = this[CALL]!;
+  call.door.pending.delete(call);
+  this[CALL] = undefined;
+  const body = call.more ? Buffer.concat(call.more) : (call.first ?? Buffer.alloc(0));
+  try {
+    deliver(call, this, body);
+  } catch (err) {
+    call.door.logger.error({ err, path: RLS_PATH }, "gRPC call failed");
+    fail(this, GRPC_STATUS.INTERNAL, "internal error");
+  }
+}
+
+/** The whole request body has arrived: one gRPC message, checked, to its method. */
+function deliver(call: Call, stream: http2.ServerHttp2Stream, body: Buffer): void {
+  const problem = framingProblem(body);
+  if (problem !== undefined) {
+    fail(stream, GRPC_STATUS.INTERNAL, problem);
+    return;
+  }
+  if (body[0] === 0) {
+    call.handler(call.door, stream, body, 5, body.length);
+    return;
+  }
+  const message = inflateMessage(stream, call.encoding, body, call.door.maxMessageBytes);
+  if (message !== undefined) call.handler(call.door, stream, message, 0, message.length);
+}
+
+/**
+ * What is wrong with a unary call's body as gRPC frames it (one message: a flag byte, a 4-byte
+ * length, the message), or undefined when nothing is.
+ */
+function framingProblem(body: Buffer): string | undefined {
+  if (body.length === 0) return "no request message: the stream ended before one";
+  if (body.length < 5) return `request cut off: ${body.length} bytes of a 5-byte message prefix`;
+  const len = body.readUInt32BE(1);
+  if (body.length < 5 + len)
+    return `request cut off: the message announces ${len} bytes, ${body.length - 5} arrived`;
+  if (body.length > 5 + len) return "more than one request message for a unary method";
+  const flag = body[0]!;
+  if (flag !== 0 && flag !== 1) return `message flag ${flag} is neither 0 nor 1`;
+  return undefined;
+}
+
+/**
+ * A message flagged compressed, decompressed with the call's encoding to at most `max` bytes;
+ * undefined when it cannot be (answered INTERNAL, or RESOURCE_EXHAUSTED when it is too large).
+ */
+function inflateMessage(
+  stream: http2.ServerHttp2Stream,
+  encoding: string,
+  body: Buffer,
+  max: number,
+): Buffer | undefined {
+  if (encoding === "identity") {
+    fail(
+      stream,
+      GRPC_STATUS.INTERNAL,
+      "the message is flagged compressed but grpc-encoding names no compression",
+    );
+    return undefined;
+  }
+  try {
+    const inflate = encoding === "gzip" ? gunzipSync : inflateSync;
+    return inflate(body.subarray(5), { maxOutputLength: max });
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
+      fail(
+        stream,
+        GRPC_STATUS.RESOURCE_EXHAUSTED,
+        `request message larger than ${max} bytes once decompressed`,
+      );
+    else fail(stream, GRPC_STATUS.INTERNAL, `the ${encoding} message does not decompress`);
+    return undefined;
+  }
+}
+
+/** Answers DEADLINE_EXCEEDED to the calls whose request did not arrive whole within the timeout. */
+function sweepPending(door: Door): void {
+  door.coarseNow = Date.now();
+  const before = door.coarseNow - door.requestTimeoutMs;
+  for (const call of door.pending) {
+    if (call.stream.destroyed) door.pending.delete(call);
+    else if (call.since <= before) {
+      abandon(call);
+      fail(
+        call.stream,
+        GRPC_STATUS.DEADLINE_EXCEEDED,
+        `the request did not arrive whole within ${door.requestTimeoutMs} ms`,
+      );
+    }
+  }
+}
+
+/** The server's open sessions (connections), kept as they open and close. */
+function trackSessions(server: http2.Http2Server): Set<http2.ServerHttp2Session> {
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on("session", (session) => {
+    sessions.add(session);
+    session.on("error", ignore);
+    session.on("close", () => sessions.delete(session));
+  });
+  return sessions;
+}
+
+/** Binds `host:port`; resolves to the port bound. */
+function listenOn(server: http2.Http2Server, host: string, port: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as { port: number }).port);
+    });
+  });
+}
+
+/**
+ * Takes no new connections and tells each open one to go away (GOAWAY): it closes once its calls
+ * in flight are answered. Whatever is still open after `graceMs` is cut.
+ */
+function closeWithin(
+  server: http2.Http2Server,
+  sessions: ReadonlySet<http2.ServerHttp2Session>,
+  graceMs: number,
+): Promise<void> {
+  return new Promise<void>((resolve) => {
+    let done = false;
+    const finish = () => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      for (const s of sessions) s.destroy();
+      finish();
+    }, graceMs);
+    timer.unref();
+    server.close(finish);
+    for (const s of sessions) s.close();
+  });
+}
+
 /** Builds the gRPC server around a {@link RateLimitService}. */
 export function createRlsGrpcServer(
   service: RateLimitService,
   logger: Logger,
   options: RlsGrpcServerOptions,
 ): RlsGrpcServer {
-  const max = options.maxMessageBytes;
+  const door: Door = {
+    service,
+    logger,
+    maxMessageBytes: options.maxMessageBytes,
+    requestTimeoutMs: options.requestTimeoutMs,
+    sweepMs: Math.min(1000, Math.max(10, options.requestTimeoutMs / 10)),
+    pending: new Set(),
+    serving: true,
+    coarseNow: Date.now(),
+  };
   const server = http2.createServer();
-  const sessions = new Set<http2.ServerHttp2Session>();
-  /** Calls whose request has not arrived whole yet (watched for the request timeout). */
-  const pending = new Set<Call>();
-  let serving = true;
-  // A clock read once per sweep: a call's start needs no finer time than the sweep's. A call
-  // starts at most one sweep after `coarseNow`, so it is taken to start then: no call is cut
-  // before its time, and none later than two sweeps after it.
-  const sweepMs = Math.min(1000, Math.max(10, options.requestTimeoutMs / 10));
-  let coarseNow = Date.now();
-
-  const onRls: Handler = (stream, body, start, end) => {
-    const request = read(stream, "RateLimitRequest", decodeRateLimitRequest, body, start, end);
-    if (request === undefined) return;
-    let answer: RlsResponse | Promise<RlsResponse>;
-    try {
-      answer = service.answer(request);
-    } catch (err) {
-      failed(stream, err, request);
-      return;
-    }
-    if (answer instanceof Promise)
-      answer.then(
-        (r) => reply(stream, encodeRateLimitResponse(r)),
-        (err: unknown) => failed(stream, err, request),
-      );
-    else reply(stream, encodeRateLimitResponse(answer));
-  };
-
-  /** A call the service could not answer: its input (INVALID_ARGUMENT), or a failure. */
-  const failed = (stream: http2.ServerHttp2Stream, err: unknown, request: RlsRequest) => {
-    if (err instanceof RlsInputError) {
-      fail(stream, GRPC_STATUS.INVALID_ARGUMENT, err.message);
-      return;
-    }
-    logger.error({ err, domain: request.domain }, "ShouldRateLimit failed");
-    fail(stream, GRPC_STATUS.INTERNAL, "internal error");
-  };
-
-  const onHealth: Handler = (stream, body, start, end) => {
-    const name = read(stream, "HealthCheckRequest", decodeHealthCheckRequest, body, start, end);
-    if (name === undefined) return;
-    if (name !== "" && name !== RLS_SERVICE) {
-      fail(stream, GRPC_STATUS.NOT_FOUND, `unknown service "${name}"`);
-      return;
-    }
-    reply(
-      stream,
-      encodeHealthCheckResponse(serving ? SERVING_STATUS.SERVING : SERVING_STATUS.NOT_SERVING),
-    );
-  };
-
-  /** The whole request body has arrived: one gRPC message, checked, to its method. */
-  const onBody = (
-    stream: http2.ServerHttp2Stream,
-    handler: Handler,
-    encoding: string,
-    body: Buffer,
-  ) => {
-    if (body.length < 5) {
-      fail(
-        stream,
-        GRPC_STATUS.INTERNAL,
-        body.length === 0
-          ? "no request message: the stream ended before one"
-          : `request cut off: ${body.length} bytes of a 5-byte message prefix`,
-      );
-      return;
-    }
-    const flag = body[0]!;
-    const len = body.readUInt32BE(1);
-    if (body.length < 5 + len) {
-      fail(
-        stream,
-        GRPC_STATUS.INTERNAL,
-        `request cut off: the message announces ${len} bytes, ${body.length - 5} arrived`,
-      );
-      return;
-    }
-    if (body.length > 5 + len) {
-      fail(stream, GRPC_STATUS.INTERNAL, "more than one request message for a unary method");
-      return;
-    }
-    if (flag === 0) {
-      handler(stream, body, 5, body.length);
-      return;
-    }
-    if (flag !== 1) {
-      fail(stream, GRPC_STATUS.INTERNAL, `message flag ${flag} is neither 0 nor 1`);
-      return;
-    }
-    if (encoding === "identity") {
-      fail(
-        stream,
-        GRPC_STATUS.INTERNAL,
-        "the message is flagged compressed but grpc-encoding names no compression",
-      );
-      return;
-    }
-    let message: Buffer;
-    try {
-      const inflate = encoding === "gzip" ? gunzipSync : inflateSync;
-      message = inflate(body.subarray(5), { maxOutputLength: max });
-    } catch (err) {
-      if ((err as { code?: string }).code === "ERR_BUFFER_TOO_LARGE")
-        fail(
-          stream,
-          GRPC_STATUS.RESOURCE_EXHAUSTED,
-          `request message larger than ${max} bytes once decompressed`,
-        );
-      else fail(stream, GRPC_STATUS.INTERNAL, `the ${encoding} message does not decompress`);
-      return;
-    }
-    handler(stream, message, 0, message.length);
-  };
-
-  server.on("stream", (stream, headers) => {
-    stream.on("error", ignore);
-    if (headers[":method"] !== "POST") {
-      fail(stream, GRPC_STATUS.INTERNAL, `method ${headers[":method"]} is not POST`, {
-        ":status": 405,
-      });
-      return;
-    }
-    const type = headers["content-type"];
-    if (
-      type !== "application/grpc" &&
-      !(typeof type === "string" && /^application\/grpc(\+proto)?(;|$)/.test(type))
-    ) {
-      fail(
-        stream,
-        GRPC_STATUS.INTERNAL,
-        `content-type ${JSON.stringify(type ?? "")} is not application/grpc (protobuf)`,
-        { ":status": 415 },
-      );
-      return;
-    }
-    const path = headers[":path"];
-    const handler = path === RLS_PATH ? onRls : path === HEALTH_PATH ? onHealth : undefined;
-    if (handler === undefined) {
-      fail(stream, GRPC_STATUS.UNIMPLEMENTED, `unknown method ${path}`);
-      return;
-    }
-    const encodingHeader = headers["grpc-encoding"];
-    const encoding = encodingHeader === undefined ? "identity" : String(encodingHeader);
-    if (encoding !== "identity" && encoding !== "gzip" && encoding !== "deflate") {
-      fail(
-        stream,
-        GRPC_STATUS.UNIMPLEMENTED,
-        `grpc-encoding ${encoding} is not supported (use ${ENCODINGS})`,
-        { "grpc-accept-encoding": ENCODINGS },
-      );
-      return;
-    }
-    const call: Call = {
-      stream,
-      handler,
-      encoding,
-      since: coarseNow + sweepMs,
-      first: undefined,
-      more: undefined,
-      size: 0,
-    };
-    (stream as CallStream)[CALL] = call;
-    pending.add(call);
-    stream.on("data", onData);
-    stream.on("end", onEnd);
-  });
-
-  /** Stops reading a call's request (it was answered before it ended). */
-  const abandon = (call: Call) => {
-    pending.delete(call);
-    call.stream.removeListener("data", onData);
-    call.stream.removeListener("end", onEnd);
-  };
-
-  // The listeners of every call (`this` is the call's stream): made once, not per call.
-  function onData(this: CallStream, chunk: Buffer): void {
-    const call = this[CALL]!;
-    const size = (call.size += chunk.length);
-    if (call.first === undefined) call.first = chunk;
-    else (call.more ??= [call.first]).push(chunk);
-    let announced = 0;
-    if (size >= 5 && size - chunk.length < 5) {
-      // The prefix is complete: a message announced too large is refused before it arrives.
-      announced = (call.more ? Buffer.concat(call.more) : call.first).readUInt32BE(1);
-    }
-    if (size > max + 5 || announced > max) {
-      abandon(call);
-      fail(
-        this,
-        GRPC_STATUS.RESOURCE_EXHAUSTED,
-        `request message larger than the limit (${Math.max(size - 5, announced)} vs. ${max} bytes)`,
-      );
-    }
-  }
-
-  function onEnd(this: CallStream): void {
-    const call = this[CALL]!;
-    pending.delete(call);
-    this[CALL] = undefined;
-    const body = call.more ? Buffer.concat(call.more) : (call.first ?? Buffer.alloc(0));
-    try {
-      onBody(this, call.handler, call.encoding, body);
-    } catch (err) {
-      logger.error({ err, path: RLS_PATH }, "gRPC call failed");
-      fail(this, GRPC_STATUS.INTERNAL, "internal error");
-    }
-  }
-
-  server.on("session", (session) => {
-    sessions.add(session);
-    session.on("error", ignore);
-    session.on("close", () => sessions.delete(session));
-  });
-
-  // Calls whose request does not arrive whole within the timeout get DEADLINE_EXCEEDED.
-  const sweep = setInterval(() => {
-    coarseNow = Date.now();
-    const before = coarseNow - options.requestTimeoutMs;
-    for (const call of pending) {
-      if (call.stream.destroyed) pending.delete(call);
-      else if (call.since <= before) {
-        abandon(call);
-        fail(
-          call.stream,
-          GRPC_STATUS.DEADLINE_EXCEEDED,
-          `the request did not arrive whole within ${options.requestTimeoutMs} ms`,
-        );
-      }
-    }
-  }, sweepMs);
+  server.on("stream", (stream, headers) => acceptCall(door, stream, headers));
+  const sessions = trackSessions(server);
+  const sweep = setInterval(sweepPending, door.sweepMs, door);
   sweep.unref();
-
   let closing: Promise<void> | undefined;
   return {
-    listen(host, port) {
-      return new Promise((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(port, host, () => {
-          server.off("error", reject);
-          resolve((server.address() as { port: number }).port);
-        });
-      });
-    },
+    listen: (host, port) => listenOn(server, host, port),
     close(graceMs) {
-      closing ??= new Promise<void>((resolve) => {
-        serving = false;
+      if (closing === undefined) {
+        door.serving = false;
         clearInterval(sweep);
-        let done = false;
-        const finish = () => {
-          if (done) return;
-          done = true;
-          clearTimeout(timer);
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          for (const s of sessions) s.destroy();
-          finish();
-        }, graceMs);
-        timer.unref();
-        // No new connections; each open one is told to go away (GOAWAY) and closes once its
-        // calls in flight are answered.
-        server.close(finish);
-        for (const s of sessions) s.close();
-      });
+        closing = closeWithin(server, sessions, graceMs);
+      }
       return closing;
     },
   };

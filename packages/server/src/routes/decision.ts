@@ -7,7 +7,7 @@
  * node:http ({@link FastRoute}): the same validation, grant and cost checks, decision, headers,
  * error bodies, metrics and log lines, without Fastify's routing, hooks and reply objects.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import type { HeaderList } from "sluice/http";
 import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
@@ -56,22 +56,46 @@ export function disabledAnswer(policy: Policy, cost: number): Answer {
   return { ...disabledDecision(policy, cost), disabled: true };
 }
 
+/** Refuses (400) a cost the policy could never allow, whatever its counts. */
+function checkCost(live: LivePolicy, cost: number, at: string): void {
+  const capacity = policyCapacity(live.policy);
+  if (cost > capacity)
+    throw invalid("Invalid cost", [
+      {
+        path: at,
+        message: `${cost} can never fit policy "${live.policy.name}", whose capacity is ${capacity}`,
+      },
+    ]);
+}
+
+/** An item of `POST /v1/limit/batch`, as its schema reads it. */
+interface LimitItem {
+  readonly policy: string;
+  readonly key: string;
+  readonly cost?: number | undefined;
+}
+
 /**
- * Registers the decision routes, and returns `POST /v1/limit`'s {@link FastRoute}. `closing`
- * tells whether the service is shutting down (the fast route then leaves every request to
- * Fastify, which answers 503).
+ * What every decision of the routes goes through, whichever route or door it came by: the grant
+ * and cost checks, `decideLive`, the count of the decision (the metric, the traffic history) and
+ * its headers. One per service: the metric children and draft hooks it makes are kept.
  */
-export function decisionRoutes(
-  app: FastifyInstance,
-  ctx: ServiceContext,
-  closing: () => boolean,
-): FastRoute {
-  const { registry, metrics, traffic } = ctx;
-  const authApp = (req: FastifyRequest): string => appOfRequest(req, registry);
+class Decisions {
+  /** `sluice_decisions_total`'s child for (policy, outcome, reason), labelled once. */
+  private readonly counted = new Map<string, { inc(): void }>();
+  /** What a draft's evaluation tells the metrics and the log, per policy (made once). */
+  private readonly hooks = new Map<string, DecideLiveHooks>();
+
+  constructor(private readonly ctx: ServiceContext) {}
+
+  /** The app whose API key the request carries (401 without a known one). */
+  appOf(req: FastifyRequest): string {
+    return appOfRequest(req, this.ctx.registry);
+  }
 
   /** The live policy, if it exists (404) and is granted to the app (403). `at` prefixes field paths. */
-  const granted = (appName: string, policy: string, at: string): LivePolicy => {
-    const live = registry.get(policy);
+  granted(appName: string, policy: string, at: string): LivePolicy {
+    const live = this.ctx.registry.get(policy);
     if (!live)
       throw new ApiError("policy_not_found", `${at}: unknown policy "${policy}"`, {
         issues: [{ path: at, message: `unknown policy "${policy}"` }],
@@ -84,206 +108,261 @@ export function decisionRoutes(
       );
     }
     return live;
-  };
+  }
 
-  const checkCost = (live: LivePolicy, cost: number, at: string): void => {
-    const capacity = policyCapacity(live.policy);
-    if (cost > capacity)
-      throw invalid("Invalid cost", [
-        {
-          path: at,
-          message: `${cost} can never fit policy "${live.policy.name}", whose capacity is ${capacity}`,
-        },
-      ]);
-  };
+  /** `POST /v1/limit` once the caller is known and its body parsed (both doors). */
+  async limit(appName: string, value: unknown): Promise<[LivePolicy, Answer]> {
+    const body =
+      plainLimitRequest(value) ?? parseOr400(limitRequestSchema, value, "Invalid limit request");
+    const live = this.granted(appName, body.policy, "policy");
+    const cost = body.cost ?? 1;
+    checkCost(live, cost, "cost");
+    return [live, await this.decide(live, body.key, cost, appName)];
+  }
 
-  /** `sluice_decisions_total`'s child for (policy, outcome, reason), labelled once. */
-  const counted = new Map<string, { inc(): void }>();
-  const count = (policy: string, outcome: string, reason: string): void => {
-    const id = `${policy}\u0000${outcome}\u0000${reason}`;
-    let child = counted.get(id);
-    if (child === undefined) {
-      child = counterChild(metrics.decisions, { policy, outcome, reason });
-      counted.set(id, child);
-    }
-    child.inc();
-  };
+  /** Checks every item of a batch before charging any (a bad item charges nothing), then decides. */
+  batch(appName: string, items: readonly LimitItem[]): Promise<Answer[]> {
+    const lives = items.map((r, i) => {
+      const live = this.granted(appName, r.policy, `requests.${i}.policy`);
+      checkCost(live, r.cost ?? 1, `requests.${i}.cost`);
+      return live;
+    });
+    return Promise.all(items.map((r, i) => this.decide(lives[i]!, r.key, r.cost ?? 1, appName)));
+  }
 
-  /** Counts a decision: the metric, and the traffic history (memory only; see traffic/recorder.ts). */
-  const record = (live: LivePolicy, appName: string, key: string, d: Decision): void => {
-    count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
-    traffic.record(live.policy.name, appName, trafficOutcome(d), key);
-  };
+  /** The rate-limit headers of an answer (none for a disabled policy's). */
+  headersOf(live: LivePolicy, d: Answer): HeaderList {
+    return d.disabled ? [] : decisionHeaders(d, live.policy.algorithm, this.ctx.now());
+  }
 
-  /** What a draft's evaluation tells the metrics and the log, per policy (made once). */
-  const hooks = new Map<string, DecideLiveHooks>();
-  const draftHooks = (policy: string): DecideLiveHooks => {
-    let h = hooks.get(policy);
-    if (h === undefined) {
-      const allowed = counterChild(metrics.draftDecisions, { policy, outcome: "allowed" });
-      const denied = counterChild(metrics.draftDecisions, { policy, outcome: "denied" });
-      h = {
-        onDraft: (ok) => (ok ? allowed : denied).inc(),
-        onDraftError: (err) => ctx.logger.warn({ err, policy }, "draft evaluation failed"),
-      };
-      hooks.set(policy, h);
-    }
-    return h;
-  };
-
-  const decide = async (
+  /** Decides `cost` for `key` under the live policy (its draft beside it), and counts it. */
+  private async decide(
     live: LivePolicy,
     key: string,
     cost: number,
     appName: string,
-  ): Promise<Answer> => {
+  ): Promise<Answer> {
     const d = await decideLive(
       live,
       key,
       cost,
-      live.draft ? draftHooks(live.policy.name) : undefined,
+      live.draft ? this.draftHooks(live.policy.name) : undefined,
     );
-    record(live, appName, key, d);
+    this.record(live, appName, key, d);
     return d.reason === "disabled" ? { ...d, disabled: true } : d;
-  };
+  }
 
-  /** The rate-limit headers of an answer (none for a disabled policy's). */
-  const headersOf = (live: LivePolicy, d: Answer): HeaderList =>
-    d.disabled ? [] : decisionHeaders(d, live.policy.algorithm, ctx.now());
+  /** Counts a decision: the metric, and the traffic history (memory only; see traffic/recorder.ts). */
+  private record(live: LivePolicy, appName: string, key: string, d: Decision): void {
+    this.count(live.policy.name, d.allowed ? "allowed" : "denied", d.reason ?? "");
+    this.ctx.traffic.record(live.policy.name, appName, trafficOutcome(d), key);
+  }
 
-  const send = (reply: FastifyReply, live: LivePolicy, d: Answer): Answer => {
-    for (const [name, value] of headersOf(live, d)) void reply.header(name, value);
-    return d;
-  };
-
-  /** `POST /v1/limit` once the caller is known and its body parsed (both routes). */
-  const limit = async (appName: string, value: unknown): Promise<[LivePolicy, Answer]> => {
-    const body =
-      plainLimitRequest(value) ?? parseOr400(limitRequestSchema, value, "Invalid limit request");
-    const live = granted(appName, body.policy, "policy");
-    const cost = body.cost ?? 1;
-    checkCost(live, cost, "cost");
-    return [live, await decide(live, body.key, cost, appName)];
-  };
-
-  app.post("/v1/limit", async (req, reply) => {
-    const [live, d] = await limit(authApp(req), req.body);
-    return send(reply, live, d);
-  });
-
-  app.post("/v1/limit/batch", async (req) => {
-    const appName = authApp(req);
-    const body = parseOr400(batchRequestSchema, req.body, "Invalid batch request");
-    if (body.requests.length > ctx.config.maxBatch) {
-      throw invalid("Invalid batch request", [
-        {
-          path: "requests",
-          message: `must hold at most ${ctx.config.maxBatch} requests (got ${body.requests.length})`,
-        },
-      ]);
+  /** Adds one to `sluice_decisions_total` for (policy, outcome, reason). */
+  private count(policy: string, outcome: string, reason: string): void {
+    const id = `${policy}\u0000${outcome}\u0000${reason}`;
+    let child = this.counted.get(id);
+    if (child === undefined) {
+      child = counterChild(this.ctx.metrics.decisions, { policy, outcome, reason });
+      this.counted.set(id, child);
     }
-    // Check every item before charging any, so a bad item charges nothing.
-    const lives = body.requests.map((r, i) => {
-      const live = granted(appName, r.policy, `requests.${i}.policy`);
-      checkCost(live, r.cost ?? 1, `requests.${i}.cost`);
-      return live;
-    });
-    const results = await Promise.all(
-      body.requests.map((r, i) => decide(lives[i]!, r.key, r.cost ?? 1, appName)),
-    );
-    return { results };
-  });
+    child.inc();
+  }
 
-  app.post("/v1/peek", async (req, reply) => {
-    const appName = authApp(req);
-    const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
-    const live = granted(appName, body.policy, "policy");
-    // A peek decides nothing, so it counts in no metric (a disabled policy's neither).
-    if (!live.enabled) return disabledAnswer(live.policy, 1);
-    return send(reply, live, await live.limiter.peek(body.key));
-  });
-
-  app.post("/v1/release", async (req) => {
-    const appName = authApp(req);
-    const body = parseOr400(releaseRequestSchema, req.body, "Invalid release request");
-    const live = granted(appName, body.policy, "policy");
-    if (live.policy.algorithm !== "concurrency") {
-      throw invalid("Invalid release request", [
-        {
-          path: "policy",
-          message: `"${body.policy}" uses ${live.policy.algorithm}; only concurrency policies hold leases`,
-        },
-      ]);
+  /** The hooks that count a policy's draft decisions and log its failures. */
+  private draftHooks(policy: string): DecideLiveHooks {
+    let h = this.hooks.get(policy);
+    if (h === undefined) {
+      const { metrics, logger } = this.ctx;
+      const allowed = counterChild(metrics.draftDecisions, { policy, outcome: "allowed" });
+      const denied = counterChild(metrics.draftDecisions, { policy, outcome: "denied" });
+      h = {
+        onDraft: (ok) => (ok ? allowed : denied).inc(),
+        onDraftError: (err) => logger.warn({ err, policy }, "draft evaluation failed"),
+      };
+      this.hooks.set(policy, h);
     }
-    // `released: false`: the lease was unknown, already released or expired (nothing freed).
-    return { released: await live.limiter.release(body.key, body.leaseId) };
-  });
+    return h;
+  }
+}
 
-  /** Answers a request the fast route took, whose body is `bytes`. */
-  const answer = async (
-    req: IncomingMessage,
-    res: ServerResponse,
-    appName: string,
-    bytes: Buffer,
-    started: number,
-  ): Promise<void> => {
-    let status = 200;
-    let json: string;
-    const headers: string[] = [];
-    try {
-      const [live, d] = await limit(appName, parseJsonBytes(bytes));
-      json = JSON.stringify(d);
-      // Lower-cased, as Fastify writes header names.
-      for (const [name, value] of headersOf(live, d)) headers.push(name.toLowerCase(), value);
-    } catch (err) {
-      const e = toApiError(err, req.headers["content-type"]);
-      logRequestError(ctx.logger, e, err, "/v1/limit");
-      status = e.status;
-      json = JSON.stringify(e.toBody());
-      for (const [name, value] of Object.entries(e.headers))
-        headers.push(name.toLowerCase(), value);
-    }
-    headers.push("content-type", JSON_TYPE, "content-length", String(Buffer.byteLength(json)));
-    res.writeHead(status, headers);
-    res.end(json);
-    logRequest(ctx.logger, "POST", "/v1/limit", status, performance.now() - started);
-  };
+/** Sets an answer's headers on Fastify's reply, and gives back the answer (the body). */
+function withHeaders(reply: FastifyReply, headers: HeaderList, d: Answer): Answer {
+  for (const [name, value] of headers) void reply.header(name, value);
+  return d;
+}
 
+/** `POST /v1/limit` through Fastify (the {@link FastRoute} takes most of them first). */
+async function limitRoute(
+  decisions: Decisions,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<Answer> {
+  const [live, d] = await decisions.limit(decisions.appOf(req), req.body);
+  return withHeaders(reply, decisions.headersOf(live, d), d);
+}
+
+/** `POST /v1/limit/batch`: at most `maxBatch` decisions, none charged unless all can be. */
+async function batchRoute(
+  decisions: Decisions,
+  maxBatch: number,
+  req: FastifyRequest,
+): Promise<{ results: Answer[] }> {
+  const appName = decisions.appOf(req);
+  const body = parseOr400(batchRequestSchema, req.body, "Invalid batch request");
+  if (body.requests.length > maxBatch) {
+    throw invalid("Invalid batch request", [
+      {
+        path: "requests",
+        message: `must hold at most ${maxBatch} requests (got ${body.requests.length})`,
+      },
+    ]);
+  }
+  return { results: await decisions.batch(appName, body.requests) };
+}
+
+/** `POST /v1/peek`: the answer a request would get now, counting nothing. */
+async function peekRoute(
+  decisions: Decisions,
+  req: FastifyRequest,
+  reply: FastifyReply,
+): Promise<Answer> {
+  const appName = decisions.appOf(req);
+  const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
+  const live = decisions.granted(appName, body.policy, "policy");
+  // A peek decides nothing, so it counts in no metric (a disabled policy's neither).
+  if (!live.enabled) return disabledAnswer(live.policy, 1);
+  const d = await live.limiter.peek(body.key);
+  return withHeaders(reply, decisions.headersOf(live, d), d);
+}
+
+/** `POST /v1/release`: gives a concurrency policy's lease back. */
+async function releaseRoute(
+  decisions: Decisions,
+  req: FastifyRequest,
+): Promise<{ released: boolean }> {
+  const appName = decisions.appOf(req);
+  const body = parseOr400(releaseRequestSchema, req.body, "Invalid release request");
+  const live = decisions.granted(appName, body.policy, "policy");
+  if (live.policy.algorithm !== "concurrency") {
+    throw invalid("Invalid release request", [
+      {
+        path: "policy",
+        message: `"${body.policy}" uses ${live.policy.algorithm}; only concurrency policies hold leases`,
+      },
+    ]);
+  }
+  // `released: false`: the lease was unknown, already released or expired (nothing freed).
+  return { released: await live.limiter.release(body.key, body.leaseId) };
+}
+
+/**
+ * Whether the fast route takes a request of these headers: only a whole JSON body of a known
+ * length within the limit, sent without `Expect`. Any other request — and so every refusal
+ * before the body (413, 415) — is Fastify's, answered as before.
+ */
+function fastRouteTakes(h: IncomingHttpHeaders, bodyLimit: number): boolean {
+  const type = h["content-type"];
+  const length = Number(h["content-length"]);
+  return (
+    type !== undefined &&
+    FAST_BODY_TYPE.test(type) &&
+    length > 0 &&
+    length <= bodyLimit &&
+    h["transfer-encoding"] === undefined &&
+    h.expect === undefined
+  );
+}
+
+function ignore(): void {}
+
+/**
+ * The fast route's door: the requests it takes (a known app's, see {@link fastRouteTakes}; none while
+ * the service closes), their bodies read as bytes, answered by {@link answerFast}.
+ */
+function fastLimitRoute(
+  ctx: ServiceContext,
+  decisions: Decisions,
+  closing: () => boolean,
+): FastRoute {
+  const { registry, metrics, config } = ctx;
+  // "close" fires once, when the response is finished or the connection dropped.
+  const leave = () => metrics.inFlight.dec();
   return (req, res) => {
     if (req.method !== "POST" || req.url !== "/v1/limit" || closing()) return false;
-    const h = req.headers;
-    const type = h["content-type"];
-    const length = Number(h["content-length"]);
-    // Only a whole JSON body of a known length within the limit, sent without `Expect`, from a
-    // known app: any other request — and so every refusal before the body (401, 413, 415) —
-    // is Fastify's, answered as before.
-    if (
-      type === undefined ||
-      !FAST_BODY_TYPE.test(type) ||
-      !(length > 0 && length <= ctx.config.bodyLimit) ||
-      h["transfer-encoding"] !== undefined ||
-      h.expect !== undefined
-    )
-      return false;
+    if (!fastRouteTakes(req.headers, config.bodyLimit)) return false;
+    // An unknown app's request (401) is Fastify's too.
     const token = bearer(req);
     const appName = token === undefined ? undefined : registry.appForKey(token);
     if (appName === undefined) return false;
     const started = performance.now();
     metrics.inFlight.inc();
-    // "close" fires once, when the response is finished or the connection dropped.
-    res.once("close", () => metrics.inFlight.dec());
+    res.once("close", leave);
     // Bytes, not text: a body that is not UTF-8 is refused as Fastify's parser refuses it.
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     // A request cut off before its body ends gets no answer: its connection is gone.
-    req.on("error", () => {});
+    req.on("error", ignore);
     req.once("end", () => {
       const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      answer(req, res, appName, bytes, started).catch((err: unknown) => {
+      answerFast(ctx, decisions, req, res, appName, bytes, started).catch((err: unknown) => {
         ctx.logger.error({ err, url: req.url }, "request failed");
         res.destroy();
       });
     });
     return true;
   };
+}
+
+/**
+ * Answers a request the fast route took, whose body is `bytes`: the decision, or the error as
+ * Fastify's error handler answers it, with the same headers, body and log lines.
+ */
+async function answerFast(
+  ctx: ServiceContext,
+  decisions: Decisions,
+  req: IncomingMessage,
+  res: ServerResponse,
+  appName: string,
+  bytes: Buffer,
+  started: number,
+): Promise<void> {
+  let status = 200;
+  let json: string;
+  const headers: string[] = [];
+  try {
+    const [live, d] = await decisions.limit(appName, parseJsonBytes(bytes));
+    json = JSON.stringify(d);
+    // Lower-cased, as Fastify writes header names.
+    for (const [name, value] of decisions.headersOf(live, d))
+      headers.push(name.toLowerCase(), value);
+  } catch (err) {
+    const e = toApiError(err, req.headers["content-type"]);
+    logRequestError(ctx.logger, e, err, "/v1/limit");
+    status = e.status;
+    json = JSON.stringify(e.toBody());
+    for (const [name, value] of Object.entries(e.headers)) headers.push(name.toLowerCase(), value);
+  }
+  headers.push("content-type", JSON_TYPE, "content-length", String(Buffer.byteLength(json)));
+  res.writeHead(status, headers);
+  res.end(json);
+  logRequest(ctx.logger, "POST", "/v1/limit", status, performance.now() - started);
+}
+
+/**
+ * Registers the decision routes, and returns `POST /v1/limit`'s {@link FastRoute}. `closing`
+ * tells whether the service is shutting down (the fast route then leaves every request to
+ * Fastify, which answers 503).
+ */
+export function decisionRoutes(
+  app: FastifyInstance,
+  ctx: ServiceContext,
+  closing: () => boolean,
+): FastRoute {
+  const decisions = new Decisions(ctx);
+  app.post("/v1/limit", (req, reply) => limitRoute(decisions, req, reply));
+  app.post("/v1/limit/batch", (req) => batchRoute(decisions, ctx.config.maxBatch, req));
+  app.post("/v1/peek", (req, reply) => peekRoute(decisions, req, reply));
+  app.post("/v1/release", (req) => releaseRoute(decisions, req));
+  return fastLimitRoute(ctx, decisions, closing);
 }

@@ -106,176 +106,256 @@ const fileQuery = z.strictObject({
   dryRun: z.enum(["true", "false"]).optional(),
 });
 
-/** Registers the routes of one kind (inside the admin scope). */
+/**
+ * The handlers of one kind's routes, each named for what it answers, with what they share: the
+ * kind's repository and strategy, and how a request names a document and its version.
+ */
+class DocumentHandlers<D> {
+  private readonly repo: DocumentRepository<D>;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly auth: AuthHelpers,
+    private readonly kind: AdminKind<D>,
+  ) {
+    this.repo = kind.repository(ctx);
+  }
+
+  /** `GET <c>`: every document. */
+  async list(req: FastifyRequest): Promise<unknown> {
+    await this.auth.session(req);
+    return this.kind.listView(this.ctx, await this.repo.list());
+  }
+
+  /** `GET <files>/export`: every document as a file, as the request asks. */
+  async exportFile(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    await this.auth.session(req);
+    const docs = (await this.repo.list()).map((r) => r.doc);
+    return this.kind.exported(req, reply, docs);
+  }
+
+  /** `POST <files>/import`: every document of a file or a JSON body, all or nothing (admins). */
+  async importFile(req: FastifyRequest): Promise<unknown> {
+    const s = await this.auth.role(req, "admin");
+    const input = this.imported(req);
+    const warnings = input.docs.flatMap((doc, i) =>
+      prefixIssues(this.warningsOf(doc), `${this.kind.importField}.${i}`),
+    );
+    const plan = input.dryRun
+      ? await this.repo.planImport(input.docs, input.prune)
+      : await this.repo.import(input.docs, s.user.username, { prune: input.prune });
+    return { dryRun: input.dryRun, plan, ...(warnings.length > 0 ? { warnings } : {}) };
+  }
+
+  /** `GET <c>/{name}`: one document, and whether it has a draft. */
+  async get(req: FastifyRequest): Promise<unknown> {
+    await this.auth.session(req);
+    const name = this.nameOf(req);
+    const [r, draft] = await Promise.all([this.repo.get(name), this.repo.getDraft(name)]);
+    if (!r)
+      throw new ApiError(
+        this.repo.kind.notFound,
+        `${this.repo.kind.noun} "${name}" does not exist`,
+      );
+    return this.warned(this.kind.view(this.ctx, r, draft !== undefined), r.doc);
+  }
+
+  /** `POST <c>`: creates the document its body names (201), refused when it exists. */
+  async create(
+    created: (req: FastifyRequest) => D,
+    req: FastifyRequest,
+    reply: FastifyReply,
+  ): Promise<unknown> {
+    const s = await this.writer(req);
+    const doc = created(req);
+    const rec = await this.repo.put(doc, s.user.username, {
+      mustNotExist: true,
+      check: () => this.kind.authorize(s.user, undefined, doc),
+    });
+    return reply.status(201).send(await this.view(rec));
+  }
+
+  /** `PUT <c>/{name}`: creates or replaces the document (a new version unless nothing changed). */
+  async put(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const s = await this.writer(req);
+    const { doc, expectVersion } = this.kind.written(req, this.nameOf(req), { draft: false });
+    let existed = true;
+    const rec = await this.repo.put(doc, s.user.username, {
+      expectVersion,
+      check: (before) => {
+        existed = before !== undefined;
+        this.kind.authorize(s.user, before?.doc, doc);
+      },
+    });
+    return reply.status(existed ? 200 : this.kind.putCreated).send(await this.view(rec));
+  }
+
+  /** `DELETE <c>/{name}` (its versions are kept). */
+  async delete(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const s = await this.writer(req);
+    await this.repo.delete(this.nameOf(req), s.user.username, (before) =>
+      this.kind.authorize(s.user, before.doc, undefined),
+    );
+    return reply.status(204).send();
+  }
+
+  /** `GET <c>/{name}/versions`: every kept version. */
+  async versions(req: FastifyRequest): Promise<unknown> {
+    await this.auth.session(req);
+    const name = this.nameOf(req);
+    const versions = await this.repo.listVersions(name);
+    if (versions.length === 0)
+      throw new ApiError(
+        this.repo.kind.notFound,
+        `${this.repo.kind.noun} "${name}" has no versions`,
+      );
+    return { versions: versions.map((v: VersionRecord<D>) => this.named(v)) };
+  }
+
+  /** `GET <c>/{name}/versions/{version}`: one kept version. */
+  async version(req: FastifyRequest): Promise<unknown> {
+    await this.auth.session(req);
+    const name = this.nameOf(req);
+    const version = this.versionOf(req);
+    const v = await this.repo.getVersion(name, version);
+    if (!v)
+      throw new ApiError("not_found", `${this.repo.kind.noun} "${name}" has no version ${version}`);
+    return this.named(v);
+  }
+
+  /** `POST <c>/{name}/versions/{v}/restore`: a kept version becomes the enforced one again. */
+  async restore(req: FastifyRequest): Promise<unknown> {
+    const s = await this.writer(req);
+    const rec = await this.repo.restore(
+      this.nameOf(req),
+      this.versionOf(req),
+      s.user.username,
+      (before, doc) => this.kind.authorize(s.user, before?.doc, doc),
+    );
+    return this.view(rec);
+  }
+
+  /** `GET <c>/{name}/draft`: the draft, with its counts over every node. */
+  async draft(req: FastifyRequest): Promise<unknown> {
+    await this.auth.session(req);
+    const name = this.nameOf(req);
+    const d = await this.repo.getDraft(name);
+    if (!d) throw new ApiError("not_found", `${this.repo.kind.noun} "${name}" has no draft`);
+    // Totals over every node; this node's latest counts are added first.
+    await this.ctx.registry.flushDraftStats();
+    return this.warned({ ...this.named(d), stats: await this.ctx.repo.getDraftStats(d.id) }, d.doc);
+  }
+
+  /** `PUT <c>/{name}/draft`: writes the draft (evaluated in shadow from then on). */
+  async putDraft(req: FastifyRequest): Promise<unknown> {
+    const s = await this.writer(req);
+    const { doc, expectVersion, draftId } = this.kind.written(req, this.nameOf(req), {
+      draft: true,
+    });
+    const d: DraftRecord<D> = await this.repo.putDraft(doc, s.user.username, {
+      expectVersion,
+      draftId,
+      check: (before) => this.kind.authorize(s.user, before.doc, doc),
+    });
+    return this.warned(this.named(d), d.doc);
+  }
+
+  /** `DELETE <c>/{name}/draft`: discards the draft. */
+  async deleteDraft(req: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const s = await this.writer(req);
+    await this.repo.deleteDraft(this.nameOf(req), s.user.username, (before) =>
+      this.kind.authorize(s.user, before.doc, before.doc),
+    );
+    return reply.status(204).send();
+  }
+
+  /** `POST <c>/{name}/draft/promote`: the draft becomes the enforced version (refused when stale). */
+  async promote(req: FastifyRequest): Promise<unknown> {
+    const s = await this.writer(req);
+    const body = parseOr400(promoteRequestSchema, req.body ?? {}, "Invalid promote request");
+    const rec = await this.repo.promoteDraft(this.nameOf(req), s.user.username, {
+      expectVersion: body.expectVersion,
+      draftId: body.draftId,
+      check: (before, draft) => this.kind.authorize(s.user, before.doc, draft),
+    });
+    return this.warned(this.kind.view(this.ctx, rec, false), rec.doc);
+  }
+
+  /** An import's documents and how to apply them: from a YAML file and its query, or JSON. */
+  private imported(req: FastifyRequest): Imported<D> {
+    if (typeof req.body !== "string") return this.kind.imported(req.body);
+    const r = this.kind.parseFile(req.body);
+    if ("issues" in r) throw invalid("Import refused, nothing was changed", r.issues);
+    const q = parseOr400(fileQuery, req.query, "Invalid query");
+    return { docs: r.docs, prune: q.prune === "true", dryRun: q.dryRun === "true" };
+  }
+
+  /** The session of a request that may change documents of this kind (403 otherwise). */
+  private writer(req: FastifyRequest) {
+    return this.auth.role(req, ...this.kind.writers);
+  }
+
+  /** The document the URL names (`{name}`). */
+  private nameOf(req: FastifyRequest): string {
+    return parseOr400(nameParam, req.params, "Invalid path").name;
+  }
+
+  /** The version the URL names (`{version}`). */
+  private versionOf(req: FastifyRequest): number {
+    return parseOr400(
+      versionParamSchema,
+      (req.params as { version?: unknown }).version,
+      "Invalid path",
+      "version",
+    );
+  }
+
+  /** A version or draft record with its name under the kind's field (`name`, `domain`). */
+  private named<T extends { name: string }>(r: T) {
+    const { name, ...rest } = r;
+    return { [this.kind.nameField]: name, ...rest };
+  }
+
+  /** The kind's warnings about `doc` (none when the kind has none). */
+  private warningsOf(doc: D): ValidationIssue[] {
+    return this.kind.warnings?.(this.ctx, doc) ?? [];
+  }
+
+  /** An answer about `doc`, with the kind's warnings about it when there are any. */
+  private warned(answer: unknown, doc: D): unknown {
+    const warnings = this.warningsOf(doc);
+    return warnings.length > 0 ? { ...(answer as object), warnings } : answer;
+  }
+
+  /** The answer for a document just written (whether it has a draft read again). */
+  private async view(rec: DocumentRecord<D>): Promise<unknown> {
+    const hasDraft = (await this.repo.getDraft(this.repo.kind.nameOf(rec.doc))) !== undefined;
+    return this.warned(this.kind.view(this.ctx, rec, hasDraft), rec.doc);
+  }
+}
+
+/** Registers the routes of one kind (inside the admin scope), as the table above lists them. */
 export function documentRoutes<D>(
   app: FastifyInstance,
   ctx: ServiceContext,
   auth: AuthHelpers,
   kind: AdminKind<D>,
 ): void {
-  const repo = kind.repository(ctx);
-  const { notFound, noun } = repo.kind;
-  const { session, role } = auth;
+  const h = new DocumentHandlers(ctx, auth, kind);
   const c = kind.collection;
-  const nameOf = (req: FastifyRequest) => parseOr400(nameParam, req.params, "Invalid path").name;
-  const versionOf = (req: FastifyRequest) =>
-    parseOr400(
-      versionParamSchema,
-      (req.params as { version?: unknown }).version,
-      "Invalid path",
-      "version",
-    );
-  const writer = (req: FastifyRequest) => role(req, ...kind.writers);
-  const named = <T extends { name: string }>(r: T) => {
-    const { name, ...rest } = r;
-    return { [kind.nameField]: name, ...rest };
-  };
-  const hasDraft = async (name: string) => (await repo.getDraft(name)) !== undefined;
-  /** An answer about `doc`, with the kind's warnings about it when there are any. */
-  const warned = (answer: unknown, doc: D): unknown => {
-    const warnings = kind.warnings?.(ctx, doc) ?? [];
-    return warnings.length > 0 ? { ...(answer as object), warnings } : answer;
-  };
-  const view = async (rec: DocumentRecord<D>) =>
-    warned(kind.view(ctx, rec, await hasDraft(repo.kind.nameOf(rec.doc))), rec.doc);
-
-  app.get(c, async (req) => {
-    await session(req);
-    return kind.listView(ctx, await repo.list());
-  });
-
-  app.get(`${kind.files}/export`, async (req, reply) => {
-    await session(req);
-    return kind.exported(
-      req,
-      reply,
-      (await repo.list()).map((r) => r.doc),
-    );
-  });
-
-  app.post(`${kind.files}/import`, async (req) => {
-    const s = await role(req, "admin");
-    let input: Imported<D>;
-    if (typeof req.body === "string") {
-      const r = kind.parseFile(req.body);
-      if ("issues" in r) throw invalid("Import refused, nothing was changed", r.issues);
-      const q = parseOr400(fileQuery, req.query, "Invalid query");
-      input = { docs: r.docs, prune: q.prune === "true", dryRun: q.dryRun === "true" };
-    } else input = kind.imported(req.body);
-    const warnings = input.docs.flatMap((doc, i) =>
-      prefixIssues(kind.warnings?.(ctx, doc) ?? [], `${kind.importField}.${i}`),
-    );
-    const plan = input.dryRun
-      ? await repo.planImport(input.docs, input.prune)
-      : await repo.import(input.docs, s.user.username, { prune: input.prune });
-    return { dryRun: input.dryRun, plan, ...(warnings.length > 0 ? { warnings } : {}) };
-  });
-
-  app.get(`${c}/:name`, async (req) => {
-    await session(req);
-    const name = nameOf(req);
-    const [r, draft] = await Promise.all([repo.get(name), repo.getDraft(name)]);
-    if (!r) throw new ApiError(notFound, `${noun} "${name}" does not exist`);
-    return warned(kind.view(ctx, r, draft !== undefined), r.doc);
-  });
-
+  app.get(c, (req) => h.list(req));
+  app.get(`${kind.files}/export`, (req, reply) => h.exportFile(req, reply));
+  app.post(`${kind.files}/import`, (req) => h.importFile(req));
+  app.get(`${c}/:name`, (req) => h.get(req));
   const created = kind.created;
-  if (created)
-    app.post(c, async (req, reply) => {
-      const s = await writer(req);
-      const doc = created(req);
-      const rec = await repo.put(doc, s.user.username, {
-        mustNotExist: true,
-        check: () => kind.authorize(s.user, undefined, doc),
-      });
-      return reply.status(201).send(await view(rec));
-    });
-
-  // Creates or replaces the document: a new version unless nothing changed.
-  app.put(`${c}/:name`, async (req, reply) => {
-    const s = await writer(req);
-    const { doc, expectVersion } = kind.written(req, nameOf(req), { draft: false });
-    let existed = true;
-    const rec = await repo.put(doc, s.user.username, {
-      expectVersion,
-      check: (before) => {
-        existed = before !== undefined;
-        kind.authorize(s.user, before?.doc, doc);
-      },
-    });
-    return reply.status(existed ? 200 : kind.putCreated).send(await view(rec));
-  });
-
-  app.delete(`${c}/:name`, async (req, reply) => {
-    const s = await writer(req);
-    await repo.delete(nameOf(req), s.user.username, (before) =>
-      kind.authorize(s.user, before.doc, undefined),
-    );
-    return reply.status(204).send();
-  });
-
-  app.get(`${c}/:name/versions`, async (req) => {
-    await session(req);
-    const name = nameOf(req);
-    const versions = await repo.listVersions(name);
-    if (versions.length === 0) throw new ApiError(notFound, `${noun} "${name}" has no versions`);
-    return { versions: versions.map((v: VersionRecord<D>) => named(v)) };
-  });
-
-  app.get(`${c}/:name/versions/:version`, async (req) => {
-    await session(req);
-    const name = nameOf(req);
-    const version = versionOf(req);
-    const v = await repo.getVersion(name, version);
-    if (!v) throw new ApiError("not_found", `${noun} "${name}" has no version ${version}`);
-    return named(v);
-  });
-
-  app.post(`${c}/:name/versions/:version/restore`, async (req) => {
-    const s = await writer(req);
-    const rec = await repo.restore(nameOf(req), versionOf(req), s.user.username, (before, doc) =>
-      kind.authorize(s.user, before?.doc, doc),
-    );
-    return view(rec);
-  });
-
-  app.get(`${c}/:name/draft`, async (req) => {
-    await session(req);
-    const name = nameOf(req);
-    const d = await repo.getDraft(name);
-    if (!d) throw new ApiError("not_found", `${noun} "${name}" has no draft`);
-    // Totals over every node; this node's latest counts are added first.
-    await ctx.registry.flushDraftStats();
-    return warned({ ...named(d), stats: await ctx.repo.getDraftStats(d.id) }, d.doc);
-  });
-
-  app.put(`${c}/:name/draft`, async (req) => {
-    const s = await writer(req);
-    const { doc, expectVersion, draftId } = kind.written(req, nameOf(req), { draft: true });
-    const d: DraftRecord<D> = await repo.putDraft(doc, s.user.username, {
-      expectVersion,
-      draftId,
-      check: (before) => kind.authorize(s.user, before.doc, doc),
-    });
-    return warned(named(d), d.doc);
-  });
-
-  app.delete(`${c}/:name/draft`, async (req, reply) => {
-    const s = await writer(req);
-    await repo.deleteDraft(nameOf(req), s.user.username, (before) =>
-      kind.authorize(s.user, before.doc, before.doc),
-    );
-    return reply.status(204).send();
-  });
-
-  app.post(`${c}/:name/draft/promote`, async (req) => {
-    const s = await writer(req);
-    const body = parseOr400(promoteRequestSchema, req.body ?? {}, "Invalid promote request");
-    const rec = await repo.promoteDraft(nameOf(req), s.user.username, {
-      expectVersion: body.expectVersion,
-      draftId: body.draftId,
-      check: (before, draft) => kind.authorize(s.user, before.doc, draft),
-    });
-    return warned(kind.view(ctx, rec, false), rec.doc);
-  });
+  if (created) app.post(c, (req, reply) => h.create(created, req, reply));
+  app.put(`${c}/:name`, (req, reply) => h.put(req, reply));
+  app.delete(`${c}/:name`, (req, reply) => h.delete(req, reply));
+  app.get(`${c}/:name/versions`, (req) => h.versions(req));
+  app.get(`${c}/:name/versions/:version`, (req) => h.version(req));
+  app.post(`${c}/:name/versions/:version/restore`, (req) => h.restore(req));
+  app.get(`${c}/:name/draft`, (req) => h.draft(req));
+  app.put(`${c}/:name/draft`, (req) => h.putDraft(req));
+  app.delete(`${c}/:name/draft`, (req, reply) => h.deleteDraft(req, reply));
+  app.post(`${c}/:name/draft/promote`, (req) => h.promote(req));
 }
