@@ -31,10 +31,14 @@
 import type { RuleOutcome } from "../algorithms/index.js";
 import type { Clock } from "../clock.js";
 import { ruleDecisions } from "../decision.js";
-import { SluiceError, StoreError, ValidationError, type ValidationIssue } from "../errors.js";
+import { SluiceError, StoreError } from "../errors.js";
+import { LOGGER_MESSAGE, type Logger, resolveLogger } from "../logger.js";
+import { type Resolved, option, resolveOptions } from "../options.js";
 import { type KeyState, adjustState, evaluate, releaseState, setCountState } from "../evaluate.js";
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
+import { monoNow } from "./redis-health.js";
+import { type Queued, RemoteCalls } from "./remote-calls.js";
 import {
   OP_ADJUST,
   OP_DECIDE,
@@ -397,76 +401,102 @@ export interface DurableObjectStoreOptions {
   timeoutMs?: number;
   /** Time source in epoch ms, for tests and simulations: sent to the objects. Leave unset. */
   now?: Clock;
+  /**
+   * Where the store says, once, that its objects cannot be reached (a shard's breaker opened)
+   * and, once, that they can again. Default: the console; `false`: silent.
+   */
+  logger?: Logger | false;
 }
 
-const STORE_OPTIONS: { readonly [K in keyof Required<DurableObjectStoreOptions>]: true } = {
-  namespace: true,
-  shards: true,
-  name: true,
-  timeoutMs: true,
-  now: true,
-};
-
 /** The slots of the Redis Cluster specification, cut into `shards` ranges. */
-const SLOTS = 16384;
+const SLOTS_COUNT = 16384;
 
-interface Pending {
+/** The options, checked once (options.ts). */
+const STORE_OPTIONS = {
+  namespace: option.required<DurableObjectNamespaceLike>((v) => {
+    const ns = v as Partial<DurableObjectNamespaceLike> | undefined;
+    return typeof ns?.idFromName === "function" && typeof ns.get === "function"
+      ? (v as DurableObjectNamespaceLike)
+      : {
+          problem: "must be a Durable Object namespace binding (env.SLUICE) of SluiceDurableObject",
+        };
+  }),
+  shards: option.int(1, 16, SLOTS_COUNT),
+  name: option.custom<string>(
+    (v) => (typeof v === "string" && v !== "" ? v : { problem: "must be a non-empty string" }),
+    "sluice",
+  ),
+  timeoutMs: option.int(1, 1000, 600_000),
+  now: option.fn<Clock>("must be a function returning epoch ms"),
+  logger: option.custom<Logger | undefined>(
+    (v) => {
+      const l = resolveLogger(v);
+      return typeof l === "string" ? { problem: LOGGER_MESSAGE } : l;
+    },
+    resolveLogger(undefined) as Logger,
+  ),
+} satisfies { readonly [K in keyof Required<DurableObjectStoreOptions>]: unknown };
+
+/** Consecutive failures of one object after which its calls fail fast, and the probe's interval. */
+const BREAKER_FAILURES = 5;
+const PROBE_INTERVAL_MS = 1000;
+
+interface Pending extends Queued {
   readonly op: number;
   readonly policy: Policy;
   readonly key: string;
   readonly cost: number;
   readonly extra: number;
   readonly resolve: (value: WireResult) => void;
-  readonly reject: (err: unknown) => void;
 }
 
+/** An answer of the object that says it got the batch after its deadline. */
+class ExpiredError extends Error {}
+
 /**
- * The store on Durable Objects (see the module's description and docs/runtimes.md). Failures
- * reject with a `StoreError`, which the limiter maps to the policy's `onStoreError`.
+ * The store on Durable Objects (see the module's description and docs/runtimes.md). Calls go
+ * through the remote-call engine (remote-calls.ts): each tick's operations in one request per
+ * object, each within its budget, behind a breaker per object. Failures reject with a
+ * `StoreError`, which the limiter maps to the policy's `onStoreError`.
  */
 export class DurableObjectStore implements Store {
   readonly kind = "durable-object";
-  private readonly namespace: DurableObjectNamespaceLike;
-  private readonly shards: number;
-  private readonly name: string;
-  private readonly timeoutMs: number;
-  private readonly now: Clock | undefined;
+  private readonly o: Resolved<typeof STORE_OPTIONS>;
   private readonly inputs = new WeakMap<Policy, string>();
-  /** Operations of this tick, by object. */
-  private queue = new Map<number, Pending[]>();
+  private readonly calls: RemoteCalls<Pending>;
   private closed = false;
 
   constructor(options: DurableObjectStoreOptions) {
-    const issues: ValidationIssue[] = [];
-    if (typeof options !== "object" || options === null)
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid durableObjectStore options", [
-        { path: "", message: "must be an object" },
-      ]);
-    for (const k of Object.keys(options))
-      if (!(k in STORE_OPTIONS)) issues.push({ path: k, message: "unknown option" });
-    const ns = options.namespace as Partial<DurableObjectNamespaceLike> | undefined;
-    if (typeof ns?.idFromName !== "function" || typeof ns.get !== "function")
-      issues.push({
-        path: "namespace",
-        message: "must be a Durable Object namespace binding (env.SLUICE) of SluiceDurableObject",
-      });
-    const int = (path: string, v: unknown, min: number, max: number, dflt: number): number => {
-      if (v === undefined) return dflt;
-      if (typeof v === "number" && Number.isSafeInteger(v) && v >= min && v <= max) return v;
-      issues.push({ path, message: `must be an integer from ${min} to ${max} (got ${String(v)})` });
-      return dflt;
-    };
-    this.shards = int("shards", options.shards, 1, SLOTS, 16);
-    this.timeoutMs = int("timeoutMs", options.timeoutMs, 1, 600_000, 1000);
-    this.name = options.name ?? "sluice";
-    if (typeof this.name !== "string" || this.name === "")
-      issues.push({ path: "name", message: "must be a non-empty string" });
-    if (options.now !== undefined && typeof options.now !== "function")
-      issues.push({ path: "now", message: "must be a function returning epoch ms" });
-    if (issues.length > 0)
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid durableObjectStore options", issues);
-    this.namespace = options.namespace;
-    this.now = options.now;
+    this.o = resolveOptions("Invalid durableObjectStore options", STORE_OPTIONS, options);
+    this.calls = new RemoteCalls<Pending>(
+      {
+        timeoutMs: this.o.timeoutMs,
+        // Every operation of a tick goes in its tick, in one request per object: Workers refuse
+        // I/O made for one request from another's (a call that waited for another's answer).
+        maxBatch: Number.MAX_SAFE_INTEGER,
+        maxInFlight: Number.MAX_SAFE_INTEGER,
+        spread: false,
+        breakerFailures: BREAKER_FAILURES,
+        probeIntervalMs: PROBE_INTERVAL_MS,
+        grouped: true,
+        slotsMove: false,
+        logger: this.o.logger,
+        what: "the Durable Object",
+        describe: `the Durable Objects (${this.o.name})`,
+      },
+      {
+        groupOf: (p) => Math.floor((slotOfTag(identifierTag(p.key)) * this.o.shards) / SLOTS_COUNT),
+        unavailable: () => undefined,
+        dueOf: (_shard, due) => due,
+        call: (ops, shard, due) => this.call(ops, shard, due),
+        settle: (ops, reply) => this.settle(ops, reply as WireReply),
+        late: () => undefined,
+        failure: (err) =>
+          err instanceof ExpiredError
+            ? { kind: "expired", cause: "the object got the call after its deadline" }
+            : { kind: "failed", cause: message(err) },
+      },
+    );
   }
 
   async decide(req: StoreRequest): Promise<StoreDecision> {
@@ -493,6 +523,11 @@ export class DurableObjectStore implements Store {
 
   async setCount(policy: Policy, key: string, count: number, windowMs: number): Promise<void> {
     await this.enqueue(OP_SET, policy, key, count, windowMs);
+  }
+
+  /** True while an object's breaker is open (its calls fail fast). */
+  get breakerOpen(): boolean {
+    return this.calls.breakerOpen;
   }
 
   /** Refuses further calls (calls already sent are answered). Nothing else to release. */
@@ -536,23 +571,13 @@ export class DurableObjectStore implements Store {
       return Promise.reject(
         new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "durableObjectStore is closed"),
       );
-    const shard = Math.floor((slotOfTag(identifierTag(key)) * this.shards) / SLOTS);
     return new Promise((resolve, reject) => {
-      if (this.queue.size === 0) queueMicrotask(this.flush);
-      let list = this.queue.get(shard);
-      if (list === undefined) this.queue.set(shard, (list = []));
-      list.push({ op, policy, key, cost, extra, resolve, reject });
+      this.calls.enqueue({ op, policy, key, cost, extra, due: 0, resolve, reject });
     });
   }
 
-  /** Sends this tick's operations: one request per object. */
-  private readonly flush = (): void => {
-    const queue = this.queue;
-    this.queue = new Map();
-    for (const [shard, ops] of queue) this.send(shard, ops);
-  };
-
-  private send(shard: number, ops: Pending[]): void {
+  /** One request to a shard's object carrying `ops`; its deadline on the object's clock. */
+  private async call(ops: Pending[], shard: number, due: number): Promise<WireReply> {
     const policies: string[] = [];
     const index = new Map<Policy, number>();
     const wire = ops.map((p): WireOp => {
@@ -564,75 +589,47 @@ export class DurableObjectStore implements Store {
       return [p.op, i, p.key, p.cost, p.extra];
     });
     const batch: WireBatch = {
-      ...(this.now ? { now: this.now() } : {}),
-      deadline: Date.now() + this.timeoutMs,
+      ...(this.o.now ? { now: this.o.now() } : {}),
+      deadline: Date.now() + Math.max(0, Math.floor(due - monoNow())),
       policies,
       ops: wire,
     };
-    let answered = false;
-    const fail = (err: StoreError): void => {
-      if (answered) return;
-      answered = true;
-      clearTimeout(timer);
-      for (const p of ops) p.reject(err);
-    };
-    const timer = setTimeout(
-      () =>
-        fail(
-          new StoreError(
-            "SLUICE_ERR_STORE_TIMEOUT",
-            `the Durable Object did not answer within ${this.timeoutMs} ms`,
-          ),
-        ),
-      this.timeoutMs,
-    );
-    this.stub(shard)
-      .fetch("https://sluice.durable-object/batch", {
-        method: "POST",
-        body: JSON.stringify(batch),
-        headers: { "content-type": "application/json" },
-      })
-      .then(async (res) => {
-        if (res.status !== 200)
-          throw new Error(`status ${res.status}: ${(await res.text()).slice(0, 500)}`);
-        return (await res.json()) as WireReply;
-      })
-      .then(
-        (reply) => {
-          if (answered) return;
-          if (reply.expired === true)
-            return fail(
-              new StoreError(
-                "SLUICE_ERR_STORE_TIMEOUT",
-                `the Durable Object got the call after its deadline (${this.timeoutMs} ms); it changed nothing`,
-              ),
-            );
-          const results = reply.results;
-          if (!Array.isArray(results) || results.length !== ops.length)
-            return fail(
-              new StoreError("SLUICE_ERR_STORE", "Unreadable answer from the Durable Object"),
-            );
-          answered = true;
-          clearTimeout(timer);
-          ops.forEach((p, i) => {
-            const r = results[i]!;
-            if (r !== null && typeof r === "object" && "e" in r)
-              p.reject(new SluiceError("SLUICE_ERR_CORRUPT_STATE", r.e));
-            else p.resolve(r);
-          });
-        },
-        (err: unknown) =>
-          fail(
-            new StoreError("SLUICE_ERR_STORE", `Durable Object call failed: ${message(err)}`, {
-              cause: err,
-            }),
-          ),
+    const res = await this.stub(shard).fetch("https://sluice.durable-object/batch", {
+      method: "POST",
+      body: JSON.stringify(batch),
+      headers: { "content-type": "application/json" },
+    });
+    if (res.status !== 200)
+      throw new Error(`status ${res.status}: ${(await res.text()).slice(0, 500)}`);
+    const reply = (await res.json()) as WireReply;
+    if (reply.expired === true)
+      throw new ExpiredError("the object got the call after its deadline");
+    return reply;
+  }
+
+  /** Answers each operation with its own result. */
+  private settle(ops: Pending[], reply: WireReply): void {
+    const results = reply.results;
+    if (!Array.isArray(results) || results.length !== ops.length) {
+      this.calls.rejectAll(
+        ops,
+        new StoreError("SLUICE_ERR_STORE", "Unreadable answer from the Durable Object"),
       );
+      return;
+    }
+    ops.forEach((p, i) => {
+      const r = results[i]!;
+      if (r !== null && typeof r === "object" && "e" in r)
+        p.reject(new SluiceError("SLUICE_ERR_CORRUPT_STATE", r.e));
+      else p.resolve(r);
+    });
   }
 
   /** The object of a shard (a stub per call: a stub is not carried from one request to another). */
   private stub(shard: number): DurableObjectStubLike {
-    return this.namespace.get(this.namespace.idFromName(`${this.name}:${this.shards}:${shard}`));
+    return this.o.namespace.get(
+      this.o.namespace.idFromName(`${this.o.name}:${this.o.shards}:${shard}`),
+    );
   }
 
   /** The policy's decision fields as JSON, made once per policy. */

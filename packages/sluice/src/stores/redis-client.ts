@@ -27,6 +27,12 @@ export type ClientStatus = "ready" | "wait" | "connecting" | "reconnecting" | "e
 /** The client events the store follows. */
 export type ClientEvent = "ready" | "error" | "close" | "end" | "refresh";
 
+/**
+ * What a client that is not one of the families' own calls itself in messages
+ * (`upstashClient`'s: "Upstash REST client").
+ */
+export const CLIENT_NAME: unique symbol = Symbol.for("sluice.clientName");
+
 /** The client families sluice has an adapter for. */
 export type ClientFamily = "ioredis" | "node-redis";
 
@@ -255,7 +261,9 @@ class IoredisPort implements ClientPort {
 
   constructor(private readonly client: RedisClientLike) {
     this.cluster = client.isCluster === true;
-    this.describe = this.cluster ? "ioredis Cluster" : "ioredis client";
+    this.describe =
+      (client as { [CLIENT_NAME]?: string })[CLIENT_NAME] ??
+      (this.cluster ? "ioredis Cluster" : "ioredis client");
     this.ioredis = client;
   }
 

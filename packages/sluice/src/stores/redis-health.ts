@@ -252,8 +252,13 @@ export function causeOf(err: unknown): string {
   return String(err);
 }
 
-/** How long a call to a Cluster slot may go unanswered before the slot is thought to be moving (ms). */
+/**
+ * How long a call to a Cluster slot may go unanswered before the slot is thought to be moving
+ * (ms): at least this, and at least {@link SLOW_CALL_FACTOR} times the calls' usual time (on a
+ * machine so busy that every call is slow, no slot looks stuck for it).
+ */
 export const SLOW_CALL_MS = 100;
+export const SLOW_CALL_FACTOR = 8;
 
 /** How long a slot stays "moving" after the last sign of it (ms). */
 export const MOVING_MS = 1000;
@@ -266,8 +271,8 @@ export const MOVING_MS = 1000;
  * that does not exist yet, so a call carrying many identifiers' operations cannot run there
  * while the slot moves — but each operation alone, whose keys moved together, can (the source
  * runs it, or sends it on with `ASK`). A slot is taken to be moving when a call to it is refused
- * so, when one goes unanswered for {@link SLOW_CALL_MS} while every call it may have is busy
- * (a client that retries `TRYAGAIN` by itself, as ioredis does, says nothing until then), or
+ * so, when one goes unanswered much longer than calls usually take ({@link SLOW_CALL_MS}; a
+ * client that retries `TRYAGAIN` by itself, as ioredis does, says nothing until then), or
  * when one times out; it stays so until {@link MOVING_MS} after the last such sign.
  */
 export class SlotCalls {
@@ -297,10 +302,10 @@ export class SlotCalls {
     if (list.length === 0) this.inFlight.delete(slot);
   }
 
-  /** Whether `slot`'s oldest call in flight has gone unanswered for {@link SLOW_CALL_MS}. */
-  stuck(slot: number, now: number): boolean {
+  /** Whether `slot`'s oldest call in flight has gone unanswered for `slowMs`. */
+  stuck(slot: number, now: number, slowMs: number): boolean {
     const list = this.inFlight.get(slot);
-    return list !== undefined && now - list[0]! >= SLOW_CALL_MS;
+    return list !== undefined && now - list[0]! >= slowMs;
   }
 
   /** Whether `slot` is moving (operations go one per call). */

@@ -17,6 +17,7 @@
  * one tick travel together, as one `/pipeline` request.
  */
 import { ValidationError } from "../errors.js";
+import { CLIENT_NAME } from "./redis-client.js";
 import { type RedisClientLike, RedisStore, type RedisStoreOptions } from "./redis.js";
 
 /**
@@ -92,7 +93,8 @@ export function upstashClient(redis: UpstashRedisLike): RedisClientLike {
       },
     );
   };
-  return {
+  const client: RedisClientLike & { [CLIENT_NAME]: string } = {
+    [CLIENT_NAME]: "Upstash REST client",
     status: "ready",
     call(command, args) {
       const name = command.toUpperCase();
@@ -116,6 +118,7 @@ export function upstashClient(redis: UpstashRedisLike): RedisClientLike {
     on: NO_EVENTS,
     off: NO_EVENTS,
   };
+  return client;
 }
 
 /** Options of {@link upstashStore}: those of `redisStore`, with `redis` in place of `client`. */

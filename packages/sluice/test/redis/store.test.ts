@@ -289,7 +289,7 @@ describe("deny cache", () => {
       await l.limit(`k${i}`);
       await l.limit(`k${i}`);
     }
-    expect((s as unknown as { denied: Map<string, unknown> }).denied.size).toBe(3);
+    expect((s as unknown as { deny: { size: number } }).deny.size).toBe(3);
   });
 });
 
