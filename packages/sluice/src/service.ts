@@ -13,6 +13,7 @@ export {
   buildLive,
   buildLiveSet,
   draftPolicyPrefix,
+  emptyDraftStats,
   restoreDraftStats,
   shadowDraft,
   takeDraftStats,
@@ -28,8 +29,15 @@ export type {
   TakenDraftStats,
   WithDraft,
 } from "./policies/live-document.js";
-export { decideLive, disabledDecision, policyLiveKind, policyInputOf } from "./policies/live.js";
+export {
+  decideLive,
+  disabledDecision,
+  livePolicy,
+  policyLiveKind,
+  policyInputOf,
+} from "./policies/live.js";
 export type {
+  DecideLiveHooks,
   LiveDraft,
   LivePolicy,
   ManagedPolicyDocument,

@@ -10,7 +10,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import type { HeaderList } from "sluice/http";
-import { type DraftHooks, decideLive, disabledDecision } from "sluice/service";
+import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   batchRequestSchema,
@@ -116,8 +116,8 @@ export function decisionRoutes(
   };
 
   /** What a draft's evaluation tells the metrics and the log, per policy (made once). */
-  const hooks = new Map<string, DraftHooks>();
-  const draftHooks = (policy: string): DraftHooks => {
+  const hooks = new Map<string, DecideLiveHooks>();
+  const draftHooks = (policy: string): DecideLiveHooks => {
     let h = hooks.get(policy);
     if (h === undefined) {
       const allowed = counterChild(metrics.draftDecisions, { policy, outcome: "allowed" });

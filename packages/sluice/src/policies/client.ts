@@ -445,7 +445,7 @@ class Client implements PolicyClient, LimiterOwner {
       client: `sluice/${VERSION}`,
       revision: Math.max(0, this.revision),
       drafts: drafts.map((t) => ({
-        policy: t.owner.policy.name,
+        policy: t.policy.policy.name,
         draftId: t.draft.id,
         ...t.delta,
       })),

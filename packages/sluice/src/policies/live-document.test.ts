@@ -203,7 +203,7 @@ describe("takeDraftStats and restoreDraftStats", () => {
     docs[0]!.draft!.stats.evaluated = 4;
     docs[0]!.draft!.stats.wouldDeny = 1;
     const taken = takeDraftStats(docs);
-    expect(taken.map((t) => [t.owner, t.draft.id, t.delta])).toEqual([
+    expect(taken.map((t) => [t.policy, t.draft.id, t.delta])).toEqual([
       [docs[0], 5, { evaluated: 4, wouldDeny: 1, wouldDenyNewly: 0, wouldAllowNewly: 0 }],
     ]);
     expect(docs[0]!.draft!.stats).toEqual(emptyDraftStats());

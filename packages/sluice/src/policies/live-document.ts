@@ -46,7 +46,7 @@ export function emptyDraftStats(): DraftStats {
 }
 
 /** A draft as it is read: its id (unique over every kind) and its document. */
-export interface DraftSource<D> {
+export interface DraftSource<D = unknown> {
   readonly id: number;
   readonly doc: D;
 }
@@ -219,8 +219,8 @@ export interface WithDraft {
 
 /** One draft's counts taken by {@link takeDraftStats}. */
 export interface TakenDraftStats<P extends WithDraft = WithDraft> {
-  /** The live document the draft belongs to. */
-  readonly owner: P;
+  /** The live document the draft belongs to: a policy, or another kind's (an Envoy domain). */
+  readonly policy: P;
   readonly draft: NonNullable<P["draft"]>;
   /** The counts taken (the draft's own were zeroed). */
   readonly delta: DraftStats;
@@ -237,7 +237,7 @@ export function takeDraftStats<P extends WithDraft>(live: Iterable<P>): TakenDra
     const draft = doc.draft as NonNullable<P["draft"]> | undefined;
     if (!draft || draft.stats.evaluated === 0) continue;
     const s = draft.stats;
-    taken.push({ owner: doc, draft, delta: { ...s } });
+    taken.push({ policy: doc, draft, delta: { ...s } });
     s.evaluated = s.wouldDeny = s.wouldDenyNewly = s.wouldAllowNewly = 0;
   }
   return taken;
