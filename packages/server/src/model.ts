@@ -141,12 +141,6 @@ export function policyWarnings(
   ];
 }
 
-/** The sluice input of a stored document (without grants), for `definePolicy`. */
-export function documentToInput(doc: PolicyDocument): PolicyInput {
-  const { apps: _apps, enabled: _enabled, ...input } = doc;
-  return input;
-}
-
 /** True when two documents say the same thing. */
 export function sameDocument(a: PolicyDocument, b: PolicyDocument): boolean {
   return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));

@@ -8,27 +8,32 @@
  */
 import { type Limiter, type Policy, type Store, createLimiter } from "sluice";
 import {
+  type LiveDocument,
   type LiveDraft as SharedLiveDraft,
+  type LiveKind,
   type LivePolicy as SharedLivePolicy,
-  livePolicy,
+  type PolicyDraftForm,
+  type PolicyForm,
+  buildLiveSet,
+  policyLiveKind,
   restoreDraftStats,
   takeDraftStats,
 } from "sluice/service";
 import type { Logger } from "pino";
 import type { PolicyDocument } from "./model.js";
 import type { AppKey, Repository, Snapshot } from "./repository.js";
+import type { DocumentKind, DocumentRecord, DraftRecord } from "./repository/documents.js";
+import { envoyDomainKind, policyKind } from "./repository/kinds.js";
 import { secretId, secretMatches } from "./secrets.js";
-import { loadEnvoyDomains } from "./envoy/live.js";
-import type { LiveEnvoyDomain } from "./envoy/rls.js";
+import type { EnvoyDomainDocument } from "./envoy/config.js";
+import { type EnvoyDomainForm, type LiveEnvoyDomain, envoyDomainLiveKind } from "./envoy/live.js";
 import { type DecisionSink, recordedLimiter } from "./traffic/recorded-limiter.js";
 
 /** The draft of a policy, running in shadow on its own keys (`sluice.draft.<id>`). */
 export type LiveDraft = SharedLiveDraft<PolicyDocument>;
 
-/** A policy as a node enforces it: sluice's live policy, plus the apps granted it. */
-export interface LivePolicy extends SharedLivePolicy<PolicyDocument> {
-  readonly apps: ReadonlySet<string>;
-}
+/** A policy as a node enforces it (with the apps granted it). */
+export type LivePolicy = SharedLivePolicy<PolicyDocument>;
 
 /** What one load read and rebuilt (for metrics, logs and tests that count it). */
 export interface RegistryLoad {
@@ -93,8 +98,26 @@ export class Registry {
   private loads = 0;
   private last: RegistryLoad | undefined;
   private readonly listeners = new Set<() => void>();
+  /** How a stored policy becomes live: its limiters on the node's store. */
+  private readonly policyLive: LiveKind<
+    PolicyDocument,
+    PolicyForm<PolicyDocument>,
+    PolicyDraftForm<PolicyDocument>
+  >;
+  /** How a stored Envoy domain becomes live (its limits' decisions counted in the traffic history). */
+  private readonly envoyLive: LiveKind<EnvoyDomainDocument, EnvoyDomainForm>;
 
-  constructor(private readonly options: RegistryOptions) {}
+  constructor(private readonly options: RegistryOptions) {
+    this.policyLive = policyLiveKind((policy) => this.limiter(policy));
+    const traffic = options.traffic;
+    this.envoyLive = envoyDomainLiveKind((policy, use) =>
+      // The enforced limits' decisions count in the traffic history, as `envoy:<domain>` (app
+      // names cannot hold a colon); a draft's do not.
+      traffic && !use.draft
+        ? recordedLimiter(this.limiter(policy), traffic, `envoy:${use.domain}`)
+        : this.limiter(policy),
+    );
+  }
 
   /** Loads the first snapshot (throws if it cannot) and starts polling. */
   async start(): Promise<void> {
@@ -251,83 +274,41 @@ export class Registry {
   /** Builds what `snap` holds and swaps it in, synchronously: no request sees half of it. */
   private apply(snap: Snapshot): void {
     // A row that cannot be read keeps what this node last loaded from it.
-    const corrupt = {
-      policies: new Set<string>(),
-      drafts: new Set<string>(),
-      apps: new Set<string>(),
-    };
+    const corruptApps = new Set<string>();
     for (const err of snap.corrupt) {
       this.options.logger.error({ err }, "stored record is corrupt; keeping its last good version");
-      const name = String(err.key.name);
-      if (err.table === "documents" && err.key.kind === "policy") corrupt.policies.add(name);
-      if (err.table === "document_drafts" && err.key.kind === "policy") corrupt.drafts.add(name);
-      if (err.table === "apps") corrupt.apps.add(name);
+      if (err.table === "apps") corruptApps.add(String(err.key.name));
     }
     const changed = snap.changed;
-    const built = { policies: 0, envoyDomains: 0 };
-
-    // Policies: every one (a whole snapshot), or those that changed (undefined: gone).
-    const policies = new Map<string, LivePolicy | undefined>();
-    if (changed) for (const name of changed.policies) policies.set(name, undefined);
-    const drafts = new Map(snap.drafts.map((d) => [d.name, d]));
-    for (const rec of snap.policies) {
-      const prev = this.policies.get(rec.doc.name);
-      try {
-        // A draft row that cannot be read keeps the draft this node last loaded.
-        const d =
-          drafts.get(rec.doc.name) ?? (corrupt.drafts.has(rec.doc.name) ? prev?.draft : undefined);
-        const live = livePolicy(rec.doc, rec.version, d, prev, (p) => this.limiter(p));
-        if (live.limiter !== prev?.limiter || live.draft !== prev.draft) built.policies++;
-        policies.set(rec.doc.name, { ...live, apps: new Set(rec.doc.apps) });
-      } catch (err) {
+    const policies = loadKind(this.policyLive, policyKind, this.policies, {
+      documents: snap.policies,
+      drafts: snap.drafts,
+      changed: changed?.policies,
+      corrupt: snap.corrupt,
+      onError: (err, policy) =>
         // Stored policies were validated on write; one that no longer validates keeps its last good form.
         this.options.logger.error(
-          { err, policy: rec.doc.name },
+          { err, policy },
           "stored policy is invalid; keeping its last good version",
-        );
-        if (prev) policies.set(rec.doc.name, prev);
-      }
-    }
-    for (const name of corrupt.policies) {
-      const prev = this.policies.get(name);
-      if (prev) policies.set(name, prev);
-    }
-
-    // Envoy domains: compiled again only when their version (or draft) changed.
-    let envoy = this.envoy;
-    if (!changed || changed.envoyDomains.size > 0) {
-      const traffic = this.options.traffic;
-      const loaded = loadEnvoyDomains(this.envoy, snap, {
-        // The enforced limits' decisions count in the traffic history, as `envoy:<domain>`
-        // (app names cannot hold a colon); a draft's do not.
-        limiter: (policy, use) =>
-          traffic && !use.draft
-            ? recordedLimiter(this.limiter(policy), traffic, `envoy:${use.domain}`)
-            : this.limiter(policy),
-        logger: this.options.logger,
-      });
-      for (const [name, live] of loaded) {
-        const before = this.envoy.get(name);
-        if (live.compiled !== before?.compiled || live.draft !== before.draft) built.envoyDomains++;
-      }
-      if (changed) {
-        envoy = new Map(this.envoy);
-        for (const name of changed.envoyDomains) envoy.delete(name);
-        for (const [name, live] of loaded) envoy.set(name, live);
-      } else envoy = loaded;
-    }
+        ),
+    });
+    const envoy = loadKind(this.envoyLive, envoyDomainKind, this.envoy, {
+      documents: snap.envoyDomains,
+      drafts: snap.envoyDrafts,
+      changed: changed?.envoyDomains,
+      corrupt: snap.corrupt,
+      onError: (err, domain) =>
+        this.options.logger.error(
+          { err, domain },
+          "stored Envoy domain cannot be compiled; keeping its last good version",
+        ),
+    });
+    const built = { policies: policies.built, envoyDomains: envoy.built };
 
     // Everything is built: swap it in (nothing below can fail half-way).
-    if (changed) {
-      for (const [name, live] of policies)
-        if (live) this.policies.set(name, live);
-        else this.policies.delete(name);
-    } else {
-      this.policies = new Map();
-      for (const [name, live] of policies) if (live) this.policies.set(name, live);
-    }
-    if (!changed || changed.apps.size > 0) this.swapApps(snap, corrupt.apps, changed?.apps);
-    this.envoy = envoy;
+    this.policies = swapIn(this.policies, policies.changes, changed === undefined);
+    this.envoy = swapIn(this.envoy, envoy.changes, changed === undefined);
+    if (!changed || changed.apps.size > 0) this.swapApps(snap, corruptApps, changed?.apps);
     const load: RegistryLoad = {
       revision: snap.revision,
       whole: changed === undefined,
@@ -339,7 +320,7 @@ export class Registry {
         envoyDrafts: snap.envoyDrafts.length,
       },
       built,
-      live: { policies: this.policies.size, envoyDomains: envoy.size },
+      live: { policies: this.policies.size, envoyDomains: this.envoy.size },
     };
     if (this.revision !== -1 && snap.revision !== this.revision) {
       this.options.logger.info(
@@ -397,4 +378,80 @@ export class Registry {
     const onError = this.options.onStoreError;
     return createLimiter({ store: this.options.store, policy, ...(onError ? { onError } : {}) });
   }
+}
+
+/** One kind's part of a load: its live documents by name (undefined: gone), and how many are new. */
+interface KindLoad<L> {
+  readonly changes: Map<string, L | undefined>;
+  /** Live documents built anew (a new version, or a new draft). */
+  readonly built: number;
+}
+
+/**
+ * Builds the live documents of one kind that a snapshot holds, from those the node runs
+ * (`current`): each document read, with its draft; in a snapshot of changes, each one it names
+ * but does not hold is gone. A record that cannot be read keeps what the node last loaded from
+ * it (a draft's, the document's draft; a document's, the document), and so does a document the
+ * kind cannot build (`onError` is told).
+ */
+function loadKind<D, F, DF>(
+  live: LiveKind<D, F, DF>,
+  stored: DocumentKind<D>,
+  current: ReadonlyMap<string, LiveDocument<F, DF>>,
+  read: {
+    readonly documents: readonly DocumentRecord<D>[];
+    readonly drafts: readonly DraftRecord<D>[];
+    /** The names a snapshot of changes covers (undefined: a whole snapshot). */
+    readonly changed: ReadonlySet<string> | undefined;
+    /** The records of the snapshot that could not be read (of every kind). */
+    readonly corrupt: Snapshot["corrupt"];
+    readonly onError: (err: unknown, name: string) => void;
+  },
+): KindLoad<LiveDocument<F, DF>> {
+  const corruptDocuments = new Set<string>();
+  const corruptDrafts = new Set<string>();
+  for (const err of read.corrupt) {
+    if (err.key.kind !== stored.kind) continue;
+    if (err.table === "documents") corruptDocuments.add(String(err.key.name));
+    if (err.table === "document_drafts") corruptDrafts.add(String(err.key.name));
+  }
+  const drafts = new Map(read.drafts.map((d) => [d.name, d]));
+  const loaded = buildLiveSet(
+    live,
+    read.documents.map((rec) => {
+      const name = stored.nameOf(rec.doc);
+      const draft = drafts.get(name) ?? (corruptDrafts.has(name) ? "keep" : undefined);
+      return { name, doc: rec.doc, version: rec.version, draft };
+    }),
+    current,
+    (err, source) => read.onError(err, source.name),
+  );
+  const changes = new Map<string, LiveDocument<F, DF> | undefined>();
+  for (const name of read.changed ?? []) changes.set(name, undefined);
+  let built = 0;
+  for (const [name, doc] of loaded) {
+    if (doc !== current.get(name)) built++;
+    changes.set(name, doc);
+  }
+  for (const name of corruptDocuments) {
+    const before = current.get(name);
+    if (before) changes.set(name, before);
+  }
+  return { changes, built };
+}
+
+/**
+ * Puts one kind's changes in force: in `current` itself for a snapshot of changes, else (a
+ * whole snapshot) as a new map of what it holds.
+ */
+function swapIn<L>(
+  current: Map<string, L>,
+  changes: ReadonlyMap<string, L | undefined>,
+  whole: boolean,
+): Map<string, L> {
+  const next = whole ? new Map<string, L>() : current;
+  for (const [name, live] of changes)
+    if (live) next.set(name, live);
+    else next.delete(name);
+  return next;
 }

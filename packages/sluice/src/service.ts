@@ -1,28 +1,46 @@
 /**
  * `sluice/service`: internal to `@sluice/server` — no part of sluice's public API, and no
  * promise of stability between versions. It holds what the sluice service and the library's
- * own `connectPolicies` share to enforce a managed policy the same way at every door (its
- * limiter, its `enabled` switch, its draft evaluated in shadow on keys of its own, the draft
- * counts), so that the service needs nothing of the library's root entry point beyond what
- * every user has. Applications use `connectPolicies` from `sluice` instead.
+ * own `connectPolicies` share to enforce a versioned document the same way at every door: the
+ * generic live document (its version's live form, its draft evaluated in shadow on keys of its
+ * own, the draft counts), which the service's Envoy domains instantiate too, and its policy
+ * kind (the limiter, the `enabled` switch), so that the service needs nothing of the library's
+ * root entry point beyond what every user has. Applications use `connectPolicies` from `sluice`
+ * instead.
  */
 export {
   DRAFT_POLICY_PREFIX,
+  buildLive,
+  buildLiveSet,
+  draftPolicyPrefix,
+  emptyDraftStats,
+  restoreDraftStats,
+  shadowDraft,
+  takeDraftStats,
+} from "./policies/live-document.js";
+export type {
+  DraftHooks,
+  DraftSource,
+  DraftStats,
+  LiveDocument,
+  LiveDocumentDraft,
+  LiveKind,
+  LiveSource,
+  TakenDraftStats,
+  WithDraft,
+} from "./policies/live-document.js";
+export {
   decideLive,
   disabledDecision,
-  emptyDraftStats,
   livePolicy,
+  policyLiveKind,
   policyInputOf,
-  restoreDraftStats,
-  takeDraftStats,
 } from "./policies/live.js";
 export type {
   DecideLiveHooks,
-  DraftSource,
-  DraftStats,
   LiveDraft,
   LivePolicy,
   ManagedPolicyDocument,
-  TakenDraftStats,
-  WithDraft,
+  PolicyDraftForm,
+  PolicyForm,
 } from "./policies/live.js";

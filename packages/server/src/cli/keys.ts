@@ -4,7 +4,6 @@
  */
 import type { Command } from "commander";
 import type { Limiter } from "sluice";
-import { documentToInput } from "../model.js";
 import type { Repository } from "../repository.js";
 import { DB_KEYS, addConfigOptions, configFrom, fail, withRepo } from "./options.js";
 
@@ -103,6 +102,7 @@ async function withLimiter(
     );
   }
   const { createLimiter, definePolicy, memoryStore } = await import("sluice");
+  const { policyInputOf } = await import("sluice/service");
   const [{ openCounters }, { createMetrics }] = await Promise.all([
     import("../counters.js"),
     import("../metrics.js"),
@@ -117,7 +117,7 @@ async function withLimiter(
       let storeError: unknown;
       const limiter = createLimiter({
         store: counters.store,
-        policy: definePolicy(documentToInput(rec.doc)),
+        policy: definePolicy(policyInputOf(rec.doc)),
         onError: (err) => (storeError ??= err),
       });
       await fn(limiter, repo);

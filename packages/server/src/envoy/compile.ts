@@ -128,6 +128,8 @@ export interface MatchNode {
 /** A domain, compiled. */
 export interface CompiledDomain {
   readonly domain: string;
+  /** The prefix of its limits' policy names (and of Envoy's overrides decided in it). */
+  readonly prefix: string;
   readonly root: MatchNode;
   /** Every limit of the tree, in the order written (depth first). */
   readonly limits: readonly CompiledLimit[];
@@ -231,7 +233,7 @@ export function compileDomain(doc: EnvoyDomainDocument, options: CompileOptions)
     limit: undefined,
     sharedValue: undefined,
   };
-  return { domain: doc.domain, root, limits };
+  return { domain: doc.domain, prefix: options.prefix, root, limits };
 }
 
 /**

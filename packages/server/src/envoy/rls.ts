@@ -38,6 +38,7 @@ import {
   PROBLEM_CONTENT_TYPE,
 } from "sluice/http";
 import type { ValidationIssue } from "sluice";
+import { type DraftHooks, shadowDraft } from "sluice/service";
 import {
   type CompiledDomain,
   type CompiledLimit,
@@ -50,6 +51,7 @@ import {
   matchDescriptor,
 } from "./compile.js";
 import { type EnvoyUnit, UNIT_CODES, UNIT_SECONDS } from "./config.js";
+import type { LiveEnvoyDomain, LiveEnvoyDraft } from "./live.js";
 import type { CounterChild } from "../metrics.js";
 
 /** `RateLimitResponse.Code`. */
@@ -110,29 +112,6 @@ export class RlsInputError extends Error {
     super(`Invalid rate limit request: ${issues.map((i) => `${i.path}: ${i.message}`).join("; ")}`);
     this.name = "RlsInputError";
   }
-}
-
-/** What each draft of a domain would have done, counted per request (see {@link LiveEnvoyDraft}). */
-export interface EnvoyDraftStats {
-  evaluated: number;
-  wouldDeny: number;
-  wouldDenyNewly: number;
-  wouldAllowNewly: number;
-}
-
-/** A domain's draft, evaluated in shadow beside the enforced configuration. */
-export interface LiveEnvoyDraft {
-  readonly id: number;
-  readonly compiled: CompiledDomain;
-  /** This node's counts not yet added to the shared totals. */
-  readonly stats: EnvoyDraftStats;
-}
-
-/** A domain as a node serves it. */
-export interface LiveEnvoyDomain {
-  readonly version: number;
-  readonly compiled: CompiledDomain;
-  readonly draft: LiveEnvoyDraft | undefined;
 }
 
 /**
@@ -260,7 +239,7 @@ export class RateLimitService {
   private readonly overrides = new Map<string, CompiledLimit>();
   private readonly facts = new WeakMap<CompiledLimit, LimitFacts>();
   private readonly requestCounters = new WeakMap<CompiledDomain, RequestCounters>();
-  private readonly draftCounters = new WeakMap<CompiledDomain, RequestCounters>();
+  private readonly draftHooks = new WeakMap<CompiledDomain, DraftHooks>();
   private unknownCounters: RequestCounters | undefined;
 
   constructor(private readonly options: RateLimitServiceOptions) {}
@@ -288,45 +267,31 @@ export class RateLimitService {
     }
     const draft = live?.draft;
     if (draft) return this.withDraft(live, draft, req, counters);
-    const r = this.evaluate(live?.compiled, req, ENVOY_POLICY_PREFIX, true);
-    if (r instanceof Promise)
-      return r.then((res) => {
-        (res.overallCode === CODE.OVER_LIMIT ? counters.overLimit : counters.ok)?.inc();
-        return res;
-      });
-    (r.overallCode === CODE.OVER_LIMIT ? counters.overLimit : counters.ok)?.inc();
-    return r;
+    const r = this.evaluate(live?.compiled, req, true);
+    if (r instanceof Promise) return r.then((res) => countRequest(counters, res));
+    return countRequest(counters, r);
   }
 
   /** The enforced domain and its draft, side by side (the draft's answer is only counted). */
-  private async withDraft(
+  private withDraft(
     live: LiveEnvoyDomain,
     draft: LiveEnvoyDraft,
     req: RlsRequest,
     counters: RequestCounters,
   ): Promise<RlsResponse> {
-    const [response, draftResponse] = await Promise.all([
-      this.evaluate(live.compiled, req, ENVOY_POLICY_PREFIX, true),
-      (async () =>
-        this.evaluate(draft.compiled, req, `sluice.draft.envoy.${draft.id}.`, false))().catch(
-        (err: unknown) => {
-          this.options.onDraftError?.(err, req.domain);
-          return undefined;
-        },
-      ),
-    ]);
-    const liveDenies = response.overallCode === CODE.OVER_LIMIT;
-    (liveDenies ? counters.overLimit : counters.ok)?.inc();
-    if (draftResponse) {
-      const draftDenies = draftResponse.overallCode === CODE.OVER_LIMIT;
-      draft.stats.evaluated++;
-      if (draftDenies) draft.stats.wouldDeny++;
-      if (draftDenies && !liveDenies) draft.stats.wouldDenyNewly++;
-      if (!draftDenies && liveDenies) draft.stats.wouldAllowNewly++;
-      const d = this.draftCountersOf(live.compiled);
-      (draftDenies ? d.overLimit : d.ok)?.inc();
+    let enforced: RlsResponse | Promise<RlsResponse>;
+    try {
+      enforced = this.evaluate(live.compiled, req, true);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    return response;
+    return shadowDraft(
+      draft.stats,
+      enforced,
+      () => this.evaluate(draft.compiled, req, false),
+      allows,
+      this.draftHooksOf(live.compiled),
+    ).then((res) => countRequest(counters, res));
   }
 
   /** The request counters of a domain (of unknown domains when undefined), labelled once. */
@@ -346,18 +311,20 @@ export class RateLimitService {
     return c;
   }
 
-  private draftCountersOf(domain: CompiledDomain): RequestCounters {
-    let c = this.draftCounters.get(domain);
-    if (c === undefined) {
+  /** What a domain's draft tells: its verdicts to the draft metric, its failures to the service. */
+  private draftHooksOf(domain: CompiledDomain): DraftHooks {
+    let h = this.draftHooks.get(domain);
+    if (h === undefined) {
       const metrics = this.options.metrics;
-      c = {
-        ok: metrics?.draft(domain.domain, "ok"),
-        overLimit: metrics?.draft(domain.domain, "over_limit"),
-        invalid: undefined,
+      const ok = metrics?.draft(domain.domain, "ok");
+      const overLimit = metrics?.draft(domain.domain, "over_limit");
+      h = {
+        onDraft: (allowed) => (allowed ? ok : overLimit)?.inc(),
+        onDraftError: (err) => this.options.onDraftError?.(err, domain.domain),
       };
-      this.draftCounters.set(domain, c);
+      this.draftHooks.set(domain, h);
     }
-    return c;
+    return h;
   }
 
   /** The facts of a limit, made on its first decision. */
@@ -407,9 +374,10 @@ export class RateLimitService {
   private evaluate(
     domain: CompiledDomain | undefined,
     req: RlsRequest,
-    prefix: string,
     record: boolean,
   ): RlsResponse | Promise<RlsResponse> {
+    // Envoy's overrides count under the domain's prefix: a draft's own, else the enforced one's.
+    const prefix = domain?.prefix ?? ENVOY_POLICY_PREFIX;
     const descriptors = req.descriptors;
     const n = descriptors.length;
     const found: Array<Found | undefined> = new Array<Found | undefined>(n);
@@ -748,6 +716,17 @@ function answerable(req: RlsRequest): boolean {
   for (const d of req.descriptors)
     if (d.limit && OVERRIDE_UNITS[d.limit.unit] === undefined) return false;
   return true;
+}
+
+/** Whether a response allows the request (what a draft's counts compare). */
+function allows(res: RlsResponse): boolean {
+  return res.overallCode !== CODE.OVER_LIMIT;
+}
+
+/** Counts a request's response in its domain's request metric. */
+function countRequest(counters: RequestCounters, res: RlsResponse): RlsResponse {
+  (allows(res) ? counters.ok : counters.overLimit)?.inc();
+  return res;
 }
 
 function outcomeLabel(o: Outcome): string {

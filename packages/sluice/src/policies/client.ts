@@ -13,19 +13,25 @@ import type { z } from "zod";
 import type { Decision } from "../decision.js";
 import { SluiceError, ValidationError } from "../errors.js";
 import { type LimitOptions, type Limiter, createLimiter } from "../limiter.js";
-import type { Policy } from "../policy.js";
 import type { Store } from "../store.js";
 import { VERSION } from "../version.js";
 import { importBuiltin, randomHex } from "../platform.js";
 import {
-  type DecideLiveHooks,
-  type ManagedPolicyDocument,
+  type DraftHooks,
+  type LiveKind,
   type TakenDraftStats,
-  livePolicy,
+  buildLiveSet,
   restoreDraftStats,
   takeDraftStats,
+} from "./live-document.js";
+import {
+  type LivePolicy,
+  type ManagedPolicyDocument,
+  type PolicyDraftForm,
+  type PolicyForm,
+  policyLiveKind,
 } from "./live.js";
-import { type Live, type LimiterOwner, ManagedLimiter } from "./managed-limiter.js";
+import { type LimiterOwner, ManagedLimiter } from "./managed-limiter.js";
 import { type Resolved, resolveOptions } from "./options.js";
 import { ServiceHttp } from "./service-http.js";
 import type {
@@ -74,7 +80,7 @@ async function defaultHost(): Promise<string> {
 
 class Client implements PolicyClient, LimiterOwner {
   /** The set in force: replaced whole, never changed in place. */
-  live = new Map<string, Live>();
+  live = new Map<string, LivePolicy>();
   private readonly handles = new Map<string, ManagedLimiter>();
   private revision = -1;
   private etag: string | undefined;
@@ -89,7 +95,8 @@ class Client implements PolicyClient, LimiterOwner {
   private reportTimer: unknown;
   private reporting: Promise<void> | undefined;
   private saving: Promise<void> = Promise.resolve();
-  private readonly limiterFor: (policy: Policy) => Limiter;
+  /** How a served document becomes a live policy, on this client's store. */
+  private readonly kind: LiveKind<ManagedPolicyDocument, PolicyForm, PolicyDraftForm>;
   readonly store: Store;
   private readonly http: ServiceHttp;
 
@@ -100,8 +107,9 @@ class Client implements PolicyClient, LimiterOwner {
     this.store = o.store;
     this.http = new ServiceHttp(o);
     const onError = o.onStoreError;
-    this.limiterFor = (policy) =>
-      createLimiter({ store: o.store, policy, ...(onError ? { onError } : {}) });
+    this.kind = policyLiveKind((policy) =>
+      createLimiter({ store: o.store, policy, ...(onError ? { onError } : {}) }),
+    );
   }
 
   // ---------------------------------------------------------------- start and stop
@@ -194,7 +202,7 @@ class Client implements PolicyClient, LimiterOwner {
   }
 
   /** The hooks of {@link decideLive}: a failed draft evaluation is reported, never thrown. */
-  readonly hooks: DecideLiveHooks = {
+  readonly hooks: DraftHooks = {
     onDraftError: (err) =>
       this.tell(sourceErrorFrom("a draft could not be evaluated (its counts skip it)", err)),
   };
@@ -239,29 +247,27 @@ class Client implements PolicyClient, LimiterOwner {
   /** Puts a set in force, whole. A document that does not validate keeps its last good version. */
   private apply(set: PolicySet, etag: string | undefined, source: "service" | "cache"): void {
     const prev = this.live;
-    const next = new Map<string, Live>();
-    const changed: string[] = [];
-    for (const p of set.policies) {
-      const doc = p.document as unknown as ManagedPolicyDocument;
-      const before = prev.get(doc.name);
-      try {
+    const next = buildLiveSet(
+      this.kind,
+      set.policies.map((p) => {
+        const doc = p.document as unknown as ManagedPolicyDocument;
         const draft = p.draft
           ? { id: p.draft.id, doc: p.draft.document as unknown as ManagedPolicyDocument }
           : undefined;
-        const live = livePolicy(doc, p.version, draft, before, this.limiterFor);
-        if (live !== before && (live.version !== before?.version || live.draft !== before.draft))
-          changed.push(doc.name);
-        next.set(doc.name, live);
-      } catch (err) {
+        return { name: doc.name, doc, version: p.version, draft };
+      }),
+      prev,
+      (err, { name, version }, kept) =>
         this.tell(
           sourceErrorFrom(
-            `policy "${doc.name}" (version ${p.version}) from the service does not validate; ${before ? `keeping version ${before.version}` : "it is left out"}`,
+            `policy "${name}" (version ${version}) from the service does not validate; ${kept ? `keeping version ${kept.version}` : "it is left out"}`,
             err,
           ),
-        );
-        if (before) next.set(doc.name, before);
-      }
-    }
+        ),
+    );
+    // A policy kept as it was (the same version and draft, or one that did not validate) is
+    // the same object.
+    const changed = [...next].filter(([name, live]) => live !== prev.get(name)).map(([n]) => n);
     const removed = [...prev.keys()].filter((n) => !next.has(n));
     this.live = next;
     this.etag = etag;
@@ -426,7 +432,7 @@ class Client implements PolicyClient, LimiterOwner {
 
   /** Sends the counts gathered since the last report; on failure they are kept for the next. */
   private async sendReport(): Promise<void> {
-    const drafts: TakenDraftStats[] = takeDraftStats(this.live.values());
+    const drafts: TakenDraftStats<LivePolicy>[] = takeDraftStats(this.live.values());
     const decisions: { handle: ManagedLimiter; counts: Map<string, number> }[] = [];
     for (const handle of this.handles.values()) {
       if (handle.counts.size === 0) continue;

@@ -16,25 +16,17 @@ import {
 } from "../limiter.js";
 import { type Policy, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
-import {
-  type DecideLiveHooks,
-  type LivePolicy,
-  type ManagedPolicyDocument,
-  decideLive,
-  disabledDecision,
-} from "./live.js";
-
-/** A policy as the client enforces it. */
-export type Live = LivePolicy<ManagedPolicyDocument>;
+import type { DraftHooks } from "./live-document.js";
+import { type LivePolicy, decideLive, disabledDecision } from "./live.js";
 
 /** What a managed limiter asks of the client that made it. */
 export interface LimiterOwner {
   /** The set in force (replaced whole, never changed in place). */
-  readonly live: ReadonlyMap<string, Live>;
+  readonly live: ReadonlyMap<string, LivePolicy>;
   /** The store every version decides on. */
   readonly store: Store;
   /** Told when a draft could not be evaluated. */
-  readonly hooks: DecideLiveHooks;
+  readonly hooks: DraftHooks;
   /** The error for a policy that is not granted (never a silent allow). */
   notFound(name: string): SluiceError;
 }
@@ -44,17 +36,17 @@ export class ManagedLimiter implements Limiter {
   /** Decisions since the last report, by `outcome|reason`. */
   counts = new Map<string, number>();
   /** The last version seen (its policy answers `policy` after a revocation). */
-  private last: Live;
+  private last: LivePolicy;
 
   constructor(
     private readonly client: LimiterOwner,
     readonly name: string,
-    first: Live,
+    first: LivePolicy,
   ) {
     this.last = first;
   }
 
-  private current(): Live {
+  private current(): LivePolicy {
     const live = this.client.live.get(this.name);
     if (!live) throw this.client.notFound(this.name);
     this.last = live;
@@ -86,7 +78,7 @@ export class ManagedLimiter implements Limiter {
   }
 
   limit(key: string, options?: LimitOptions): Promise<Decision> {
-    let live: Live;
+    let live: LivePolicy;
     let cost: number;
     try {
       live = this.current();
