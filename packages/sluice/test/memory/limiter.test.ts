@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  ALGORITHMS,
   type PolicyInput,
   type Store,
   StoreError,
@@ -27,14 +28,7 @@ function brokenStore(instances?: number): Store {
 
 describe("limiter", () => {
   it("is exact under a Promise.all burst", async () => {
-    for (const algorithm of [
-      "gcra",
-      "token-bucket",
-      "fixed-window",
-      "sliding-window",
-      "sliding-log",
-      "concurrency",
-    ] as const) {
+    for (const algorithm of ALGORITHMS) {
       const limiter = createLimiter({
         policy: { name: "burst", algorithm, rules: [{ limit: 5, period: "1m" }] },
       });
