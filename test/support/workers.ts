@@ -36,6 +36,25 @@ export function untilReady(
       child.off("message", ready);
       resolve();
     });
-    child.once("exit", (code) => reject(new Error(`worker exited (${String(code)})`)));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited (${String(code)})`));
+    });
   });
+}
+
+/**
+ * {@link untilReady} for each of `children`; if one of them fails to start, kills them all
+ * (SIGKILL) before rejecting, so that none is left behind.
+ */
+export async function allReady(
+  children: readonly ChildProcess[],
+  isReady?: (message: unknown) => boolean,
+): Promise<void> {
+  try {
+    await Promise.all(children.map((c) => untilReady(c, isReady)));
+  } catch (err) {
+    for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+    throw err;
+  }
 }

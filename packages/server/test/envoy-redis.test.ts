@@ -17,7 +17,7 @@ import { Repository } from "../src/repository.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisCluster, startCluster } from "../../../test/support/redis-cluster.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { forkWorker, untilReady } from "../../../test/support/workers.js";
+import { allReady, forkWorker } from "../../../test/support/workers.js";
 import { type TestRequest, rlsClient } from "./envoy-client.js";
 import { ROOT, type TestService, call, startService } from "./helpers.js";
 
@@ -40,7 +40,7 @@ descriptors:
 /** Four client processes. */
 async function startWorkers(n: number): Promise<ChildProcess[]> {
   const children = Array.from({ length: n }, () => forkWorker(WORKER));
-  await Promise.all(children.map((c) => untilReady(c)));
+  await allReady(children);
   return children;
 }
 

@@ -1,7 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { PolicyInput } from "../../src/index.js";
-import { forkWorker, untilReady } from "../../../../test/support/workers.js";
+import { allReady, forkWorker } from "../../../../test/support/workers.js";
 
 const WORKER = fileURLToPath(new URL("./worker.ts", import.meta.url));
 
@@ -31,9 +31,7 @@ export interface Workers {
 /** Forks `envs.length` workers (one per env) and waits until each has connected to Redis. */
 export async function startWorkers(envs: Array<Record<string, string>>): Promise<Workers> {
   const children: ChildProcess[] = envs.map((env) => forkWorker(WORKER, [], env));
-  await Promise.all(
-    children.map((c) => untilReady(c, (m) => typeof m === "object" && m !== null && "ready" in m)),
-  );
+  await allReady(children, (m) => typeof m === "object" && m !== null && "ready" in m);
   let seq = 0;
   return {
     async fire(policy, key, perWorker, client) {
