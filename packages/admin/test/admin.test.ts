@@ -13,7 +13,7 @@
  * (scripts/install-test-deps.sh installs it). The pictures of docs/admin.md come from
  * `npm run screenshots` (scripts/screenshots.mjs), not from here.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
@@ -27,6 +27,7 @@ import {
   type Chromium,
   type Credentials,
   type Served,
+  closeSuite,
   launchChromium,
   requireFiles,
   signIn as signInAt,
@@ -110,11 +111,7 @@ beforeAll(async () => {
   });
 }, 60_000);
 
-afterAll(async () => {
-  await chromium?.browser.close();
-  await server?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+afterAll(() => closeSuite({ chromium, server, dataDir }));
 
 describe("the console in Chromium", () => {
   it("serves the page at /admin/ with content types, and refuses traversal", async () => {

@@ -5,7 +5,7 @@
  * keys of real gRPC decisions, peek and reset a descriptor's counter, save a draft and see its
  * diff, compare versions, and a viewer's read-only view.
  */
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
@@ -20,6 +20,7 @@ import {
   type Credentials,
   type Served,
   answers,
+  closeSuite,
   createUser,
   launchChromium,
   requireFiles,
@@ -82,11 +83,7 @@ beforeAll(async () => {
   page = await chromium.newPage(1280, 900);
 }, 60_000);
 
-afterAll(async () => {
-  await chromium?.browser.close();
-  await server?.stop();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+afterAll(() => closeSuite({ chromium, server, dataDir }));
 
 describe("the Envoy page in Chromium", () => {
   it("imports a reference file and shows the domain's descriptor tree", async () => {

@@ -5,7 +5,7 @@
  * meet, and a sign-in as the console's users make it.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, type Page, chromium } from "playwright-core";
 import { repoRoot } from "../../../test/support/markdown.js";
@@ -206,4 +206,18 @@ export async function signIn(p: Page, base: string, user: Credentials): Promise<
   await p.fill("#login-form input[name=password]", user.password);
   await p.click("#sign-in");
   await p.waitForSelector("#whoami");
+}
+
+/**
+ * The end of a console suite: closes its browser, stops its service and removes its data
+ * directory — each one that its start got to make.
+ */
+export async function closeSuite(made: {
+  chromium: Chromium | undefined;
+  server: Served | undefined;
+  dataDir: string | undefined;
+}): Promise<void> {
+  await made.chromium?.browser.close();
+  await made.server?.stop();
+  if (made.dataDir) rmSync(made.dataDir, { recursive: true, force: true });
 }
