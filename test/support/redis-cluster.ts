@@ -124,6 +124,21 @@ export async function ownerOfSlot(
   return owner;
 }
 
+/** `MIGRATE` of `keys` from the node on `fromPort` to the one on `toPort` (a 5 s timeout). */
+export async function migrateKeys(fromPort: number, toPort: number, keys: string[]): Promise<void> {
+  await redisCli(
+    fromPort,
+    "migrate",
+    "127.0.0.1",
+    String(toPort),
+    "",
+    "0",
+    "5000",
+    "keys",
+    ...keys,
+  );
+}
+
 /**
  * Moves one slot to another master the way `redis-cli --cluster reshard` does: IMPORTING on
  * the target, MIGRATING on the source, MIGRATE of its keys in batches, then SETSLOT NODE on
@@ -148,17 +163,7 @@ export async function migrateSlot(
       .filter((k) => k !== "");
     if (keys.length === 0) break;
     beforeMigrate?.();
-    await redisCli(
-      from.port,
-      "migrate",
-      "127.0.0.1",
-      String(to.port),
-      "",
-      "0",
-      "5000",
-      "keys",
-      ...keys,
-    );
+    await migrateKeys(from.port, to.port, keys);
   }
   await redisCli(to.port, "cluster", "setslot", String(slot), "node", to.id);
   await redisCli(from.port, "cluster", "setslot", String(slot), "node", to.id);

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis, type RedisOptions } from "ioredis";
 import { freePort, waitFor } from "./ports.js";
 import { type RedisServer, redisServerBin, startRedis } from "./redis.js";
 import { redisCli } from "./redis-cluster.js";
@@ -23,6 +24,12 @@ export interface RedisSentinel {
   failover(): Promise<number>;
   /** Resolves once the replica has every write of the master (their offsets are equal). */
   synced(): Promise<void>;
+  /**
+   * A new ioredis client of the master through the sentinels: what docs/redis.md recommends
+   * for failovers (`failoverDetector`, reconnect on READONLY), retries every 50 ms, and
+   * `options` over them. Its `error` events are ignored. Disconnect it when done.
+   */
+  ioredis(options?: RedisOptions): Redis;
   /** Stop everything and delete the directories. */
   stop(): Promise<void>;
 }
@@ -129,6 +136,20 @@ export async function startSentinel(name = "sluice"): Promise<RedisSentinel> {
         30_000,
         20,
       );
+    },
+    ioredis(options = {}) {
+      const client = new Redis({
+        sentinels: sentinels.map((s) => ({ host: "127.0.0.1", port: s.port })),
+        name,
+        failoverDetector: true,
+        retryStrategy: () => 50,
+        sentinelRetryStrategy: () => 50,
+        // A demoted master answers writes with READONLY: reconnect (through the sentinels).
+        reconnectOnError: (err) => err.message.startsWith("READONLY"),
+        ...options,
+      });
+      client.on("error", () => {});
+      return client;
     },
     stop: stopAll,
   };

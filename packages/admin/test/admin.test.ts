@@ -13,25 +13,30 @@
  * (scripts/install-test-deps.sh installs it). The pictures of docs/admin.md come from
  * `npm run screenshots` (scripts/screenshots.mjs), not from here.
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { type Browser, type Page, chromium } from "playwright-core";
+import type { Page } from "playwright-core";
 import { connectPolicies, memoryStore } from "sluice";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { flatLoad } from "../../../test/support/flat-load.js";
-import { freePort } from "../../../test/support/ports.js";
+import {
+  ADMIN_DIST,
+  CHROMIUM,
+  CLI,
+  type Chromium,
+  type Credentials,
+  type Served,
+  closeSuite,
+  launchChromium,
+  requireFiles,
+  signIn as signInAt,
+  startServe,
+} from "./helpers.js";
 
 // What the page shows comes from a real service that hashes passwords at full cost (scrypt
 // N=2^17) and writes its counts every second: a poll waits up to 10 s, not vitest's 1 s.
 vi.setConfig({ expect: { poll: { timeout: 10_000, interval: 50 } } });
-
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-const CLI = join(ROOT, "packages/server/dist/cli.js");
-const ADMIN_DIST = join(ROOT, "packages/admin/dist/index.html");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 
 const ADMIN = { username: "root", password: "root-password-1" };
 const VIEWER = { username: "vera", password: "vera-password-1" };
@@ -41,9 +46,8 @@ const POLICY = "api.search";
 let dataDir: string;
 let base: string;
 let setupLink = "";
-let server: ChildProcess | undefined;
-let serverLog = "";
-let browser: Browser | undefined;
+let server: Served | undefined;
+let chromium: Chromium | undefined;
 let page: Page;
 let apiKey = "";
 const pageErrors: string[] = [];
@@ -51,25 +55,10 @@ const pageErrors: string[] = [];
 const notFound: string[] = [];
 
 /** Calls the service directly (setup and checks that the API refuses what the page hides). */
-async function api(
-  method: string,
-  path: string,
-  options: { token?: string; body?: unknown } = {},
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests reach into bodies freely
-): Promise<{ status: number; body: any }> {
-  const res = await fetch(base + path, {
-    method,
-    headers: {
-      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-      ...(options.body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
+const api = (method: string, path: string, options?: { token?: string; body?: unknown }) =>
+  server!.api(method, path, options);
 
-async function login(u: { username: string; password: string }): Promise<string> {
+async function login(u: Credentials): Promise<string> {
   const r = await api("POST", "/v1/admin/login", { body: u });
   expect(r.status).toBe(200);
   return r.body.token as string;
@@ -90,74 +79,29 @@ async function decide(key: string, policy: string, id: string): Promise<{ allowe
 }
 
 /** A page of its own (a role) that records errors and 404s like the main one. */
-async function newPage(width = 1280, height = 860): Promise<Page> {
-  const context = await browser!.newContext({ viewport: { width, height } });
-  const p = await context.newPage();
-  p.setDefaultTimeout(10_000);
-  p.on("pageerror", (e) => pageErrors.push(String(e)));
-  p.on("response", (r) => {
-    if (r.status() === 404) notFound.push(r.url());
-  });
-  return p;
-}
+const newPage = (width?: number, height?: number) => chromium!.newPage(width, height);
 
-async function signIn(p: Page, u: { username: string; password: string }): Promise<void> {
-  await p.goto(`${base}/admin/`);
-  await p.fill("#login-form input[name=username]", u.username);
-  await p.fill("#login-form input[name=password]", u.password);
-  await p.click("#sign-in");
-  await p.waitForSelector("#whoami");
-}
+const signIn = (p: Page, u: Credentials) => signInAt(p, base, u);
 
 beforeAll(async () => {
-  for (const [file, what] of [
+  requireFiles([
     [CLI, "the service (npm run build)"],
     [ADMIN_DIST, "the admin page (npm run build)"],
     [CHROMIUM, "chromium (scripts/install-test-deps.sh)"],
-  ] as const) {
-    if (!existsSync(file)) throw new Error(`missing ${file}: needs ${what}`);
-  }
+  ]);
   dataDir = mkdtempSync(join(tmpdir(), "sluice-admin-data-"));
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
   // No admin yet: the first run, as a new user meets it.
-  server = spawn(
-    process.execPath,
-    [
-      CLI,
-      "serve",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--data-dir",
-      dataDir,
-      "--log-level",
-      "warn",
-      "--poll-interval-ms",
-      "100",
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  server.stdout?.on("data", (d: Buffer) => (serverLog += d.toString()));
-  server.stderr?.on("data", (d: Buffer) => (serverLog += d.toString()));
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    if (server.exitCode !== null)
-      throw new Error(`sluice serve exited (${server.exitCode}):\n${serverLog}`);
-    const m = /(http:\/\/\S+\/admin\/#\/setup\?token=su_[A-Za-z0-9_-]+)/.exec(serverLog);
-    if (m) {
-      setupLink = m[1]!;
-      break;
-    }
-    if (Date.now() > deadline) throw new Error(`sluice serve did not start in 20 s:\n${serverLog}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  server = await startServe({
+    args: ["--data-dir", dataDir, "--log-level", "warn", "--poll-interval-ms", "100"],
+    ready: (s) => {
+      const m = /(http:\/\/\S+\/admin\/#\/setup\?token=su_[A-Za-z0-9_-]+)/.exec(s.log());
+      if (m) setupLink = m[1]!;
+      return m !== null;
+    },
   });
+  base = server.base;
+
+  chromium = await launchChromium({ pageErrors, notFound });
   page = await newPage();
   page.on("console", (m) => {
     // The browser logs every 4xx the page provokes on purpose (validation, refusals).
@@ -167,16 +111,7 @@ beforeAll(async () => {
   });
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server?.once("exit", r));
-    server.kill("SIGTERM");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-    if (server.exitCode === null) server.kill("SIGKILL");
-  }
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+afterAll(() => closeSuite({ chromium, server, dataDir }));
 
 describe("the console in Chromium", () => {
   it("serves the page at /admin/ with content types, and refuses traversal", async () => {

@@ -5,22 +5,28 @@
  * keys of real gRPC decisions, peek and reset a descriptor's counter, save a draft and see its
  * diff, compare versions, and a viewer's read-only view.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
-import { type Browser, type Page, chromium } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../test/support/ports.js";
 import { rlsClient } from "../../server/test/envoy-client.js";
-
-const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-const CLI = join(ROOT, "packages/server/dist/cli.js");
-const ADMIN_DIST = join(ROOT, "packages/admin/dist/index.html");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const run = promisify(execFile);
+import {
+  ADMIN_DIST,
+  CHROMIUM,
+  CLI,
+  type Chromium,
+  type Credentials,
+  type Served,
+  answers,
+  closeSuite,
+  createUser,
+  launchChromium,
+  requireFiles,
+  signIn as signInAt,
+  startServe,
+} from "./helpers.js";
 
 const ADMIN = { username: "root", password: "root-password-1" };
 const VIEWER = { username: "vera", password: "vera-password-1" };
@@ -43,26 +49,21 @@ let dataDir: string;
 let shots: string;
 let base: string;
 let grpcPort: number;
-let server: ChildProcess | undefined;
-let serverLog = "";
-let browser: Browser | undefined;
+let server: Served | undefined;
+let chromium: Chromium | undefined;
 let page: Page;
 const pageErrors: string[] = [];
 /** Every request the browser saw answered 404 (the page should provoke none). */
 const notFound: string[] = [];
 
-async function signIn(p: Page, u: { username: string; password: string }): Promise<void> {
-  await p.goto(`${base}/admin`);
-  await p.fill("#login-form input[name=username]", u.username);
-  await p.fill("#login-form input[name=password]", u.password);
-  await p.click("#sign-in");
-  await p.waitForSelector("#whoami");
-}
+const signIn = (p: Page, u: Credentials) => signInAt(p, base, u);
 
 beforeAll(async () => {
-  for (const file of [CLI, ADMIN_DIST, CHROMIUM])
-    if (!existsSync(file))
-      throw new Error(`missing ${file} (npm run build; scripts/install-test-deps.sh)`);
+  requireFiles(
+    [CLI, ADMIN_DIST, CHROMIUM].map(
+      (file) => [file, "npm run build; scripts/install-test-deps.sh"] as const,
+    ),
+  );
   dataDir = mkdtempSync(join(tmpdir(), "sluice-admin-envoy-"));
   shots =
     process.env.SLUICE_ADMIN_SCREENSHOTS ?? mkdtempSync(join(tmpdir(), "sluice-admin-shots-"));
@@ -71,73 +72,18 @@ beforeAll(async () => {
     [ADMIN, "admin"],
     [VIEWER, "viewer"],
   ] as const)
-    await run(process.execPath, [
-      CLI,
-      "admin",
-      "create-user",
-      "--data-dir",
-      dataDir,
-      "--username",
-      u.username,
-      "--password",
-      u.password,
-      "--role",
-      role,
-    ]);
-  const port = await freePort();
+    await createUser(dataDir, u, role);
   grpcPort = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  server = spawn(
-    process.execPath,
-    [
-      CLI,
-      "serve",
-      "--port",
-      String(port),
-      "--grpc-port",
-      String(grpcPort),
-      "--data-dir",
-      dataDir,
-      "--log-level",
-      "warn",
-    ],
-    { stdio: ["ignore", "pipe", "pipe"] },
-  );
-  server.stdout?.on("data", (d: Buffer) => (serverLog += d.toString()));
-  server.stderr?.on("data", (d: Buffer) => (serverLog += d.toString()));
-  const deadline = Date.now() + 20_000;
-  while (
-    !(await fetch(`${base}/healthz`).then(
-      (r) => r.ok,
-      () => false,
-    ))
-  ) {
-    if (server.exitCode !== null) throw new Error(`sluice serve exited:\n${serverLog}`);
-    if (Date.now() > deadline) throw new Error(`sluice serve did not start:\n${serverLog}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+  server = await startServe({
+    args: ["--grpc-port", String(grpcPort), "--data-dir", dataDir, "--log-level", "warn"],
+    ready: answers("/healthz"),
   });
-  page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-  page.setDefaultTimeout(10_000);
-  page.on("pageerror", (e) => pageErrors.push(String(e)));
-  page.on("response", (r) => {
-    if (r.status() === 404) notFound.push(r.url());
-  });
+  base = server.base;
+  chromium = await launchChromium({ pageErrors, notFound });
+  page = await chromium.newPage(1280, 900);
 }, 60_000);
 
-afterAll(async () => {
-  await browser?.close();
-  if (server && server.exitCode === null) {
-    const exited = new Promise((r) => server?.once("exit", r));
-    server.kill("SIGTERM");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-    if (server.exitCode === null) server.kill("SIGKILL");
-  }
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-});
+afterAll(() => closeSuite({ chromium, server, dataDir }));
 
 describe("the Envoy page in Chromium", () => {
   it("imports a reference file and shows the domain's descriptor tree", async () => {

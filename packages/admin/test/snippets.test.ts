@@ -14,7 +14,7 @@
  * token, password), and the test asserts what the app (or the shell) answers in each case. The
  * browser test (admin.test.ts) shows them on the page.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
@@ -34,6 +34,7 @@ import {
   expressSnippet,
   expressViaServiceSnippet,
 } from "../src/snippets.js";
+import { CLI, type Served, answers, callApi, createUser, startServe } from "./helpers.js";
 
 const doc: PolicyDoc = {
   name: "api.search",
@@ -92,14 +93,12 @@ describe("the console's Express snippets", () => {
   });
 });
 
-const CLI = join(ROOT, "packages/server/dist/cli.js");
 const ADMIN = { username: "root", password: "root-password-1" };
 /** A key as a user mistypes it: the right shape, not a key the service issued. */
 const BAD_KEY = "sk_0123456789abcdef_mistyped";
 
 let redis: RedisServer | undefined;
-let server: ChildProcess | undefined;
-let serverLog = "";
+let server: Served | undefined;
 let dataDir = "";
 let appsDir = "";
 let base = "";
@@ -107,35 +106,8 @@ let token = "";
 let webKey = "";
 
 /** Calls the service (setup and the service's side of a shared limit). */
-async function api(
-  method: string,
-  path: string,
-  options: { token?: string; body?: unknown } = {},
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests reach into bodies freely
-): Promise<{ status: number; body: any }> {
-  const res = await fetch(base + path, {
-    method,
-    headers: {
-      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
-      ...(options.body !== undefined ? { "content-type": "application/json" } : {}),
-    },
-    ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-/** Runs the built `sluice` CLI to its end. */
-function cli(args: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, [CLI, ...args], (err, stdout, stderr) =>
-      resolve({
-        code: err ? (typeof err.code === "number" ? err.code : 1) : 0,
-        output: stdout + stderr,
-      }),
-    );
-  });
-}
+const api = (method: string, path: string, options?: { token?: string; body?: unknown }) =>
+  callApi(base, method, path, options);
 
 /** Runs a shell snippet in bash with `env`; its stdout and stderr apart. */
 function bash(
@@ -254,38 +226,15 @@ describe("every console snippet, run against sluice serve with a good and a bad 
     redis = await startRedis();
     dataDir = mkdtempSync(join(tmpdir(), "sluice-snippets-data-"));
     appsDir = mkdtempSync(join(ROOT, "node_modules", ".sluice-snippets-run-"));
-    const port = await freePort();
-    base = `http://127.0.0.1:${port}`;
-    const where = ["--data-dir", dataDir];
-    server = spawn(
-      process.execPath,
-      [CLI, "serve", "--host", "127.0.0.1", "--port", String(port), ...where],
-      {
-        env: { ...process.env, REDIS_URL: redis.url, SLUICE_LOG_LEVEL: "warn" },
-        stdio: ["ignore", "pipe", "pipe"],
-      },
-    );
-    server.stdout?.on("data", (d: Buffer) => (serverLog += d.toString()));
-    server.stderr?.on("data", (d: Buffer) => (serverLog += d.toString()));
-    await waitFor(async () => {
-      if (server?.exitCode !== null)
-        throw new Error(`sluice serve exited (${server?.exitCode}):\n${serverLog}`);
-      return (await fetch(`${base}/readyz`)).ok;
-    }, 30_000).catch((err: unknown) => {
-      throw new Error(`sluice serve did not get ready: ${String(err)}\n${serverLog}`);
+    server = await startServe({
+      args: ["--data-dir", dataDir],
+      env: { REDIS_URL: redis.url, SLUICE_LOG_LEVEL: "warn" },
+      ready: answers("/readyz"),
     });
-    const created = await cli([
-      "admin",
-      "create-user",
-      ...where,
-      "--username",
-      ADMIN.username,
-      "--password",
-      ADMIN.password,
-      "--role",
-      "admin",
-    ]);
-    expect(created.output).toContain(`created admin "${ADMIN.username}"`);
+    base = server.base;
+    expect(await createUser(dataDir, ADMIN, "admin")).toContain(
+      `created admin "${ADMIN.username}"`,
+    );
     token = (await api("POST", "/v1/admin/login", { body: ADMIN })).body.token as string;
     webKey = (await api("POST", "/v1/admin/apps", { token, body: { name: "web" } })).body
       .apiKey as string;
@@ -298,11 +247,7 @@ describe("every console snippet, run against sluice serve with a good and a bad 
 
   afterAll(async () => {
     origin = "http://127.0.0.1:8080";
-    if (server && server.exitCode === null) {
-      const exited = new Promise((r) => server?.once("exit", r));
-      server.kill("SIGTERM");
-      await exited;
-    }
+    await server?.stop();
     await redis?.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
     if (appsDir) rmSync(appsDir, { recursive: true, force: true });

@@ -4,27 +4,23 @@
  * (YAML round trip, all or nothing), `check`, `key peek|reset` and `admin set-password`.
  */
 import { request } from "node:http";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Repository, openDatabase } from "../src/index.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { call, runCli, spawnServe } from "./helpers.js";
+import { call, runCli, signIn, spawnServe, tempDirs } from "./helpers.js";
 
 // Every test spawns several CLI processes (~1 s each, more on a busy machine).
 vi.setConfig({ testTimeout: 120_000 });
 
-const dirs: string[] = [];
-const tempDir = () => {
-  const d = mkdtempSync(join(tmpdir(), "sluice-cli-"));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+const temp = tempDirs("sluice-cli-");
+const tempDir = temp.dir;
+
+/** `sluice admin <command> --data-dir <dir> <flags>`, to its end. */
+const admin = (command: string, dir: string, flags: string[], env: Record<string, string> = {}) =>
+  runCli(["admin", command, "--data-dir", dir, ...flags], env);
 
 const POLICIES = `version: 1
 policies:
@@ -227,9 +223,7 @@ describe("sluice serve", () => {
 
 describe("policy files and check", () => {
   it("validates a file without a database, naming each bad field", async () => {
-    const dir = tempDir();
-    const good = join(dir, "good.yaml");
-    writeFileSync(good, POLICIES);
+    const { dir, file: good } = temp.file("good.yaml", POLICIES);
     const ok = await runCli(["policy", "validate", good]);
     expect(ok.code).toBe(0);
     expect(ok.output).toContain("2 valid policies");
@@ -258,10 +252,8 @@ describe("policy files and check", () => {
   });
 
   it("imports all or nothing, exports the same YAML back, prunes, and checks a decision", async () => {
-    const dir = tempDir();
+    const { dir, file } = temp.file("policies.yaml", POLICIES);
     const data = join(dir, "data");
-    const file = join(dir, "policies.yaml");
-    writeFileSync(file, POLICIES);
 
     const dry = await runCli(["policy", "import", file, "--dry-run", "--data-dir", data]);
     expect(dry.output).toContain("dry run: would create 2");
@@ -318,21 +310,15 @@ describe("policy files and check", () => {
     expect(pruned.output).toContain("delete 1");
     expect(pruned.output).toContain("  - login");
 
+    /** `sluice check <policy> <id> <flags> --memory` on the imported policies. */
+    const checkOnFreshCounters = (policy: string, id: string, ...flags: string[]) =>
+      runCli(["check", policy, id, "--data-dir", data, ...flags, "--memory"]);
     // Without Redis, check refuses: fresh counters here would say nothing of a service's.
     const noRedis = await runCli(["check", "api", "user-1", "--data-dir", data]);
     expect(noRedis.code).toBe(1);
     expect(noRedis.output).toContain("sluice check: no Redis given (--redis-url or REDIS_URL).");
     expect(noRedis.output).toContain("or --memory to try the policy on fresh counters");
-    const check = await runCli([
-      "check",
-      "api",
-      "user-1",
-      "--data-dir",
-      data,
-      "--cost",
-      "5",
-      "--memory",
-    ]);
+    const check = await checkOnFreshCounters("api", "user-1", "--cost", "5");
     expect(check.code).toBe(0);
     expect(JSON.parse(check.output)).toMatchObject({
       allowed: true,
@@ -340,71 +326,29 @@ describe("policy files and check", () => {
       cost: 5,
       remaining: 15,
     });
-    const tooBig = await runCli([
-      "check",
-      "api",
-      "user-1",
-      "--data-dir",
-      data,
-      "--cost",
-      "21",
-      "--memory",
-    ]);
+    const tooBig = await checkOnFreshCounters("api", "user-1", "--cost", "21");
     expect(tooBig.code).toBe(1);
     expect(tooBig.output).toContain("can never fit");
     // --peek asks about a request of --cost units, without charging.
-    const peek = await runCli([
-      "check",
-      "api",
-      "u",
-      "--data-dir",
-      data,
-      "--peek",
-      "--cost",
-      "5",
-      "--memory",
-    ]);
+    const peek = await checkOnFreshCounters("api", "u", "--peek", "--cost", "5");
     expect(peek.code).toBe(0);
     expect(JSON.parse(peek.output)).toMatchObject({ allowed: true, cost: 5, remaining: 20 });
-    const peekTooBig = await runCli([
-      "check",
-      "api",
-      "u",
-      "--data-dir",
-      data,
-      "--peek",
-      "--cost",
-      "21",
-      "--memory",
-    ]);
+    const peekTooBig = await checkOnFreshCounters("api", "u", "--peek", "--cost", "21");
     expect(peekTooBig.code).toBe(1);
     expect(peekTooBig.output).toContain("can never fit");
-    const unknown = await runCli(["check", "nope", "k", "--data-dir", data, "--memory"]);
+    const unknown = await checkOnFreshCounters("nope", "k");
     expect(unknown.code).toBe(1);
     expect(unknown.output).toContain('unknown policy "nope"');
   });
 
   it("creates users from the CLI (validated) and the server accepts them", async () => {
     const dir = tempDir();
-    const bad = await runCli([
-      "admin",
-      "create-user",
-      "--data-dir",
-      dir,
-      "--username",
-      "a b",
-      "--password",
-      "short",
-    ]);
+    const bad = await admin("create-user", dir, ["--username", "a b", "--password", "short"]);
     expect(bad.code).toBe(1);
     expect(bad.output).toContain("--username");
     expect(bad.output).toContain("--password: must be at least 8 characters");
     // Only owners own apps, from the CLI too.
-    const viewerWithApps = await runCli([
-      "admin",
-      "create-user",
-      "--data-dir",
-      dir,
+    const viewerWithApps = await admin("create-user", dir, [
       "--username",
       "vic",
       "--password",
@@ -416,22 +360,18 @@ describe("policy files and check", () => {
     ]);
     expect(viewerWithApps.code).toBe(1);
     expect(viewerWithApps.output).toContain("Invalid user:\n  - --apps: only owners own apps");
-    const ok = await runCli(
-      ["admin", "create-user", "--data-dir", dir, "--username", "ops", "--role", "viewer"],
-      { SLUICE_ADMIN_PASSWORD: "long-enough" },
-    );
+    const ok = await admin("create-user", dir, ["--username", "ops", "--role", "viewer"], {
+      SLUICE_ADMIN_PASSWORD: "long-enough",
+    });
     expect(ok.code).toBe(0);
-    const admin = await runCli([
-      "admin",
-      "create-user",
-      "--data-dir",
-      dir,
+    // No --role: an admin, by default.
+    const root = await admin("create-user", dir, [
       "--username",
       "root",
       "--password",
       "root-password",
     ]);
-    expect(admin.code).toBe(0);
+    expect(root.code).toBe(0);
     // Two nodes on one SQLite data directory: a change through one is enforced by the other within a second.
     const [a, b] = await Promise.all([
       spawnServe(["--data-dir", dir]),
@@ -442,11 +382,7 @@ describe("policy files and check", () => {
         body: { username: "ops", password: "long-enough" },
       });
       expect(r.body.user).toEqual({ username: "ops", role: "viewer", apps: [] });
-      const token = (
-        await call(a.url, "POST", "/v1/admin/login", {
-          body: { username: "root", password: "root-password" },
-        })
-      ).body.token;
+      const token = await signIn(a.url);
       const key = (await call(a.url, "POST", "/v1/admin/apps", { token, body: { name: "web" } }))
         .body.apiKey;
       const t0 = Date.now();
@@ -478,10 +414,8 @@ describe("key peek and reset, set-password", () => {
   });
 
   it("looks up and unblocks a key on the shared counters, audited; refuses without Redis", async () => {
-    const dir = tempDir();
-    const file = join(dir, "tiny.yaml");
-    writeFileSync(
-      file,
+    const { dir, file } = temp.file(
+      "tiny.yaml",
       "version: 1\npolicies:\n  - name: tiny\n    rules: [{ limit: 2, period: 1m }]\n",
     );
     expect((await runCli(["policy", "import", file, "--data-dir", dir])).code).toBe(0);
@@ -522,45 +456,29 @@ describe("key peek and reset, set-password", () => {
     const dir = tempDir();
     expect(
       (
-        await runCli(
-          ["admin", "create-user", "--data-dir", dir, "--username", "root", "--role", "admin"],
-          { SLUICE_ADMIN_PASSWORD: "forgotten-1" },
-        )
+        await admin("create-user", dir, ["--username", "root", "--role", "admin"], {
+          SLUICE_ADMIN_PASSWORD: "forgotten-1",
+        })
       ).code,
     ).toBe(0);
-    const short = await runCli(["admin", "set-password", "--data-dir", dir, "--username", "root"], {
+    const short = await admin("set-password", dir, ["--username", "root"], {
       SLUICE_ADMIN_PASSWORD: "short",
     });
     expect(short.code).toBe(1);
     expect(short.output).toContain(
       "Invalid password:\n  - --password: must be at least 8 characters",
     );
-    const nobody = await runCli([
-      "admin",
-      "set-password",
-      "--data-dir",
-      dir,
-      "--username",
-      "nobody",
-      "--password",
-      "long-enough",
-    ]);
+    /** `sluice admin set-password` of `username` to `password`. */
+    const setPassword = (username: string, password: string) =>
+      admin("set-password", dir, ["--username", username, "--password", password]);
+    const nobody = await setPassword("nobody", "long-enough");
     expect(nobody.code).toBe(1);
     expect(nobody.output).toContain('unknown user "nobody"');
     const database = await openDatabase({ dataDir: dir });
     try {
       const repo = new Repository(database);
       const session = await repo.createSession("root", 60_000);
-      const ok = await runCli([
-        "admin",
-        "set-password",
-        "--data-dir",
-        dir,
-        "--username",
-        "root",
-        "--password",
-        "remembered-2",
-      ]);
+      const ok = await setPassword("root", "remembered-2");
       expect(ok.code).toBe(0);
       expect(ok.output).toBe('password of "root" set; their sessions have ended\n');
       expect(await repo.authenticateSession(session.token)).toBeUndefined();

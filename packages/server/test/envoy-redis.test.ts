@@ -5,7 +5,7 @@
  * Cluster (the nodes are the built CLI: `npm test` builds first); and a real redis-server stopped under a running service, where each limit's
  * `onStoreError` answers.
  */
-import { type ChildProcess, fork, spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +17,7 @@ import { Repository } from "../src/repository.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisCluster, startCluster } from "../../../test/support/redis-cluster.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
+import { allReady, forkWorker } from "../../../test/support/workers.js";
 import { type TestRequest, rlsClient } from "./envoy-client.js";
 import { ROOT, type TestService, call, startService } from "./helpers.js";
 
@@ -38,25 +39,8 @@ descriptors:
 
 /** Four client processes. */
 async function startWorkers(n: number): Promise<ChildProcess[]> {
-  const children = Array.from({ length: n }, () =>
-    fork(WORKER, [], {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    }),
-  );
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise<void>((resolve, reject) => {
-          const t = setTimeout(() => reject(new Error("worker did not start in 30 s")), 30_000);
-          c.once("message", () => {
-            clearTimeout(t);
-            resolve();
-          });
-          c.once("exit", (code) => reject(new Error(`worker exited (${String(code)})`)));
-        }),
-    ),
-  );
+  const children = Array.from({ length: n }, () => forkWorker(WORKER));
+  await allReady(children);
   return children;
 }
 

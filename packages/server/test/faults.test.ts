@@ -21,7 +21,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type PostgresServer, startPostgres } from "../../../test/support/postgres.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { ROOT, type TestService, call, runCli, startService } from "./helpers.js";
+import { ROOT, type TestService, call, createRootWithCli, startService } from "./helpers.js";
 
 /** Runs `work` and returns its result with how long it took. */
 async function timed<T>(work: () => Promise<T>): Promise<{ value: T; ms: number }> {
@@ -153,18 +153,7 @@ describe("a read-only SQLite file", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "sluice-ro-"));
-    const created = await runCli([
-      "admin",
-      "create-user",
-      "--data-dir",
-      dir,
-      "--username",
-      "root",
-      "--password",
-      "root-password",
-      "--role",
-      "admin",
-    ]);
+    const created = await createRootWithCli({}, ["--data-dir", dir]);
     expect(created.code).toBe(0);
     chmodSync(join(dir, "sluice.db"), 0o444);
     const port = await freePort();

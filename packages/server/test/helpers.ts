@@ -4,17 +4,48 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Logger, pino } from "pino";
+import { afterAll } from "vitest";
 import { type Service, createService, loadConfig } from "../src/index.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
+
+/** Temporary directories of one test file, removed after its tests ({@link tempDirs}). */
+export interface TempDirs {
+  /** A new, empty directory. */
+  dir(): string;
+  /** A new directory holding the file `name` with `content`: both paths. */
+  file(name: string, content: string): { dir: string; file: string };
+}
+
+/** Temporary directories named `<prefix>…` for the calling test file; removed after it. */
+export function tempDirs(prefix: string): TempDirs {
+  const made: string[] = [];
+  afterAll(() => {
+    for (const d of made) rmSync(d, { recursive: true, force: true });
+  });
+  const dir = () => {
+    const d = mkdtempSync(join(tmpdir(), prefix));
+    made.push(d);
+    return d;
+  };
+  return {
+    dir,
+    file(name, content) {
+      const d = dir();
+      const file = join(d, name);
+      writeFileSync(file, content);
+      return { dir: d, file };
+    },
+  };
+}
 
 /** A JSON response (bodies are `any`: tests reach into them freely). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -97,6 +128,17 @@ export function captureLogger(): { logger: Logger; lines: Record<string, unknown
   return { logger, lines };
 }
 
+/** Signs in at the service at `url` (by default as the admin `root`); the session token. */
+export async function signIn(
+  url: string,
+  username = "root",
+  password = "root-password",
+): Promise<string> {
+  const r = await call(url, "POST", "/v1/admin/login", { body: { username, password } });
+  if (r.status !== 200) throw new Error(`login ${username}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.token as string;
+}
+
 /** A service running in this process, with an admin signed in. */
 export interface TestService {
   readonly url: string;
@@ -177,13 +219,8 @@ export async function startService(
       { username: "root", password: "root-password", role: "admin", apps: [] },
       "test",
     );
-  const login = async (username: string, password: string) => {
-    const r = await call(url, "POST", "/v1/admin/login", { body: { username, password } });
-    if (r.status !== 200)
-      throw new Error(`login ${username}: ${r.status} ${JSON.stringify(r.body)}`);
-    return r.body.token as string;
-  };
-  const adminToken = options.noAdmin ? "" : await login("root", "root-password");
+  const login = (username: string, password: string) => signIn(url, username, password);
+  const adminToken = options.noAdmin ? "" : await signIn(url);
   const sync = async () => {
     await service.context.registry.poll();
   };
@@ -269,6 +306,30 @@ export async function runCli(
   else p.child.stdin?.end();
   const code = await p.exited;
   return { code, output: p.output() };
+}
+
+/**
+ * `sluice admin create-user` of the admin `root` (password `root-password`, as
+ * {@link startService} makes it), with `args` before the user's flags (`--data-dir <dir>`).
+ */
+export function createRootWithCli(
+  env: Record<string, string | undefined> = {},
+  args: string[] = [],
+): Promise<{ code: number | null; output: string }> {
+  return runCli(
+    [
+      "admin",
+      "create-user",
+      ...args,
+      "--username",
+      "root",
+      "--password",
+      "root-password",
+      "--role",
+      "admin",
+    ],
+    env,
+  );
 }
 
 /** A `sluice serve` process on a free port, ready to answer. */

@@ -16,14 +16,8 @@ import { Repository, createService, loadConfig, openDatabase, toApiError } from 
 import { type MariaDbServer, startMariaDb } from "../../../test/support/mariadb.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { waitFor } from "../../../test/support/ports.js";
-import {
-  type ServeProcess,
-  type TestService,
-  call,
-  runCli,
-  spawnServe,
-  startService,
-} from "./helpers.js";
+import { type TestService, call, startService } from "./helpers.js";
+import { decisionsOutliveTheDatabase, describeTwoNodes } from "./sql-servers.js";
 
 let maria: MariaDbServer;
 let redis: RedisServer;
@@ -235,86 +229,10 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
   });
 });
 
-describe("two `sluice serve` processes on one MariaDB and one Redis", () => {
-  let a: ServeProcess;
-  let b: ServeProcess;
-
-  beforeAll(async () => {
-    const env = {
-      DATABASE_URL: await maria.createDatabase("nodes"),
-      REDIS_URL: redis.url,
-      SLUICE_LOG_LEVEL: "info",
-    };
-    // Both nodes start together on an empty database (they migrate it at once).
-    [a, b] = await Promise.all([spawnServe([], env), spawnServe([], env)]);
-    const created = await runCli(
-      [
-        "admin",
-        "create-user",
-        "--username",
-        "root",
-        "--password",
-        "root-password",
-        "--role",
-        "admin",
-      ],
-      env,
-    );
-    expect(created.output).toContain('created admin "root"');
-  }, 120_000);
-  afterAll(async () => {
-    await Promise.all([a?.stop(), b?.stop()]);
-  });
-
-  it("a change made through node A is enforced by node B within one second, and counters are shared", async () => {
-    const token = (
-      await call(a.url, "POST", "/v1/admin/login", {
-        body: { username: "root", password: "root-password" },
-      })
-    ).body.token;
-    const key = (await call(a.url, "POST", "/v1/admin/apps", { token, body: { name: "web" } })).body
-      .apiKey;
-    const limitAt = (url: string) =>
-      call(url, "POST", "/v1/limit", { token: key, body: { policy: "shared", key: "k" } });
-
-    let t0 = Date.now();
-    expect(
-      (
-        await call(a.url, "POST", "/v1/admin/policies", {
-          token,
-          body: { name: "shared", rules: [{ limit: 4, period: "1m" }], apps: ["web"] },
-        })
-      ).status,
-    ).toBe(201);
-    await waitFor(async () => (await limitAt(b.url)).status === 200, 1000, 20);
-    expect(Date.now() - t0).toBeLessThan(1000);
-
-    const verdicts = [];
-    for (const url of [a.url, b.url, a.url, b.url])
-      verdicts.push((await limitAt(url)).body.allowed);
-    expect(verdicts).toEqual([true, true, true, false]);
-
-    t0 = Date.now();
-    expect(
-      (
-        await call(a.url, "PUT", "/v1/admin/policies/shared", {
-          token,
-          body: { rules: [{ limit: 100, period: "1m" }], apps: ["web"] },
-        })
-      ).status,
-    ).toBe(200);
-    await waitFor(async () => (await limitAt(b.url)).body.limit === 100, 1000, 20);
-    expect(Date.now() - t0).toBeLessThan(1000);
-
-    t0 = Date.now();
-    expect((await call(a.url, "DELETE", "/v1/admin/policies/shared", { token })).status).toBe(204);
-    await waitFor(async () => (await limitAt(b.url)).status === 404, 1000, 20);
-    expect(Date.now() - t0).toBeLessThan(1000);
-
-    // B serves the admin API from the same database: the session made on A works there.
-    expect((await call(b.url, "GET", "/v1/admin/me", { token })).body.username).toBe("root");
-  });
-});
+describeTwoNodes("MariaDB", async () => ({
+  DATABASE_URL: await maria.createDatabase("nodes"),
+  REDIS_URL: redis.url,
+}));
 
 describe("a database outage", () => {
   it("a query cut off by the server dying, or by its connection being killed, is the database being unavailable", async () => {
@@ -406,19 +324,7 @@ describe("a database outage", () => {
     const own = await startMariaDb();
     const s = await startService({ databaseUrl: await own.createDatabase("outage") });
     try {
-      const key = await s.createApp("web");
-      await s.createPolicy({ name: "api", rules: [{ limit: 5, period: "1m" }], apps: ["web"] });
-      await own.stop();
-      await s.sync(); // the failed poll keeps the last good policies
-      const d = await call(s.url, "POST", "/v1/limit", {
-        token: key,
-        body: { policy: "api", key: "k" },
-      });
-      expect(d.status).toBe(200);
-      expect(d.body.allowed).toBe(true);
-      const admin = await s.call("GET", "/v1/admin/policies");
-      expect(admin.status).toBe(503);
-      expect(admin.body.error.code).toBe("database_unavailable");
+      await decisionsOutliveTheDatabase(s, () => own.stop());
       const ready = await call(s.url, "GET", "/readyz");
       expect(ready.status).toBe(503);
       expect(ready.body.checks.database).toMatch(/^unavailable/);

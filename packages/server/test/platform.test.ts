@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type MariaDbServer, startMariaDb } from "../../../test/support/mariadb.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
 import { waitFor } from "../../../test/support/ports.js";
-import { ROOT, type ServeProcess, call, runCli, spawnServe } from "./helpers.js";
+import { ROOT, type ServeProcess, call, createRootWithCli, signIn, spawnServe } from "./helpers.js";
 
 /** An app process (./policy-app.ts), driven over IPC. */
 interface App {
@@ -91,25 +91,9 @@ beforeAll(async () => {
   cacheDir = mkdtempSync(join(tmpdir(), "sluice-platform-"));
   const env = { DATABASE_URL: await maria.createDatabase("platform"), REDIS_URL: redis.url };
   serve = await spawnServe([], env);
-  const created = await runCli(
-    [
-      "admin",
-      "create-user",
-      "--username",
-      "root",
-      "--password",
-      "root-password",
-      "--role",
-      "admin",
-    ],
-    env,
-  );
+  const created = await createRootWithCli(env);
   expect(created.output).toContain('created admin "root"');
-  token = (
-    await call(serve.url, "POST", "/v1/admin/login", {
-      body: { username: "root", password: "root-password" },
-    })
-  ).body.token;
+  token = await signIn(serve.url);
   const apiKey = (await call(serve.url, "POST", "/v1/admin/apps", { token, body: { name: "web" } }))
     .body.apiKey as string;
   for (const name of ["api", "reports"]) {

@@ -6,12 +6,10 @@
  * in memory is accepted with a warning in the answer, naming `lease` and why (item 7): the
  * document is shared by every node and by embedded clients, which may count in Redis.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { type TestService, runCli, startService } from "./helpers.js";
+import { type TestService, runCli, startService, tempDirs } from "./helpers.js";
 
 /** The example of issue 32: three problems, each of its own field. */
 const THREE = { name: "", rules: [{ limit: 0, period: "-5s" }] };
@@ -24,15 +22,7 @@ const NAMED_THREE_PATHS = ["rules.0.limit", "rules.0.period", "rules.0.burst"];
 type Issue = { path: string; message: string };
 const pathsOf = (body: { error: { issues: Issue[] } }) => body.error.issues.map((i) => i.path);
 
-const tempDirs: string[] = [];
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), "sluice-doors-"));
-  tempDirs.push(dir);
-  return dir;
-}
-afterAll(() => {
-  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
-});
+const temp = tempDirs("sluice-doors-");
 
 describe("every door reports every problem of a policy at once", () => {
   let s: TestService;
@@ -113,10 +103,8 @@ describe("every door reports every problem of a policy at once", () => {
   });
 
   it("sluice policy validate and import: every problem, and nothing imported", async () => {
-    const dir = tempDir();
-    const file = join(dir, "policies.yaml");
-    writeFileSync(
-      file,
+    const { dir, file } = temp.file(
+      "policies.yaml",
       [
         "version: 1",
         "policies:",
@@ -226,10 +214,8 @@ describe("lease on a service with memory counters: accepted, with a warning nami
   });
 
   it("sluice policy import says it too, unless Redis counters are configured", async () => {
-    const dir = tempDir();
-    const file = join(dir, "policies.yaml");
-    writeFileSync(
-      file,
+    const { dir, file } = temp.file(
+      "policies.yaml",
       "policies:\n  - { name: hot, rules: [{ limit: 10, period: 1s }], lease: true }\n",
     );
     const data = join(dir, "data");

@@ -17,7 +17,6 @@ import fc from "fast-check";
 import { Redis as Redis5 } from "ioredis5";
 import * as rlf from "rate-limiter-flexible";
 import { RedisStore as RateLimitRedis } from "rate-limit-redis";
-import type { RedisClient } from "sluice";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
 import { SluiceThrottlerStorage } from "sluice/compat/nestjs-throttler";
 import * as face from "sluice/compat/rate-limiter-flexible";
@@ -25,6 +24,7 @@ import { Ratelimit } from "sluice/compat/upstash";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { clientForSuite } from "../../../../test/support/redis-suite.js";
 import { type UpstashRest, startUpstashRest } from "../../../../test/support/upstash-rest.js";
 
 const run = Date.now().toString(36);
@@ -88,13 +88,7 @@ function same(got: Settled, want: Settled): Settled {
 }
 
 describe.each(CLIENTS)("$name", (kind) => {
-  let client: RedisClient;
-  beforeAll(async () => {
-    client = await kind.standalone(server.url);
-  });
-  afterAll(async () => {
-    await kind.close(client);
-  });
+  const ours = clientForSuite(kind, () => kind.standalone(server.url));
 
   it("RateLimiterRedis: points 2, three consumes: ok(1), ok(2), rejected(3), as the peer", async () => {
     const keyPrefix = `rc${run}-${++seq}`;
@@ -105,7 +99,7 @@ describe.each(CLIENTS)("$name", (kind) => {
       duration: 60,
     });
     const mine = new face.RateLimiterRedis({
-      storeClient: client,
+      storeClient: ours.client,
       keyPrefix: `${keyPrefix}f`,
       points: 2,
       duration: 60,
@@ -153,7 +147,7 @@ describe.each(CLIENTS)("$name", (kind) => {
             duration: 60,
           });
           const mine = new face.RateLimiterRedis({
-            storeClient: client,
+            storeClient: ours.client,
             keyPrefix: `${keyPrefix}f`,
             points,
             duration: 60,
@@ -179,7 +173,7 @@ describe.each(CLIENTS)("$name", (kind) => {
       sendCommand: (...args: string[]) => reference.call(args[0]!, ...args.slice(1)) as never,
       prefix: `rl${run}-${++seq}:`,
     });
-    const mine = new SluiceStore({ client, prefix: `s${run}-${seq}` });
+    const mine = new SluiceStore({ client: ours.client, prefix: `s${run}-${seq}` });
     const options = { windowMs: 60_000, limit: 5 } as never;
     await peer.init(options);
     mine.init(options);
@@ -199,7 +193,7 @@ describe.each(CLIENTS)("$name", (kind) => {
 
   it("SluiceThrottlerStorage({ client }): the same hits and blocks as @nestjs/throttler's storage", async () => {
     const peer = new ThrottlerStorageService();
-    const mine = new SluiceThrottlerStorage({ client, prefix: `n${run}-${++seq}` });
+    const mine = new SluiceThrottlerStorage({ client: ours.client, prefix: `n${run}-${++seq}` });
     try {
       const view = (r: { totalHits: number; isBlocked: boolean }) => [r.totalHits, r.isBlocked];
       const want = [];
@@ -224,7 +218,7 @@ describe.each(CLIENTS)("$name", (kind) => {
       ephemeralCache: false,
     });
     const mine = new Ratelimit({
-      redis: client,
+      redis: ours.client,
       limiter: Ratelimit.fixedWindow(2, "60 s"),
       prefix: `${prefix}f`,
       ephemeralCache: false,

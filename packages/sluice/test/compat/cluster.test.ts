@@ -3,30 +3,17 @@
  * peers leave to their users (express-rate-limit's Redis store) or lack, exact under
  * concurrency across identifiers in different slots.
  */
-import { Cluster } from "ioredis";
 import * as rlf from "sluice/compat/rate-limiter-flexible";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
 import { SluiceThrottlerStorage } from "sluice/compat/nestjs-throttler";
 import { Ratelimit } from "sluice/compat/upstash";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
+import { describe, expect, it } from "vitest";
+import { clusterForSuite } from "../../../../test/support/redis-suite.js";
 
-let cluster: RedisCluster;
-let client: Cluster;
+const redis = clusterForSuite();
 const run = Date.now().toString(36);
 /** Identifiers that fall in different slots (and so on different masters). */
 const ids = Array.from({ length: 12 }, (_, i) => `user-${run}-${i}`);
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  client = new Cluster([...cluster.startupNodes]);
-  await client.ping();
-}, 120_000);
-
-afterAll(async () => {
-  client?.disconnect();
-  await cluster?.stop();
-});
 
 /** Fires `n` concurrent calls per identifier; answers how many passed, per identifier. */
 async function passed(n: number, call: (id: string) => Promise<boolean>): Promise<number[]> {
@@ -41,7 +28,7 @@ async function passed(n: number, call: (id: string) => Promise<boolean>): Promis
 describe("the drop-in faces on a Redis Cluster", () => {
   it("rate-limiter-flexible: RateLimiterRedis and an atomic RateLimiterUnion", async () => {
     const l = new rlf.RateLimiterRedis({
-      storeClient: client,
+      storeClient: redis.client,
       points: 4,
       duration: 60,
       keyPrefix: `c${run}`,
@@ -57,13 +44,13 @@ describe("the drop-in faces on a Redis Cluster", () => {
     expect((await l.get(ids[0]!))?.consumedPoints).toBe(40);
     const union = new rlf.RateLimiterUnion(
       new rlf.RateLimiterRedis({
-        storeClient: client,
+        storeClient: redis.client,
         points: 3,
         duration: 60,
         keyPrefix: `u1${run}`,
       }),
       new rlf.RateLimiterRedis({
-        storeClient: client,
+        storeClient: redis.client,
         points: 5,
         duration: 600,
         keyPrefix: `u2${run}`,
@@ -80,7 +67,7 @@ describe("the drop-in faces on a Redis Cluster", () => {
   });
 
   it("express-rate-limit: SluiceStore counts every hit, per key", async () => {
-    const store = new SluiceStore({ client, prefix: `e${run}` });
+    const store = new SluiceStore({ client: redis.client, prefix: `e${run}` });
     store.init({ windowMs: 60_000 });
     const counts = await Promise.all(
       ids.map(async (id) => {
@@ -92,7 +79,7 @@ describe("the drop-in faces on a Redis Cluster", () => {
   });
 
   it("@nestjs/throttler: SluiceThrottlerStorage lets exactly the limit through", async () => {
-    const s = new SluiceThrottlerStorage({ client, prefix: `n${run}` });
+    const s = new SluiceThrottlerStorage({ client: redis.client, prefix: `n${run}` });
     expect(
       await passed(
         30,
@@ -108,7 +95,7 @@ describe("the drop-in faces on a Redis Cluster", () => {
       Ratelimit.tokenBucket(1, "60 s", 6),
     ]) {
       const r = new Ratelimit({
-        redis: client,
+        redis: redis.client,
         limiter,
         prefix: `up${run}`,
         ephemeralCache: false,

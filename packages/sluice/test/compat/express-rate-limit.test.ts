@@ -14,11 +14,12 @@ import {
   rateLimit,
 } from "express-rate-limit";
 import fc from "fast-check";
-import { Redis } from "ioredis";
 import { RedisStore } from "rate-limit-redis";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { deadRedisClient } from "../../../../test/support/redis.js";
+import { redisForSuite } from "../../../../test/support/redis-suite.js";
+import { op, wait } from "./ops.js";
 
 interface App {
   readonly url: string;
@@ -206,35 +207,13 @@ describe("SluiceStore against express-rate-limit's MemoryStore (faked Date: exac
           skipFailedRequests: fc.boolean(),
           ops: fc.array(
             fc.oneof(
-              {
-                weight: 6,
-                arbitrary: fc.record({
-                  op: fc.constant("hit" as const),
-                  path: fc.constantFrom("/", "/", "/fail"),
-                  user: fc.constantFrom("a", "b", ""),
-                }),
-              },
-              {
-                weight: 1,
-                arbitrary: fc.record({
-                  op: fc.constant("reset" as const),
-                  user: fc.constantFrom("a", "b"),
-                }),
-              },
-              {
-                weight: 1,
-                arbitrary: fc.record({
-                  op: fc.constant("get" as const),
-                  user: fc.constantFrom("a", "b"),
-                }),
-              },
-              {
-                weight: 2,
-                arbitrary: fc.record({
-                  op: fc.constant("wait" as const),
-                  ms: fc.integer({ min: 1, max: 7000 }),
-                }),
-              },
+              op(6, "hit", {
+                path: fc.constantFrom("/", "/", "/fail"),
+                user: fc.constantFrom("a", "b", ""),
+              }),
+              op(1, "reset", { user: fc.constantFrom("a", "b") }),
+              op(1, "get", { user: fc.constantFrom("a", "b") }),
+              wait(2, 7000),
             ),
             { minLength: 3, maxLength: 25 },
           ),
@@ -363,35 +342,25 @@ describe("SluiceStore with a sluice algorithm (sluice decides; no peer has it)",
 });
 
 describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
-  let server: RedisServer;
-  let client: Redis;
+  const redis = redisForSuite();
   const apps: App[] = [];
   const run = Date.now().toString(36);
   let n = 0;
 
-  beforeAll(async () => {
-    server = await startRedis();
-    client = new Redis(server.url);
-    await client.ping();
-  });
   afterEach(async () => {
     await Promise.all(apps.splice(0).map((a) => a.close()));
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    await server?.stop();
   });
 
   async function pair(config: Partial<Options>) {
     n++;
     const a = await app(
       new RedisStore({
-        sendCommand: (...args: string[]) => client.call(args[0]!, ...args.slice(1)) as never,
+        sendCommand: (...args: string[]) => redis.client.call(args[0]!, ...args.slice(1)) as never,
         prefix: `rl${run}${n}:`,
       }),
       config,
     );
-    const b = await app(new SluiceStore({ client, prefix: `s${run}${n}` }), config);
+    const b = await app(new SluiceStore({ client: redis.client, prefix: `s${run}${n}` }), config);
     apps.push(a, b);
     return { a, b };
   }
@@ -437,7 +406,7 @@ describe("SluiceStore against rate-limit-redis, on one redis-server", () => {
     const { a, b } = await pair({ limit: 5, windowMs: 60_000 });
     expect(await passed(a.url)).toBe(5);
     expect(await passed(b.url)).toBe(5);
-    expect(await client.get(`sl:s${run}${n}:{u1}:f0`)).toBe("100");
+    expect(await redis.client.get(`sl:s${run}${n}:{u1}:f0`)).toBe("100");
   });
 
   it("edge keys (empty, NUL, long, non-ASCII): each counted on its own, the same answers", async () => {

@@ -15,10 +15,9 @@ import {
   ThrottlerStorageService,
 } from "@nestjs/throttler";
 import fc from "fast-check";
-import { Redis } from "ioredis";
 import { SluiceThrottlerStorage } from "sluice/compat/nestjs-throttler";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { redisForSuite } from "../../../../test/support/redis-suite.js";
 
 /** A record as compared: timeToBlockExpire only when blocked (see docs/migrating.md). */
 function view(r: Awaited<ReturnType<ThrottlerStorage["increment"]>>): unknown {
@@ -209,35 +208,24 @@ describe("ThrottlerGuard in a real Nest app, over each storage", () => {
 });
 
 describe("SluiceThrottlerStorage on a redis-server", () => {
-  let server: RedisServer;
-  let client: Redis;
+  const redis = redisForSuite();
   const run = Date.now().toString(36);
 
-  beforeAll(async () => {
-    server = await startRedis();
-    client = new Redis(server.url);
-    await client.ping();
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    await server?.stop();
-  });
-
   it("many concurrent hits at a small limit: exactly the limit passes", async () => {
-    const b = new SluiceThrottlerStorage({ client, prefix: `n${run}` });
+    const b = new SluiceThrottlerStorage({ client: redis.client, prefix: `n${run}` });
     const rs = await Promise.all(
       Array.from({ length: 300 }, () => b.increment("hot", 60_000, 5, 60_000, "default")),
     );
     expect(rs.filter((r) => !r.isBlocked)).toHaveLength(5);
     expect(rs.filter((r) => r.isBlocked).every((r) => r.timeToBlockExpire === 60)).toBe(true);
     // sluice's sliding log: one member per millisecond, "<t>" or "<t>:<hits>".
-    const members = await client.zrange(`sl:n${run}:default:{hot}:l0`, "0", "-1");
+    const members = await redis.client.zrange(`sl:n${run}:default:{hot}:l0`, "0", "-1");
     expect(members.reduce((n, m) => n + Number(m.split(":")[1] ?? 1), 0)).toBe(5);
   });
 
   it("edge keys (empty, NUL, long, non-ASCII): each counted on its own, as ThrottlerStorageService", async () => {
     const a = new ThrottlerStorageService();
-    const b = new SluiceThrottlerStorage({ client, prefix: `e${run}` });
+    const b = new SluiceThrottlerStorage({ client: redis.client, prefix: `e${run}` });
     for (const [i, key] of EDGE_KEYS.entries())
       for (let n = 0; n <= i; n++) {
         const x = await a.increment(key, 20_000, 10, 30_000, "default");
@@ -254,7 +242,7 @@ describe("SluiceThrottlerStorage on a redis-server", () => {
 
   it("answers as ThrottlerStorageService does (times within a second: real clocks)", async () => {
     const a = new ThrottlerStorageService();
-    const b = new SluiceThrottlerStorage({ client, prefix: `m${run}` });
+    const b = new SluiceThrottlerStorage({ client: redis.client, prefix: `m${run}` });
     for (let i = 0; i < 6; i++) {
       const x = await a.increment("k", 20_000, 3, 30_000, "default");
       const y = await b.increment("k", 20_000, 3, 30_000, "default");

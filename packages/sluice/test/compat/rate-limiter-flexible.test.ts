@@ -9,8 +9,10 @@ import fc from "fast-check";
 import { Redis } from "ioredis";
 import * as peer from "rate-limiter-flexible";
 import * as face from "sluice/compat/rate-limiter-flexible";
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
-import { type RedisServer, deadRedisClient, startRedis } from "../../../../test/support/redis.js";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { deadRedisClient } from "../../../../test/support/redis.js";
+import { redisForSuite } from "../../../../test/support/redis-suite.js";
+import { op, wait } from "./ops.js";
 
 /** What a call came to: resolved or rejected, with a value comparable across the two. */
 type Outcome = { resolved: unknown } | { rejected: unknown } | { error: string };
@@ -97,6 +99,51 @@ const EDGE_KEYS = ["", "\u0000", "\u0000\u0000", "x".repeat(3000), "ключ🔑
 /** rate-limiter-flexible, typed as the face, for code that drives either. */
 const P = peer as unknown as typeof face;
 
+/** The options of a limiter that both libraries take, spelled the same. */
+interface BothOptions {
+  points: number;
+  duration: number;
+  blockDuration?: number;
+  keyPrefix?: string;
+  execEvenly?: boolean;
+  inMemoryBlockOnConsumed?: number;
+}
+
+/** rate-limiter-flexible's RateLimiterMemory and the face's, with `options`. */
+function memoryPair(options: BothOptions) {
+  return [new peer.RateLimiterMemory(options), new face.RateLimiterMemory(options)] as const;
+}
+
+/**
+ * `f` on rate-limiter-flexible's limiter `a`, then on the face's `b`: expects the same outcome
+ * of both, and resolves to the face's.
+ */
+function sameOutcome(a: AnyLimiter, b: AnyLimiter) {
+  return async (f: (l: AnyLimiter) => Promise<unknown>): Promise<Outcome> => {
+    const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
+    expect(y).toEqual(x);
+    return y;
+  };
+}
+
+/**
+ * Each of `ops` on rate-limiter-flexible's limiter `a`, then on the face's `b`: the same
+ * outcome, each `msBeforeNext` within `tolerance` ms ({@link within}).
+ */
+async function sameAnswers(
+  a: AnyLimiter,
+  b: AnyLimiter,
+  ops: readonly Op[],
+  tolerance: number,
+): Promise<void> {
+  for (const [i, o] of ops.entries()) {
+    if (o.op === "wait") continue;
+    const x = await outcome(() => call(a, o));
+    const y = await outcome(() => call(b, o));
+    expect(within(y, x, tolerance), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
+  }
+}
+
 describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)", () => {
   afterEach(() => vi.useRealTimers());
 
@@ -133,32 +180,15 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
         weight: 3,
         arbitrary: fc.record({ op: fc.constantFrom("get" as const, "delete" as const), key }),
       },
-      {
-        weight: 1,
-        arbitrary: fc.record({
-          op: fc.constant("set" as const),
-          key,
-          points: fc.integer({ min: 1, max: points + 3 }),
-          // (Not −1: rate-limiter-flexible's memory limiter then keeps the key forever while
-          // answering `duration`; its Redis limiter, and sluice, use `duration`.)
-          sec: fc.constantFrom(0, 1, 3, 30),
-        }),
-      },
-      {
-        weight: 1,
-        arbitrary: fc.record({
-          op: fc.constant("block" as const),
-          key,
-          sec: fc.constantFrom(0, 2, 15),
-        }),
-      },
-      {
-        weight: 4,
-        arbitrary: fc.record({
-          op: fc.constant("wait" as const),
-          ms: fc.integer({ min: 1, max: 6000 }),
-        }),
-      },
+      op(1, "set", {
+        key,
+        points: fc.integer({ min: 1, max: points + 3 }),
+        // (Not −1: rate-limiter-flexible's memory limiter then keeps the key forever while
+        // answering `duration`; its Redis limiter, and sluice, use `duration`.)
+        sec: fc.constantFrom(0, 1, 3, 30),
+      }),
+      op(1, "block", { key, sec: fc.constantFrom(0, 2, 15) }),
+      wait(4, 6000),
     );
   };
 
@@ -170,8 +200,7 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
         async (ops) => {
           vi.useFakeTimers({ now: 1_700_000_000_000 });
           try {
-            const a = new peer.RateLimiterMemory(options);
-            const b = new face.RateLimiterMemory(options);
+            const [a, b] = memoryPair(options);
             for (const [i, o] of ops.entries()) {
               if (o.op === "wait") {
                 await vi.advanceTimersByTimeAsync(o.ms);
@@ -203,13 +232,8 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
   it("a scripted login lockout: consume past points, block, blocked consumes, expiry", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
     const opts = { points: 3, duration: 60, blockDuration: 300, keyPrefix: "login" };
-    const a = new peer.RateLimiterMemory(opts);
-    const b = new face.RateLimiterMemory(opts);
-    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
-      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
-      expect(y).toEqual(x);
-      return y;
-    };
+    const [a, b] = memoryPair(opts);
+    const both = sameOutcome(a, b);
     for (let i = 0; i < 3; i++) await both((l) => l.consume("user@x"));
     await vi.advanceTimersByTimeAsync(1000);
     // The 4th passes `points`: rejected, and blocked for 300 s.
@@ -249,8 +273,7 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
   it("execEvenly delays allowed actions by the same formula (the same resolve times)", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
     const opts = { points: 4, duration: 2, execEvenly: true };
-    const a = new peer.RateLimiterMemory(opts);
-    const b = new face.RateLimiterMemory(opts);
+    const [a, b] = memoryPair(opts);
     const t0 = Date.now();
     const times: Array<[string, number, unknown]> = [];
     const track = (who: string, p: Promise<unknown>) =>
@@ -272,8 +295,7 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
 
   it("differs on purpose: a reward never takes the count below zero", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
-    const a = new peer.RateLimiterMemory({ points: 2, duration: 10 });
-    const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
+    const [a, b] = memoryPair({ points: 2, duration: 10 });
     await a.consume("k");
     await b.consume("k");
     expect((await a.reward("k", 3)).consumedPoints).toBe(-2);
@@ -286,13 +308,8 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
   it("customDuration: the window a change opens lasts it; an open window keeps its end", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
     const opts = { points: 3, duration: 60, blockDuration: 20 };
-    const a = new peer.RateLimiterMemory(opts);
-    const b = new face.RateLimiterMemory(opts);
-    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
-      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
-      expect(y).toEqual(x);
-      return y;
-    };
+    const [a, b] = memoryPair(opts);
+    const both = sameOutcome(a, b);
     expect(await both((l) => l.consume("k", 1, { customDuration: 5 }))).toEqual({
       resolved: {
         remainingPoints: 2,
@@ -337,13 +354,8 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
   it("edge keys and points answer as rate-limiter-flexible's memory limiter", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
     const opts = { points: 4, duration: 10 };
-    const a = new peer.RateLimiterMemory(opts);
-    const b = new face.RateLimiterMemory(opts);
-    const both = async (f: (l: AnyLimiter) => Promise<unknown>) => {
-      const [x, y] = [await outcome(() => f(a)), await outcome(() => f(b))];
-      expect(y).toEqual(x);
-      return y;
-    };
+    const [a, b] = memoryPair(opts);
+    const both = sameOutcome(a, b);
     // Each edge key counts on its own: "" is never "\u0000" nor any other.
     for (const [i, key] of EDGE_KEYS.entries()) {
       for (let n = 0; n <= i; n++) await both((l) => l.consume(key));
@@ -381,8 +393,7 @@ describe("RateLimiterMemory against rate-limiter-flexible's (fake time: exact)",
 
   it("differs on purpose: a negative consume stops at zero; digit strings are numbers", async () => {
     vi.useFakeTimers({ now: 1_700_000_000_000 });
-    const a = new peer.RateLimiterMemory({ points: 2, duration: 10 });
-    const b = new face.RateLimiterMemory({ points: 2, duration: 10 });
+    const [a, b] = memoryPair({ points: 2, duration: 10 });
     expect((await a.consume("k", -1)).consumedPoints).toBe(-1);
     expect((await b.consume("k", -1)).consumedPoints).toBe(0);
     await a.consume("s", 1);
@@ -550,25 +561,24 @@ describe("RateLimiterUnion: atomic, unlike rate-limiter-flexible's", () => {
 });
 
 describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server", () => {
-  let server: RedisServer;
-  let client: Redis;
+  const redis = redisForSuite();
   /** msBeforeNext may differ by this much: the two are asked one after the other, in real time. */
   const TOLERANCE = 50;
-
-  beforeAll(async () => {
-    server = await startRedis();
-    client = new Redis(server.url);
-    await client.ping();
-  });
-  afterAll(async () => {
-    client?.disconnect();
-    await server?.stop();
-  });
+  /** How many of 300 concurrent calls of `consume` on `l` resolve. */
+  const admitted = async (l: AnyLimiter, consume: (l: AnyLimiter) => Promise<unknown>) => {
+    const rs = await Promise.allSettled(Array.from({ length: 300 }, () => consume(l)));
+    return rs.filter((r) => r.status === "fulfilled").length;
+  };
+  /** rate-limiter-flexible's RateLimiterRedis and the face's, with `opts`, on the one server. */
+  const redisPair = (opts: BothOptions) =>
+    [
+      new peer.RateLimiterRedis({ ...opts, storeClient: redis.client }),
+      new face.RateLimiterRedis({ ...opts, storeClient: redis.client }),
+    ] as const;
 
   it("a scripted sequence: consume, penalty, reward, get, set, block, delete, blockDuration", async () => {
     const opts = { points: 4, duration: 30, blockDuration: 60, keyPrefix: `seq${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     const ops: Op[] = [
       { op: "get", key: "u" },
       { op: "consume", key: "u", points: 1 },
@@ -600,18 +610,12 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
       { op: "reward", key: "z", points: 1 },
       { op: "get", key: "z" },
     ];
-    for (const [i, o] of ops.entries()) {
-      if (o.op === "wait") continue;
-      const x = await outcome(() => call(a, o));
-      const y = await outcome(() => call(b, o));
-      expect(within(y, x, TOLERANCE), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
-    }
+    await sameAnswers(a, b, ops, TOLERANCE);
   });
 
   it("customDuration, edge keys and edge points: the same answers as rate-limiter-flexible's", async () => {
     const opts = { points: 4, duration: 30, blockDuration: 60, keyPrefix: `edge${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     const ops: Op[] = [
       { op: "consume", key: "c", points: 1, custom: 5 },
       // Open: the window keeps its end, whatever this call's customDuration.
@@ -644,25 +648,14 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
       { op: "set", key: "p", points: 2.5, sec: 10 },
       { op: "get", key: "p" },
     ];
-    for (const [i, o] of ops.entries()) {
-      if (o.op === "wait") continue;
-      const x = await outcome(() => call(a, o));
-      const y = await outcome(() => call(b, o));
-      expect(within(y, x, TOLERANCE), `op ${i} ${JSON.stringify(o)}`).toEqual(x);
-    }
+    await sameAnswers(a, b, ops, TOLERANCE);
   });
 
   it("customDuration: the window ends then (real time, 1 s), and concurrent consumes admit exactly `points`", async () => {
     const opts = { points: 7, duration: 600, keyPrefix: `cdw${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
-    const admitted = async (l: AnyLimiter) => {
-      const rs = await Promise.allSettled(
-        Array.from({ length: 300 }, () => l.consume("hot", 1, { customDuration: 1 })),
-      );
-      return rs.filter((r) => r.status === "fulfilled").length;
-    };
-    const [x, y] = await Promise.all([admitted(a), admitted(b)]);
+    const [a, b] = redisPair(opts);
+    const once = (l: AnyLimiter) => l.consume("hot", 1, { customDuration: 1 });
+    const [x, y] = await Promise.all([admitted(a, once), admitted(b, once)]);
     expect(x).toBe(7);
     expect(y).toBe(7);
     expect((await b.get("hot"))?.consumedPoints).toBe(300);
@@ -678,7 +671,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
   });
 
   it("rejectIfRedisNotReady: a client not ready yet rejects at once, as rate-limiter-flexible's", async () => {
-    const connecting = new Redis(server.url);
+    const connecting = new Redis(redis.server.url);
     try {
       const opts = { points: 2, duration: 30, keyPrefix: `nr${run}`, rejectIfRedisNotReady: true };
       const a = new peer.RateLimiterRedis({ ...opts, storeClient: connecting });
@@ -724,8 +717,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("differs on purpose: a key blocked or set forever stays so (as documented)", async () => {
     const opts = { points: 2, duration: 30, keyPrefix: `fvr${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     await a.block("k", 0);
     await b.block("k", 0);
     // rate-limiter-flexible's Redis limiter gives the key `duration` on its next consume (its
@@ -736,8 +728,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("duration 0 keeps counts forever (msBeforeNext −1) on both", async () => {
     const opts = { points: 2, duration: 0, keyPrefix: `inf${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     for (let i = 0; i < 4; i++)
       expect(await outcome(() => b.consume("k"))).toEqual(await outcome(() => a.consume("k")));
     expect(await outcome(() => b.get("k"))).toEqual(await outcome(() => a.get("k")));
@@ -745,8 +736,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("inMemoryBlockOnConsumed answers from this process once a key is over", async () => {
     const opts = { points: 2, duration: 30, inMemoryBlockOnConsumed: 3, keyPrefix: `imb${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     for (let i = 0; i < 5; i++) {
       const [x, y] = [await outcome(() => a.consume("k")), await outcome(() => b.consume("k"))];
       expect(within(y, x, TOLERANCE), `consume ${i}`).toEqual(x);
@@ -759,8 +749,7 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("a window ends duration after the key's first consume (real time, 1 s)", async () => {
     const opts = { points: 1, duration: 1, keyPrefix: `win${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
+    const [a, b] = redisPair(opts);
     await Promise.all([a.consume("k"), b.consume("k")]);
     await expect(a.consume("k")).rejects.toBeInstanceOf(peer.RateLimiterRes);
     await expect(b.consume("k")).rejects.toBeInstanceOf(face.RateLimiterRes);
@@ -770,13 +759,9 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("many concurrent consumes at a small limit admit exactly `points` on both", async () => {
     const opts = { points: 7, duration: 60, keyPrefix: `conc${run}` };
-    const a = new peer.RateLimiterRedis({ ...opts, storeClient: client });
-    const b = new face.RateLimiterRedis({ ...opts, storeClient: client });
-    const admitted = async (l: AnyLimiter) => {
-      const rs = await Promise.allSettled(Array.from({ length: 300 }, () => l.consume("hot")));
-      return rs.filter((r) => r.status === "fulfilled").length;
-    };
-    const [x, y] = await Promise.all([admitted(a), admitted(b)]);
+    const [a, b] = redisPair(opts);
+    const once = (l: AnyLimiter) => l.consume("hot");
+    const [x, y] = await Promise.all([admitted(a, once), admitted(b, once)]);
     expect(x).toBe(7);
     expect(y).toBe(7);
     expect((await b.get("hot"))?.consumedPoints).toBe(300);
@@ -813,13 +798,13 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
 
   it("RateLimiterUnion over Redis: one decision, nothing consumed when one rejects", async () => {
     const short = new face.RateLimiterRedis({
-      storeClient: client,
+      storeClient: redis.client,
       points: 1,
       duration: 60,
       keyPrefix: `us${run}`,
     });
     const long = new face.RateLimiterRedis({
-      storeClient: client,
+      storeClient: redis.client,
       points: 5,
       duration: 600,
       keyPrefix: `ul${run}`,
@@ -830,24 +815,24 @@ describe("RateLimiterRedis against rate-limiter-flexible's, on one redis-server"
     const rejected = rs.find((r) => r.status === "rejected") as PromiseRejectedResult;
     expect(Object.keys(rejected.reason as object)).toEqual([`us${run}`]);
     // The union's counts are in Redis under its own policy (one key per limiter's rule).
-    const keys = await client.keys(`sl:union:us${run}:ul${run}:*`);
+    const keys = await redis.client.keys(`sl:union:us${run}:ul${run}:*`);
     expect(keys.sort()).toEqual([
       `sl:union:us${run}:ul${run}:{k}:f0`,
       `sl:union:us${run}:ul${run}:{k}:f1`,
     ]);
-    expect(await client.get(keys.sort()[1]!)).toBe("1");
+    expect(await redis.client.get(keys.sort()[1]!)).toBe("1");
   });
 
   it("keys are sluice's: sl:<keyPrefix>:{<key>}:f0, holding the count, expiring with the window", async () => {
     const b = new face.RateLimiterRedis({
-      storeClient: client,
+      storeClient: redis.client,
       points: 5,
       duration: 30,
       keyPrefix: `keys${run}`,
     });
     await b.consume("user:42", 3);
-    expect(await client.get(`sl:keys${run}:{user:42}:f0`)).toBe("3");
-    const ttl = await client.pttl(`sl:keys${run}:{user:42}:f0`);
+    expect(await redis.client.get(`sl:keys${run}:{user:42}:f0`)).toBe("3");
+    const ttl = await redis.client.pttl(`sl:keys${run}:{user:42}:f0`);
     expect(ttl).toBeGreaterThan(29_000);
     expect(ttl).toBeLessThanOrEqual(30_000);
   });

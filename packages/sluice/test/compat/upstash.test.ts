@@ -14,6 +14,7 @@ import { type Duration, Ratelimit } from "sluice/compat/upstash";
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
 import { type UpstashRest, startUpstashRest } from "../../../../test/support/upstash-rest.js";
+import { op, wait } from "./ops.js";
 
 let server: RedisServer;
 let rest: UpstashRest;
@@ -103,35 +104,13 @@ describe("fixedWindow and cachedFixedWindow against @upstash/ratelimit (faked Da
         fc.asyncProperty(
           fc.array(
             fc.oneof(
-              {
-                weight: 6,
-                arbitrary: fc.record({
-                  op: fc.constant("limit" as const),
-                  id: fc.constantFrom("a", "b", "a", "b", ""),
-                  rate: fc.constantFrom(1, 1, 1, 2, 0, -1),
-                }),
-              },
-              {
-                weight: 1,
-                arbitrary: fc.record({
-                  op: fc.constant("remaining" as const),
-                  id: fc.constantFrom("a", "b"),
-                }),
-              },
-              {
-                weight: 1,
-                arbitrary: fc.record({
-                  op: fc.constant("reset" as const),
-                  id: fc.constantFrom("a", "b"),
-                }),
-              },
-              {
-                weight: 2,
-                arbitrary: fc.record({
-                  op: fc.constant("wait" as const),
-                  ms: fc.integer({ min: 1, max: 4000 }),
-                }),
-              },
+              op(6, "limit", {
+                id: fc.constantFrom("a", "b", "a", "b", ""),
+                rate: fc.constantFrom(1, 1, 1, 2, 0, -1),
+              }),
+              op(1, "remaining", { id: fc.constantFrom("a", "b") }),
+              op(1, "reset", { id: fc.constantFrom("a", "b") }),
+              wait(2, 4000),
             ),
             { minLength: 3, maxLength: 30 },
           ),
@@ -350,43 +329,14 @@ describe("tokenBucket against @upstash/ratelimit (faked Date: exact)", () => {
       fc.asyncProperty(
         fc.array(
           fc.oneof(
-            {
-              weight: 8,
-              arbitrary: fc.record({
-                op: fc.constant("limit" as const),
-                id: fc.constantFrom("a", "b", "a", ""),
-                rate: fc.constantFrom(1, 1, 1, 2, 3, 5),
-              }),
-            },
-            {
-              weight: 2,
-              arbitrary: fc.record({
-                op: fc.constant("refund" as const),
-                id: fc.constantFrom("a", "b"),
-                rate: fc.constantFrom(0, -1, -2),
-              }),
-            },
-            {
-              weight: 1,
-              arbitrary: fc.record({
-                op: fc.constant("remaining" as const),
-                id: fc.constantFrom("a", "b", "c"),
-              }),
-            },
-            {
-              weight: 1,
-              arbitrary: fc.record({
-                op: fc.constant("reset" as const),
-                id: fc.constantFrom("a", "b"),
-              }),
-            },
-            {
-              weight: 4,
-              arbitrary: fc.record({
-                op: fc.constant("wait" as const),
-                ms: fc.integer({ min: 1, max: 2600 }),
-              }),
-            },
+            op(8, "limit", {
+              id: fc.constantFrom("a", "b", "a", ""),
+              rate: fc.constantFrom(1, 1, 1, 2, 3, 5),
+            }),
+            op(2, "refund", { id: fc.constantFrom("a", "b"), rate: fc.constantFrom(0, -1, -2) }),
+            op(1, "remaining", { id: fc.constantFrom("a", "b", "c") }),
+            op(1, "reset", { id: fc.constantFrom("a", "b") }),
+            wait(4, 2600),
           ),
           { minLength: 3, maxLength: 40 },
         ),

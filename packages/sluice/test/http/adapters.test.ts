@@ -3,7 +3,7 @@
  * table, five frameworks (as hono runs one router case file against every router).
  */
 import { afterEach, describe, expect, it } from "vitest";
-import { createLimiter, memoryStore, type Store } from "sluice";
+import { type PolicyInput, type Store, createLimiter, memoryStore } from "sluice";
 import type { DecisionEvent } from "../../src/http/index.js";
 import {
   MiddlewareError,
@@ -17,10 +17,16 @@ import { type HarnessOptions, type Running, harnesses, releaseHold } from "./har
 
 const T0 = 1_700_000_000_000;
 
-/** A memory store on an injected clock. */
+/** A memory store on an injected clock, and limiters over it. */
 function clocked() {
   let t = T0;
-  return { store: memoryStore({ now: () => t }), now: () => t, advance: (ms: number) => (t += ms) };
+  const store = memoryStore({ now: () => t });
+  return {
+    store,
+    now: () => t,
+    advance: (ms: number) => (t += ms),
+    limiter: (policy: PolicyInput) => createLimiter({ store, policy }),
+  };
 }
 
 /** A store whose every call fails, as an unreachable Redis would. */
@@ -65,6 +71,23 @@ async function get(
 describe.each(harnesses)("$name adapter", (h) => {
   let running: Running | undefined;
   const start = async (o: HarnessOptions) => (running = await h.start(o));
+  /**
+   * An app whose limiter over `policy` decides on manual time and waits by `strategy`; every
+   * decision's event is in `events`.
+   */
+  const waiting = async (policy: PolicyInput, strategy: HarnessOptions["strategy"]) => {
+    const time = new ManualTime();
+    const limiter = createLimiter({ store: memoryStore({ now: time.now }), policy });
+    const events: DecisionEvent[] = [];
+    const { url } = await start({
+      limiter,
+      clock: time.now,
+      timers: time.timers,
+      strategy,
+      onDecision: (e) => events.push(e as DecisionEvent),
+    });
+    return { time, limiter, events, url };
+  };
   afterEach(async () => {
     releaseHold();
     await running?.close();
@@ -73,10 +96,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("sends exact headers, 429 after the limit, and Retry-After that a retry honours", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 2, period: "10s" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 2, period: "10s" }] });
     const { url } = await start({ limiter, clock: c.now });
 
     const a = await get(url);
@@ -127,16 +147,13 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("lists every rule of a multi-rule policy and names the violated one", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: {
-        name: "api",
-        algorithm: "fixed-window",
-        rules: [
-          { limit: 1, period: "1s" },
-          { limit: 3, period: "1m" },
-        ],
-      },
+    const limiter = c.limiter({
+      name: "api",
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 1, period: "1s" },
+        { limit: 3, period: "1m" },
+      ],
     });
     const { url } = await start({ limiter, headers: "ietf", clock: c.now });
     const a = await get(url);
@@ -156,10 +173,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("sends no rate-limit headers with headers: false, but Retry-After on a 429", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const { url } = await start({ limiter, headers: false, clock: c.now });
     expect(rateHeaders(await get(url))).toEqual({});
     expect(rateHeaders(await get(url))).toEqual({ "retry-after": "60" });
@@ -167,10 +181,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("ignores a spoofed X-Forwarded-For without trusted proxies", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const keys: string[] = [];
     const { url } = await start({ limiter, clock: c.now, onDecision: (e) => keys.push(e.key) });
     expect((await get(url, { "x-forwarded-for": "198.51.100.1" })).status).toBe(200);
@@ -182,10 +193,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("believes X-Forwarded-For from a trusted proxy", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const keys: string[] = [];
     const { url } = await start({
       limiter,
@@ -201,10 +209,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("groups IPv6 clients by /64 (peer on ::1 is a trusted proxy)", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const keys: string[] = [];
     const { url } = await start({
       limiter,
@@ -231,10 +236,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("keys a direct IPv6 peer by its /64", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 5, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 5, period: "1m" }] });
     const events: DecisionEvent[] = [];
     const { url } = await start({
       limiter,
@@ -250,19 +252,10 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("wait: holds requests in arrival order, each exactly until it may pass", async () => {
     // 1 request per 100 ms, no burst: on the injected clock the 2nd waits 100 ms, the 3rd 200 ms.
-    const time = new ManualTime();
-    const limiter = createLimiter({
-      store: memoryStore({ now: time.now }),
-      policy: { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
-    });
-    const events: DecisionEvent[] = [];
-    const { url } = await start({
-      limiter,
-      clock: time.now,
-      timers: time.timers,
-      strategy: { type: "wait", maxWaitMs: 2000 },
-      onDecision: (e) => events.push(e as DecisionEvent),
-    });
+    const { time, events, url } = await waiting(
+      { name: "wait", rules: [{ limit: 10, period: "1s", burst: 1 }] },
+      { type: "wait", maxWaitMs: 2000 },
+    );
     const done: number[] = [];
     const send = (i: number) => get(url).then((r) => (done.push(i), r));
     const first = await send(0);
@@ -293,19 +286,10 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("wait: rejects with 429 when the wait would exceed maxWaitMs", async () => {
     // 1 request per 250 ms: the 2nd waits 250 ms (within 300); the 3rd would wait until 500 ms.
-    const time = new ManualTime();
-    const limiter = createLimiter({
-      store: memoryStore({ now: time.now }),
-      policy: { name: "wait", rules: [{ limit: 4, period: "1s", burst: 1 }] },
-    });
-    const events: DecisionEvent[] = [];
-    const { url } = await start({
-      limiter,
-      clock: time.now,
-      timers: time.timers,
-      strategy: { type: "wait", maxWaitMs: 300 },
-      onDecision: (e) => events.push(e as DecisionEvent),
-    });
+    const { time, events, url } = await waiting(
+      { name: "wait", rules: [{ limit: 4, period: "1s", burst: 1 }] },
+      { type: "wait", maxWaitMs: 300 },
+    );
     expect((await get(url)).status).toBe(200);
     const second = get(url);
     await time.until(() => time.pending === 2);
@@ -345,19 +329,10 @@ describe.each(harnesses)("$name adapter", (h) => {
   });
 
   it("wait: a request still queued at its deadline is refused then; a full line refuses at once", async () => {
-    const time = new ManualTime();
-    const limiter = createLimiter({
-      store: memoryStore({ now: time.now }),
-      policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
-    });
-    const events: DecisionEvent[] = [];
-    const { url } = await start({
-      limiter,
-      clock: time.now,
-      timers: time.timers,
-      strategy: { type: "wait", maxWaitMs: 1000, maxQueue: 1 },
-      onDecision: (e) => events.push(e as DecisionEvent),
-    });
+    const { time, limiter, events, url } = await waiting(
+      { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
+      { type: "wait", maxWaitMs: 1000, maxQueue: 1 },
+    );
     const held = get(`${url}/hold`);
     await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
     const queued = get(url);
@@ -417,19 +392,10 @@ describe.each(harnesses)("$name adapter", (h) => {
   });
 
   it("wait: a concurrency slot released by a finished response lets the next waiter in at once", async () => {
-    const time = new ManualTime();
-    const limiter = createLimiter({
-      store: memoryStore({ now: time.now }),
-      policy: { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
-    });
-    const events: DecisionEvent[] = [];
-    const { url } = await start({
-      limiter,
-      clock: time.now,
-      timers: time.timers,
-      strategy: { type: "wait", maxWaitMs: 5000 },
-      onDecision: (e) => events.push(e as DecisionEvent),
-    });
+    const { time, limiter, events, url } = await waiting(
+      { name: "jobs", algorithm: "concurrency", rules: [{ limit: 1, period: "30s" }] },
+      { type: "wait", maxWaitMs: 5000 },
+    );
     const held = get(`${url}/hold`);
     await settle(() => limiter.peek("ip:127.0.0.1").then((d) => !d.allowed));
     const queued = get(url);
@@ -448,10 +414,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("degrade: calls the fallback with the headers set", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const { url } = await start({ limiter, clock: c.now, strategy: "degrade" });
     expect((await get(url)).text_).toBe("ok");
     const d = await get(url);
@@ -467,10 +430,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("shadow: lets denied requests pass and reports them", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const denied: DecisionEvent[] = [];
     const actions: string[] = [];
     const { url } = await start({
@@ -492,9 +452,10 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("countOnly: failed refunds successful responses", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] },
+    const limiter = c.limiter({
+      name: "api",
+      algorithm: "fixed-window",
+      rules: [{ limit: 2, period: "1m" }],
     });
     const { url } = await start({ limiter, clock: c.now, countOnly: "failed" });
     for (let i = 0; i < 4; i++) {
@@ -509,9 +470,10 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("countOnly: successful refunds failed responses", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 1, period: "1m" }] },
+    const limiter = c.limiter({
+      name: "api",
+      algorithm: "fixed-window",
+      rules: [{ limit: 1, period: "1m" }],
     });
     const { url } = await start({ limiter, clock: c.now, countOnly: "successful" });
     for (let i = 0; i < 3; i++) {
@@ -588,10 +550,7 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("skip and allowList leave requests unlimited and without headers", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", rules: [{ limit: 1, period: "1m" }] },
-    });
+    const limiter = c.limiter({ name: "api", rules: [{ limit: 1, period: "1m" }] });
     const { url } = await start({ limiter, clock: c.now, allowList: ["127.0.0.0/8"] });
     for (let i = 0; i < 3; i++) expect(rateHeaders(await get(url))).toEqual({});
     await running?.close();
@@ -635,9 +594,10 @@ describe.each(harnesses)("$name adapter", (h) => {
 
   it("custom cost and API-key identity", async () => {
     const c = clocked();
-    const limiter = createLimiter({
-      store: c.store,
-      policy: { name: "api", algorithm: "fixed-window", rules: [{ limit: 10, period: "1m" }] },
+    const limiter = c.limiter({
+      name: "api",
+      algorithm: "fixed-window",
+      rules: [{ limit: 10, period: "1m" }],
     });
     const { keys } = await import("../../src/http/index.js");
     const seen: string[] = [];

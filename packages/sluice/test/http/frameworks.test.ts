@@ -374,41 +374,30 @@ describe("a key function's result that is not a string is the client's doing: 40
     /** The queries its parser reads as an array or an object, with what the key function returned. */
     readonly bad: ReadonlyArray<readonly [string, unknown]>;
   }
+  /** {@link QueryApp.start} of an Express app made by `make` (Express 5, or 4 under its alias). */
+  const expressQueryApp =
+    (make: typeof express): QueryApp["start"] =>
+    async (limiter, clock, onError) => {
+      const app = make();
+      const limit = expressLimit({
+        limiter,
+        clock,
+        onError,
+        key: (req) => req.query.k as string,
+      });
+      app.get("/a", limit, (_req, res) => void res.send("ok"));
+      app.get("/b", limit, (_req, res) => void res.send("ok"));
+      return listen(createServer(app));
+    };
   const apps: QueryApp[] = [
-    {
-      name: "express",
-      bad: [["?k=a&k=b", ["a", "b"]]],
-      async start(limiter, clock, onError) {
-        const app = express();
-        const limit = expressLimit({
-          limiter,
-          clock,
-          onError,
-          key: (req) => req.query.k as string,
-        });
-        app.get("/a", limit, (_req, res) => void res.send("ok"));
-        app.get("/b", limit, (_req, res) => void res.send("ok"));
-        return listen(createServer(app));
-      },
-    },
+    { name: "express", bad: [["?k=a&k=b", ["a", "b"]]], start: expressQueryApp(express) },
     {
       name: "express 4",
       bad: [
         ["?k=a&k=b", ["a", "b"]],
         ["?k[x]=1", { x: "1" }],
       ],
-      async start(limiter, clock, onError) {
-        const app = express4();
-        const limit = expressLimit({
-          limiter,
-          clock,
-          onError,
-          key: (req) => req.query.k as string,
-        });
-        app.get("/a", limit, (_req, res) => void res.send("ok"));
-        app.get("/b", limit, (_req, res) => void res.send("ok"));
-        return listen(createServer(app));
-      },
+      start: expressQueryApp(express4),
     },
     {
       name: "fastify",

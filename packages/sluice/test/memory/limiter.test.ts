@@ -36,14 +36,7 @@ function brokenStore(instances?: number): Store {
 
 describe("limiter", () => {
   it("is exact under a Promise.all burst", async () => {
-    for (const algorithm of [
-      "gcra",
-      "token-bucket",
-      "fixed-window",
-      "sliding-window",
-      "sliding-log",
-      "concurrency",
-    ] as const) {
+    for (const algorithm of ALGORITHMS) {
       const limiter = createLimiter({
         policy: { name: "burst", algorithm, rules: [{ limit: 5, period: "1m" }] },
       });

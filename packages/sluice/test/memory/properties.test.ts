@@ -4,7 +4,13 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type AlgorithmName, type Decision, createLimiter, memoryStore } from "../../src/index.js";
+import {
+  ALGORITHMS,
+  type AlgorithmName,
+  type Decision,
+  createLimiter,
+  memoryStore,
+} from "../../src/index.js";
 
 interface Req {
   dt: number;
@@ -128,13 +134,7 @@ describe("properties", () => {
     });
   }
 
-  for (const algorithm of [
-    "gcra",
-    "token-bucket",
-    "fixed-window",
-    "sliding-window",
-    "sliding-log",
-  ] as const) {
+  for (const algorithm of ALGORITHMS.filter((a) => a !== "concurrency")) {
     it(`${algorithm}: denied requests change no state (dropping them changes no other decision)`, async () => {
       await fc.assert(
         fc.asyncProperty(

@@ -5,7 +5,7 @@
  * limit 5), answers remaining 4, 3, 2, 1, 0 then a denial with its wait, reads back counts near
  * the top of the faces' range exactly, and waits for a client that is not connected yet.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   type AlgorithmName,
   type PolicyInput,
@@ -15,44 +15,27 @@ import {
   redisStore,
 } from "../../src/index.js";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { CLIENTS, type ClientKind } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { redisAndClusterForSuite } from "../../../../test/support/redis-suite.js";
+import { Owned } from "./helpers.js";
 
 const run = Date.now().toString(36);
-let server: RedisServer;
-let cluster: RedisCluster;
-
-beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster()]);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.all([server?.stop(), cluster?.stop()]);
-});
+const redis = redisAndClusterForSuite();
 
 /** Clients and stores made by one test, closed at its end. */
 function scope(kind: ClientKind) {
-  const clients: RedisClient[] = [];
-  const stores: RedisStore[] = [];
+  const owned = new Owned();
   return {
     async client(where: "standalone" | "cluster"): Promise<RedisClient> {
       const c =
         where === "standalone"
-          ? await kind.standalone(server.url)
-          : await kind.cluster(cluster.startupNodes);
-      clients.push(c);
-      return c;
+          ? await kind.standalone(redis.server.url)
+          : await kind.cluster(redis.cluster.startupNodes);
+      return owned.client(c, (client) => kind.close(client));
     },
-    store(client: RedisClient): RedisStore {
-      const s = redisStore({ client, heartbeatMs: 0 });
-      stores.push(s);
-      return s;
-    },
-    async close(): Promise<void> {
-      await Promise.all(stores.map((s) => s.close()));
-      await Promise.all(clients.map((c) => kind.close(c)));
-    },
+    store: (client: RedisClient): RedisStore => owned.store({ client, heartbeatMs: 0 }),
+    close: () => owned.close(),
   };
 }
 
@@ -139,7 +122,7 @@ describe.each(CLIENTS)("$name", (kind) => {
   });
 
   it("a client that its owner has not connected yet is waited for", async () => {
-    const client = await kind.standalone(server.url, { lazy: true });
+    const client = await kind.standalone(redis.server.url, { lazy: true });
     const store = redisStore({ client, heartbeatMs: 0, connectTimeoutMs: 5000 });
     try {
       const limiter = createLimiter({

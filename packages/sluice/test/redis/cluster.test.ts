@@ -4,50 +4,33 @@
  */
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RedisClient, type RedisStore, createLimiter, redisStore } from "../../src/index.js";
+import { type RedisStore, createLimiter } from "../../src/index.js";
 import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { waitFor } from "../../../../test/support/ports.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
+import { clientForSuite, clusterForSuite } from "../../../../test/support/redis-suite.js";
 import { runConformance } from "../conformance/run.js";
+import { Owned } from "./helpers.js";
 
-let cluster: RedisCluster;
-let client: Cluster;
-const stores: RedisStore[] = [];
-
-beforeAll(async () => {
-  cluster = await startCluster();
-  client = new Cluster([...cluster.startupNodes]);
-  await client.ping();
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.all(stores.map((s) => s.close()));
-  client?.disconnect();
-  await cluster?.stop();
-});
+const redis = clusterForSuite();
+const owned = new Owned();
+afterAll(() => owned.close());
 
 function make(now?: () => number): RedisStore {
-  const s = redisStore({ client, heartbeatMs: 0, ...(now ? { now, denyCache: false } : {}) });
-  stores.push(s);
-  return s;
+  return owned.store({
+    client: redis.client,
+    heartbeatMs: 0,
+    ...(now ? { now, denyCache: false } : {}),
+  });
 }
 
 runConformance("redis cluster", (now) => make(now), { lease: true });
 
 // The conformance table on a Cluster through each client (test/support/redis-clients.ts).
 describe.each(CLIENTS)("$name", (kind) => {
-  let c: RedisClient;
-  beforeAll(async () => {
-    c = await kind.cluster(cluster.startupNodes);
-  });
-  afterAll(async () => {
-    await kind.close(c);
-  });
-  runConformance(`redis cluster (${kind.name})`, (now) => {
-    const s = redisStore({ client: c, heartbeatMs: 0, now, denyCache: false });
-    stores.push(s);
-    return s;
-  });
+  const c = clientForSuite(kind, () => kind.cluster(redis.cluster.startupNodes));
+  runConformance(`redis cluster (${kind.name})`, (now) =>
+    owned.store({ client: c.client, heartbeatMs: 0, now, denyCache: false }),
+  );
 });
 
 describe("cluster batching", () => {
@@ -99,24 +82,25 @@ describe("cluster batching", () => {
 describe("cluster failover", () => {
   // Last in the file: it kills a master.
   it("a master dies during traffic: its replica takes over, calls keep resolving, exact afterwards", async () => {
-    const failover = new Cluster([...cluster.startupNodes], { clusterRetryStrategy: () => 100 });
+    const failover = new Cluster([...redis.cluster.startupNodes], {
+      clusterRetryStrategy: () => 100,
+    });
     failover.on("error", () => {});
-    const s = redisStore({
+    const s = owned.store({
       client: failover,
       heartbeatMs: 0,
       timeoutMs: 1000,
       breakerFailures: 3,
       probeIntervalMs: 100,
     });
-    stores.push(s);
     const name = `cf${Date.now().toString(36)}`;
     const traffic = createLimiter({
       store: s,
       policy: { name, rules: [{ limit: 1_000_000, period: "1h" }] },
     });
     // The master that owns the slot of identifier "victim".
-    const slot = Number(await client.cluster("KEYSLOT", `{victim}`));
-    const owner = cluster.nodes.find((n) => n.port === portOfSlot(slot));
+    const slot = Number(await redis.client.cluster("KEYSLOT", `{victim}`));
+    const owner = redis.cluster.nodes.find((n) => n.port === portOfSlot(slot));
     expect(owner).toBeDefined();
     let stop = false;
     const reasons: Array<string | undefined> = [];
@@ -161,7 +145,7 @@ function portOfSlot(slot: number): number | undefined {
   return slotMap.find(([a, b]) => slot >= a && slot <= b)?.[2];
 }
 beforeAll(async () => {
-  const probe = new Redis(cluster.startupNodes[0]!.port, "127.0.0.1");
+  const probe = new Redis(redis.cluster.startupNodes[0]!.port, "127.0.0.1");
   const slots = await probe.cluster("SLOTS");
   // Each entry: first slot, last slot, then the nodes serving it (the master first).
   slotMap = slots.map(([a, b, master]) => [a, b, master![1]]);

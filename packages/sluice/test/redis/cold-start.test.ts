@@ -5,10 +5,10 @@
  * `onStoreError`. Real processes, a real redis-server paused (SIGSTOP) while they start, and a
  * real Cluster paused likewise.
  */
-import { type ChildProcess, fork } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   ALGORITHMS,
   type AlgorithmName,
@@ -18,8 +18,8 @@ import {
   redisStore,
 } from "../../src/index.js";
 import { freePort } from "../../../../test/support/ports.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
-import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { redisAndClusterForSuite } from "../../../../test/support/redis-suite.js";
+import { forkWorker } from "../../../../test/support/workers.js";
 
 const WORKER = fileURLToPath(new URL("./start-worker.ts", import.meta.url));
 const run = Date.now().toString(36);
@@ -53,11 +53,7 @@ async function coldStart(
 ): Promise<Results[]> {
   const children: ChildProcess[] = [];
   const results = Array.from({ length: count }, (_, i) => {
-    const c = fork(WORKER, [], {
-      execArgv: ["--import", "tsx"],
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
+    const c = forkWorker(WORKER, [], env);
     children.push(c);
     const firing = new Promise<void>((resolve) =>
       c.on("message", (m: { firing?: boolean }) => m.firing && resolve()),
@@ -91,33 +87,24 @@ function total(all: Results[], name: string): { allowed: number; reasons: Record
 
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-let server: RedisServer;
-let cluster: RedisCluster;
-
-beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster()]);
-}, 120_000);
-
-afterAll(async () => {
-  await Promise.all([server?.stop(), cluster?.stop()]);
-});
+const redis = redisAndClusterForSuite();
 
 describe("cold start", () => {
   it("4 processes start while Redis takes 1.5 s to answer: exactly the limit, for every algorithm", async () => {
     const ps = policies("standalone");
-    server.pause();
+    redis.server.pause();
     let all: Results[];
     try {
       all = await coldStart(
         4,
-        { REDIS_URL: server.url, POLICIES: JSON.stringify(ps), KEY: "hot", N: "250" },
+        { REDIS_URL: redis.server.url, POLICIES: JSON.stringify(ps), KEY: "hot", N: "250" },
         async () => {
           await pause(1500);
-          server.resume();
+          redis.server.resume();
         },
       );
     } finally {
-      server.resume();
+      redis.server.resume();
     }
     for (const p of ps)
       expect([p.name, total(all, p.name)]).toEqual([p.name, { allowed: 5, reasons: {} }]);
@@ -125,24 +112,24 @@ describe("cold start", () => {
 
   it("4 processes start together against a Cluster that takes 1 s to answer: exactly the limit", async () => {
     const ps = policies("cluster");
-    for (const n of cluster.nodes) n.pause();
+    for (const n of redis.cluster.nodes) n.pause();
     let all: Results[];
     try {
       all = await coldStart(
         4,
         {
-          CLUSTER_NODES: JSON.stringify(cluster.startupNodes),
+          CLUSTER_NODES: JSON.stringify(redis.cluster.startupNodes),
           POLICIES: JSON.stringify(ps),
           KEY: "hot",
           N: "250",
         },
         async () => {
           await pause(1000);
-          for (const n of cluster.nodes) n.resume();
+          for (const n of redis.cluster.nodes) n.resume();
         },
       );
     } finally {
-      for (const n of cluster.nodes) n.resume();
+      for (const n of redis.cluster.nodes) n.resume();
     }
     for (const p of ps)
       expect([p.name, total(all, p.name)]).toEqual([p.name, { allowed: 5, reasons: {} }]);
@@ -151,8 +138,8 @@ describe("cold start", () => {
 
 describe("ready()", () => {
   it("resolves once the first connection is up; decisions made meanwhile waited for it", async () => {
-    server.pause();
-    const client = new Redis(server.url);
+    redis.server.pause();
+    const client = new Redis(redis.server.url);
     client.on("error", () => {});
     const store = redisStore({ client, heartbeatMs: 0 });
     const limiter = createLimiter({
@@ -165,20 +152,20 @@ describe("ready()", () => {
       const first = limiter.limit("k");
       await pause(700); // longer than the per-call timeout (500 ms)
       expect(ready).toBe(false);
-      server.resume();
+      redis.server.resume();
       await readiness;
       expect(await first).toMatchObject({ allowed: true, remaining: 0 });
       expect((await limiter.limit("k")).allowed).toBe(false);
     } finally {
-      server.resume();
+      redis.server.resume();
       await store.close();
       client.disconnect();
     }
   });
 
   it("rejects with a StoreError, and decisions follow onStoreError, when the connect budget is spent", async () => {
-    server.pause();
-    const client = new Redis(server.url);
+    redis.server.pause();
+    const client = new Redis(redis.server.url);
     client.on("error", () => {});
     const store = redisStore({ client, heartbeatMs: 0, connectTimeoutMs: 300 });
     const limiter = createLimiter({
@@ -197,7 +184,7 @@ describe("ready()", () => {
         value: { allowed: false, reason: "store-error" },
       });
     } finally {
-      server.resume();
+      redis.server.resume();
       await store.close();
       client.disconnect();
     }

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe } from "vitest";
-import { type RedisClient, type RedisStore, redisStore } from "../../src/index.js";
+import type { RedisStore } from "../../src/index.js";
 import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { clientForSuite } from "../../../../test/support/redis-suite.js";
 import { runConformance } from "../conformance/run.js";
+import { Owned } from "./helpers.js";
 
 // One server for the file and one client of each kind (test/support/redis-clients.ts); each
 // scenario gets its own store (and unique policy name). The deny cache and leases live in the
@@ -18,20 +20,12 @@ afterAll(async () => {
 });
 
 describe.each(CLIENTS)("$name", (kind) => {
-  let client: RedisClient;
-  const stores: RedisStore[] = [];
-  beforeAll(async () => {
-    client = await kind.standalone(server.url);
-  });
-  afterAll(async () => {
-    await Promise.all(stores.map((s) => s.close()));
-    await kind.close(client);
-  });
+  const c = clientForSuite(kind, () => kind.standalone(server.url));
+  const owned = new Owned();
+  afterAll(() => owned.close());
 
   function make(now: () => number, denyCache: boolean): RedisStore {
-    const s = redisStore({ client, now, heartbeatMs: 0, denyCache });
-    stores.push(s);
-    return s;
+    return owned.store({ client: c.client, now, heartbeatMs: 0, denyCache });
   }
 
   runConformance(`redis standalone (${kind.name})`, (now) => make(now, false));

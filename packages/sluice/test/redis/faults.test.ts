@@ -6,7 +6,7 @@
  * rejects or leaves an unhandled rejection.
  */
 import { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import {
   type Decision,
   type Limiter,
@@ -14,23 +14,14 @@ import {
   type RedisClient,
   type RedisStore,
   createLimiter,
-  redisStore,
 } from "../../src/index.js";
 import { freePort, waitFor } from "../../../../test/support/ports.js";
 import { CLIENTS, type ClientKind } from "../../../../test/support/redis-clients.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { Owned, unhandledRejections } from "./helpers.js";
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
+const unhandled = unhandledRejections();
 const run = Date.now().toString(36);
-
-beforeAll(() => {
-  process.on("unhandledRejection", onUnhandled);
-});
-
-afterAll(() => {
-  process.off("unhandledRejection", onUnhandled);
-});
 
 function summary(ds: Decision[]): { allowed: number; reasons: string[] } {
   return {
@@ -42,8 +33,6 @@ function summary(ds: Decision[]): { allowed: number; reasons: string[] } {
 describe.each(CLIENTS)("faults ($name)", (kind: ClientKind) => {
   let port: number;
   let server: RedisServer | undefined;
-  let clientA: RedisClient;
-  let clientB: RedisClient;
   let storeA: RedisStore;
   let storeB: RedisStore;
   let allow: Limiter;
@@ -52,14 +41,18 @@ describe.each(CLIENTS)("faults ($name)", (kind: ClientKind) => {
   let exact: Limiter;
   let keySeq = 0;
 
+  const owned = new Owned();
+
   /** A client of the (not yet started) server, connecting and retrying. */
-  function client(): Promise<RedisClient> {
-    return kind.standalone(`redis://127.0.0.1:${port}`, { noWait: true, reconnectMs: 50 });
+  async function client(): Promise<RedisClient> {
+    return owned.client(
+      await kind.standalone(`redis://127.0.0.1:${port}`, { noWait: true, reconnectMs: 50 }),
+      (c) => kind.close(c),
+    );
   }
 
   afterAll(async () => {
-    await Promise.all([storeA?.close(), storeB?.close()]);
-    await Promise.all([clientA && kind.close(clientA), clientB && kind.close(clientB)]);
+    await owned.close();
     await server?.stop();
   });
 
@@ -80,8 +73,8 @@ describe.each(CLIENTS)("faults ($name)", (kind: ClientKind) => {
 
   it("Redis down at start: onStoreError decides (allow, deny, insurance), then exact once it is up", async () => {
     port = await freePort();
-    clientA = await client();
-    clientB = await client();
+    const clientA = await client();
+    const clientB = await client();
     const opts = {
       timeoutMs: 1000,
       breakerFailures: 3,
@@ -89,8 +82,8 @@ describe.each(CLIENTS)("faults ($name)", (kind: ClientKind) => {
       heartbeatMs: 100,
       logger: false,
     } as const;
-    storeA = redisStore({ client: clientA, ...opts });
-    storeB = redisStore({ client: clientB, ...opts });
+    storeA = owned.store({ client: clientA, ...opts });
+    storeB = owned.store({ client: clientB, ...opts });
     const rules: PolicyInput["rules"] = [{ limit: 10, period: "1h" }];
     const policy = (name: string, onStoreError: "allow" | "deny" | "insurance"): PolicyInput => ({
       name: `f${run}-${kind.name}-${name}`,

@@ -22,36 +22,28 @@ import { identifierTag, slotOfTag, tagForSlot } from "../../src/stores/redis-key
 import { waitFor } from "../../../../test/support/ports.js";
 import { clientKind } from "../../../../test/support/redis-clients.js";
 import {
-  type RedisCluster,
   clusterMasters,
+  migrateKeys,
   migrateSlot,
   ownerOfSlot,
   redisCli,
-  startCluster,
 } from "../../../../test/support/redis-cluster.js";
+import { clusterForSuite } from "../../../../test/support/redis-suite.js";
+import { Owned, lostCharges } from "./helpers.js";
 
 const exec = promisify(execFile);
 const run = Date.now().toString(36);
 
-let cluster: RedisCluster;
-let client: Cluster;
+const redis = clusterForSuite();
+const owned = new Owned();
+/** The store most tests decide through. */
 let store: RedisStore;
-const extra: Redis[] = [];
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  client = new Cluster([...cluster.startupNodes]);
-  client.on("error", () => {});
-  store = redisStore({ client, heartbeatMs: 0, denyCache: false });
-  await client.ping();
-}, 120_000);
-
-afterAll(async () => {
-  await store?.close();
-  client?.disconnect();
-  for (const r of extra) r.disconnect();
-  await cluster?.stop();
+beforeAll(() => {
+  store = owned.store({ client: redis.client, heartbeatMs: 0, denyCache: false });
 });
+
+afterAll(() => owned.close());
 
 /** A period far from its next window edge (windows are aligned to the epoch). */
 function longPeriodMs(): number {
@@ -66,9 +58,8 @@ function longPeriodMs(): number {
 
 /** A connection to `port`, connected. */
 async function connection(port: number): Promise<Redis> {
-  const r = new Redis(port, "127.0.0.1");
+  const r = owned.client(new Redis(port, "127.0.0.1"), (c) => c.disconnect());
   r.on("error", () => {});
-  extra.push(r);
   await r.ping();
   return r;
 }
@@ -108,11 +99,13 @@ describe("a slot moved by MIGRATE to a target that restores it 50 ms later", () 
     const first = await Promise.all(Array.from({ length: 20 }, () => limiter.limit(id)));
     expect(first.filter((d) => d.allowed)).toHaveLength(10);
     const slot = slotOfTag(identifierTag(id));
-    const from = await ownerOfSlot(cluster.nodes[0]!.port, slot);
-    const to = (await clusterMasters(cluster.nodes[0]!.port)).find((m) => m.port !== from.port)!;
+    const from = await ownerOfSlot(redis.cluster.nodes[0]!.port, slot);
+    const to = (await clusterMasters(redis.cluster.nodes[0]!.port)).find(
+      (m) => m.port !== from.port,
+    )!;
     const target = await connection(to.port);
-    await migrateSlot(cluster, slot, to.port, () => busy(target, 50));
-    expect((await ownerOfSlot(cluster.nodes[0]!.port, slot)).port).toBe(to.port);
+    await migrateSlot(redis.cluster, slot, to.port, () => busy(target, 50));
+    expect((await ownerOfSlot(redis.cluster.nodes[0]!.port, slot)).port).toBe(to.port);
     const after = await Promise.all(Array.from({ length: 10 }, () => limiter.limit(id)));
     expect(after.filter((d) => d.reason !== undefined)).toEqual([]);
     expect(after.filter((d) => d.allowed)).toHaveLength(0);
@@ -122,7 +115,7 @@ describe("a slot moved by MIGRATE to a target that restores it 50 ms later", () 
 describe("a slot stuck in the middle of a migration", () => {
   it("fails only its own multi-key calls and opens only its own breaker; it recovers once moved", async () => {
     const s = redisStore({
-      client,
+      client: redis.client,
       heartbeatMs: 0,
       denyCache: false,
       timeoutMs: 250,
@@ -147,22 +140,14 @@ describe("a slot stuck in the middle of a migration", () => {
       const others = Array.from({ length: 60 }, (_, i) => `other-${i}`).filter(
         (id) => slotOfTag(identifierTag(id)) !== slot,
       );
-      const from = await ownerOfSlot(cluster.nodes[0]!.port, slot);
-      const to = (await clusterMasters(cluster.nodes[0]!.port)).find((m) => m.port !== from.port)!;
+      const from = await ownerOfSlot(redis.cluster.nodes[0]!.port, slot);
+      const to = (await clusterMasters(redis.cluster.nodes[0]!.port)).find(
+        (m) => m.port !== from.port,
+      )!;
       // Half moved: the first rule's key on the target, the second's still on the source.
       await redisCli(to.port, "cluster", "setslot", String(slot), "importing", from.id);
       await redisCli(from.port, "cluster", "setslot", String(slot), "migrating", to.id);
-      await redisCli(
-        from.port,
-        "migrate",
-        "127.0.0.1",
-        String(to.port),
-        "",
-        "0",
-        "5000",
-        "keys",
-        `sl:stuck${run}:{${stuck}}:f0`,
-      );
+      await migrateKeys(from.port, to.port, [`sl:stuck${run}:{${stuck}}:f0`]);
       // Its keys are on two nodes: it cannot be decided until the move ends (each call fails
       // within its budget), and its breaker opens.
       for (let round = 0; round < 4; round++)
@@ -213,18 +198,7 @@ async function migrateRest(slot: number, fromPort: number, toPort: number): Prom
   const keys = (await redisCli(fromPort, "cluster", "getkeysinslot", String(slot), "1000"))
     .split("\n")
     .filter((k) => k !== "");
-  if (keys.length > 0)
-    await redisCli(
-      fromPort,
-      "migrate",
-      "127.0.0.1",
-      String(toPort),
-      "",
-      "0",
-      "5000",
-      "keys",
-      ...keys,
-    );
+  if (keys.length > 0) await migrateKeys(fromPort, toPort, keys);
 }
 
 /**
@@ -283,22 +257,14 @@ function traffic(
  */
 async function agedEpochs(ids: string[]): Promise<void> {
   const slots = new Set(ids.map((id) => slotOfTag(identifierTag(id))));
-  await Promise.all([...slots].map((s) => client.set(`sl:lease-epoch:{${tagForSlot(s)}}`, "0")));
+  await Promise.all(
+    [...slots].map((s) => redis.client.set(`sl:lease-epoch:{${tagForSlot(s)}}`, "0")),
+  );
 }
 
 /** Acknowledged charges that Redis no longer holds, per limiter (fixed-window: exact counts). */
-async function lost(limiters: Limiter[], acked: Array<Map<string, number>>): Promise<number[]> {
-  return Promise.all(
-    limiters.map(async (l, li) => {
-      let missing = 0;
-      for (const [id, n] of acked[li]!) {
-        const d = await l.peek(id);
-        expect(d.reason).toBeUndefined();
-        for (const r of d.rules) missing += Math.max(0, n - (r.limit - r.remaining));
-      }
-      return missing;
-    }),
-  );
+function lost(limiters: Limiter[], acked: Array<Map<string, number>>): Promise<number[]> {
+  return Promise.all(limiters.map((l, li) => lostCharges(l, acked[li]!)));
 }
 
 describe("operations under load", () => {
@@ -337,7 +303,7 @@ describe("operations under load", () => {
         },
       }),
     );
-    const masters = await clusterMasters(cluster.nodes[0]!.port);
+    const masters = await clusterMasters(redis.cluster.nodes[0]!.port);
     const [from, to] = [masters[0]!, masters[1]!];
     const [lo] = from.slots[0]!;
     // 1,200 identifiers in the slots that move (4 per slot: 18 keys), 100 elsewhere.
@@ -367,7 +333,7 @@ describe("operations under load", () => {
     expect(missing).toEqual([0, 0, 0]);
     expect(t.reasons.get("store-error") ?? 0).toBe(0);
     expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
-    expect((await ownerOfSlot(cluster.nodes[0]!.port, lo)).port).toBe(to.port);
+    expect((await ownerOfSlot(redis.cluster.nodes[0]!.port, lo)).port).toBe(to.port);
   }, 180_000);
 
   it.each([
@@ -380,10 +346,10 @@ describe("operations under load", () => {
       const kind = clientKind(clientName);
       const own =
         Object.keys(tuning).length === 0
-          ? await kind.cluster(cluster.startupNodes)
-          : (new Cluster([...cluster.startupNodes], tuning) as unknown as RedisClient);
+          ? await kind.cluster(redis.cluster.startupNodes)
+          : (new Cluster([...redis.cluster.startupNodes], tuning) as unknown as RedisClient);
       const s = redisStore({ client: own, heartbeatMs: 0, denyCache: false, logger: false });
-      const masters = await clusterMasters(cluster.nodes[0]!.port);
+      const masters = await clusterMasters(redis.cluster.nodes[0]!.port);
       // The slot redis-cli moves first: the source's lowest.
       const from = masters.reduce((a, b) => (a.slots[0]![0] < b.slots[0]![0] ? a : b));
       const to = masters.find((m) => m.id !== from.id)!;
@@ -479,7 +445,7 @@ describe("operations under load", () => {
       await s.close();
       if (own instanceof Cluster) own.disconnect();
       else await kind.close(own);
-      expect((await ownerOfSlot(cluster.nodes[0]!.port, slot)).port).toBe(to.port);
+      expect((await ownerOfSlot(redis.cluster.nodes[0]!.port, slot)).port).toBe(to.port);
       expect(missing).toBe(0);
       expect(failed.bystanders).toBe(0);
       // New identifiers of two keys cannot be made on the importing node until the move ends.
@@ -509,7 +475,7 @@ describe("operations under load", () => {
     const taken = store.leaseCounters?.taken ?? 0;
     const t = traffic(limiters, ids);
     await waitFor(() => t.decisions > 5000, 30_000, 20);
-    const master = (await clusterMasters(cluster.nodes[0]!.port))[2]!;
+    const master = (await clusterMasters(redis.cluster.nodes[0]!.port))[2]!;
     const replicaLine = (await redisCli(master.port, "cluster", "replicas", master.id))
       .trim()
       .split("\n")[0]!;

@@ -4,49 +4,32 @@
  * crashed master (SIGKILL). The store watches the sentinels and stops writing to the old master
  * at the first sign of a failover; decisions meanwhile follow onStoreError.
  */
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Decision,
   type Limiter,
   type PolicyInput,
   type RedisClient,
-  type RedisStore,
   createLimiter,
-  redisStore,
 } from "../../src/index.js";
 import { waitFor } from "../../../../test/support/ports.js";
-import { CLIENTS, type ClientKind } from "../../../../test/support/redis-clients.js";
+import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
+import { Owned, lostCharges } from "./helpers.js";
 
 const run = Date.now().toString(36);
 let sentinel: RedisSentinel;
-const clients: Redis[] = [];
-const made: Array<[ClientKind, RedisClient]> = [];
-const stores: RedisStore[] = [];
+const owned = new Owned();
 
-function sentinelClient(): Redis {
-  const c = new Redis({
-    sentinels: [...sentinel.sentinels],
-    name: sentinel.name,
-    failoverDetector: true,
-    retryStrategy: () => 50,
-    sentinelRetryStrategy: () => 50,
-    reconnectOnError: (err) => err.message.startsWith("READONLY"),
-  });
-  c.on("error", () => {});
-  clients.push(c);
-  return c;
-}
+/** An ioredis client of the sentinels ({@link RedisSentinel.ioredis}). */
+const sentinelClient = () => owned.client(sentinel.ioredis(), (c) => c.disconnect());
 
 beforeAll(async () => {
   sentinel = await startSentinel("sluicefo");
 }, 120_000);
 
 afterAll(async () => {
-  await Promise.all(stores.map((s) => s.close()));
-  for (const c of clients) c.disconnect();
-  await Promise.all(made.map(([k, c]) => k.close(c)));
+  await owned.close();
   await sentinel?.stop();
 });
 
@@ -88,15 +71,9 @@ function traffic(ls: Limiter[]) {
 }
 
 async function lost(l: Limiter, acked: Map<string, number>): Promise<number> {
-  let missing = 0;
   // Answered by Redis (after a crash the client may still be reconnecting).
   await waitFor(async () => (await l.peek("probe")).reason === undefined, 20_000, 20);
-  for (const [id, n] of acked) {
-    const d = await l.peek(id);
-    expect(d.reason).toBeUndefined();
-    missing += Math.max(0, n - (d.limit - d.remaining));
-  }
-  return missing;
+  return lostCharges(l, acked);
 }
 
 describe("sentinel failovers under load", () => {
@@ -114,8 +91,7 @@ describe("sentinel failovers under load", () => {
   async function failoverUnderLoad(label: string, client: () => Promise<RedisClient>) {
     const ls = await Promise.all(
       [0, 1].map(async () => {
-        const s = redisStore({ client: await client(), heartbeatMs: 0 });
-        stores.push(s);
+        const s = owned.store({ client: await client(), heartbeatMs: 0 });
         return createLimiter({ store: s, policy: policy(label.replace(/[^\w-]/g, "")) });
       }),
     );
@@ -143,19 +119,19 @@ describe("sentinel failovers under load", () => {
   it.each(CLIENTS.filter((k) => k.sentinel !== undefined && k.family === "node-redis"))(
     "SENTINEL FAILOVER through $name (the watch over its own sockets): acknowledged charges are kept",
     (kind) =>
-      failoverUnderLoad(`through ${kind.name}`, async () => {
-        const c = await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 });
-        made.push([kind, c]);
-        return c;
-      }),
+      failoverUnderLoad(`through ${kind.name}`, async () =>
+        owned.client(
+          await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 }),
+          (c) => kind.close(c),
+        ),
+      ),
     120_000,
   );
 
   // Last: it kills the master.
   it("a crashed master (SIGKILL): acknowledged charges are kept", async () => {
     const ls = [0, 1].map(() => {
-      const s = redisStore({ client: sentinelClient(), heartbeatMs: 0 });
-      stores.push(s);
+      const s = owned.store({ client: sentinelClient(), heartbeatMs: 0 });
       return createLimiter({ store: s, policy: policy("crash") });
     });
     await Promise.all(ls.map((l) => l.ready()));

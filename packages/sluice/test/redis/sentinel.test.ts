@@ -13,58 +13,39 @@ import {
   type RedisClient,
   type RedisStore,
   createLimiter,
-  redisStore,
 } from "../../src/index.js";
 import { CLIENTS } from "../../../../test/support/redis-clients.js";
 import { waitFor } from "../../../../test/support/ports.js";
 import { type RedisSentinel, startSentinel } from "../../../../test/support/redis-sentinel.js";
 import { runConformance } from "../conformance/run.js";
+import { Owned, unhandledRejections } from "./helpers.js";
 
-const unhandled: unknown[] = [];
-const onUnhandled = (reason: unknown) => unhandled.push(reason);
+const unhandled = unhandledRejections();
 const run = Date.now().toString(36);
 
 let sentinel: RedisSentinel;
-const clients: Redis[] = [];
-const stores: RedisStore[] = [];
+const owned = new Owned();
 
-function sentinelClient(): Redis {
-  const c = new Redis({
-    sentinels: [...sentinel.sentinels],
-    name: sentinel.name,
-    failoverDetector: true,
-    retryStrategy: () => 50,
-    sentinelRetryStrategy: () => 50,
-    maxRetriesPerRequest: 1,
-    // A demoted master answers writes with READONLY: reconnect (through the sentinels).
-    reconnectOnError: (err) => err.message.startsWith("READONLY"),
-  });
-  c.on("error", () => {});
-  clients.push(c);
-  return c;
-}
+/** An ioredis client of the sentinels whose commands fail at once while it reconnects. */
+const sentinelClient = (): Redis =>
+  owned.client(sentinel.ioredis({ maxRetriesPerRequest: 1 }), (c) => c.disconnect());
 
 function store(c: RedisClient): RedisStore {
-  const s = redisStore({
+  return owned.store({
     client: c,
     timeoutMs: 1000,
     breakerFailures: 3,
     probeIntervalMs: 50,
     heartbeatMs: 0,
   });
-  stores.push(s);
-  return s;
 }
 
 beforeAll(async () => {
-  process.on("unhandledRejection", onUnhandled);
   sentinel = await startSentinel();
 }, 120_000);
 
 afterAll(async () => {
-  process.off("unhandledRejection", onUnhandled);
-  await Promise.all(stores.map((s) => s.close()));
-  for (const c of clients) c.disconnect();
+  await owned.close();
   await sentinel?.stop();
 });
 
@@ -72,9 +53,7 @@ afterAll(async () => {
 let conformanceClient: Redis | undefined;
 runConformance("redis sentinel", (now) => {
   conformanceClient ??= sentinelClient();
-  const s = redisStore({ client: conformanceClient, now, heartbeatMs: 0, denyCache: false });
-  stores.push(s);
-  return s;
+  return owned.store({ client: conformanceClient, now, heartbeatMs: 0, denyCache: false });
 });
 
 /**
@@ -154,21 +133,15 @@ describe("sentinel", () => {
   });
 
   describe.each(CLIENTS.filter((k) => k.sentinel !== undefined))("$name", (kind) => {
-    const made: RedisClient[] = [];
-    const sentinelOf = async (): Promise<RedisClient> => {
-      const c = await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 });
-      made.push(c);
-      return c;
-    };
-    afterAll(async () => {
-      await Promise.all(made.map((c) => kind.close(c)));
-    });
+    const sentinelOf = async (): Promise<RedisClient> =>
+      owned.client(
+        await kind.sentinel!(sentinel.sentinels, sentinel.name, { reconnectMs: 50 }),
+        (c) => kind.close(c),
+      );
     let first: RedisClient | undefined;
     runConformance(`redis sentinel (${kind.name})`, async (now) => {
       first ??= await sentinelOf();
-      const s = redisStore({ client: first, now, heartbeatMs: 0, denyCache: false });
-      stores.push(s);
-      return s;
+      return owned.store({ client: first, now, heartbeatMs: 0, denyCache: false });
     });
     it("keeps answering through a failover and is exact afterwards", async () => {
       await throughFailover(kind.name, store(await sentinelOf()), store(await sentinelOf()));

@@ -1,6 +1,7 @@
-import { type ChildProcess, fork } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import type { PolicyInput } from "../../src/index.js";
+import { allReady, forkWorker } from "../../../../test/support/workers.js";
 
 const WORKER = fileURLToPath(new URL("./worker.ts", import.meta.url));
 
@@ -29,29 +30,8 @@ export interface Workers {
 
 /** Forks `envs.length` workers (one per env) and waits until each has connected to Redis. */
 export async function startWorkers(envs: Array<Record<string, string>>): Promise<Workers> {
-  const children: ChildProcess[] = envs.map((env) =>
-    fork(WORKER, [], {
-      execArgv: ["--import", "tsx"],
-      env: { ...process.env, ...env },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    }),
-  );
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise<void>((resolve, reject) => {
-          const t = setTimeout(() => reject(new Error("worker did not start in 30 s")), 30_000);
-          c.on("message", function ready(m: unknown) {
-            if (typeof m === "object" && m !== null && "ready" in m) {
-              clearTimeout(t);
-              c.off("message", ready);
-              resolve();
-            }
-          });
-          c.once("exit", (code) => reject(new Error(`worker exited (${String(code)})`)));
-        }),
-    ),
-  );
+  const children: ChildProcess[] = envs.map((env) => forkWorker(WORKER, [], env));
+  await allReady(children, (m) => typeof m === "object" && m !== null && "ready" in m);
   let seq = 0;
   return {
     async fire(policy, key, perWorker, client) {
