@@ -135,17 +135,6 @@ export function chart(o: ChartOptions): HTMLElement {
     }
   }
 
-  const legend = h(
-    "div",
-    { class: "legend" },
-    o.series.map((ser) => {
-      const key = h("span", { class: ser.dashed ? "key dashed" : "key" });
-      // Through the CSSOM: the page's CSP forbids inline style attributes.
-      key.style.borderColor = ser.color;
-      return h("span", { class: "item" }, key, ser.name);
-    }),
-  );
-
   const svg = s(
     "svg",
     {
@@ -162,7 +151,21 @@ export function chart(o: ChartOptions): HTMLElement {
     s("line", { class: "axis", x1: pad.left, x2: pad.left + w, y1: y(0), y2: y(0) }),
     marks,
   );
-  return h("figure", { class: "chart" }, legend, svg);
+  return h("figure", { class: "chart" }, legend(o.series), svg);
+}
+
+/** The chart's legend: a key in each series' colour (dashed as its line) and its name. */
+function legend(series: ChartOptions["series"]): HTMLElement {
+  return h(
+    "div",
+    { class: "legend" },
+    series.map((ser) => {
+      const key = h("span", { class: ser.dashed ? "key dashed" : "key" });
+      // Through the CSSOM: the page's CSP forbids inline style attributes.
+      key.style.borderColor = ser.color;
+      return h("span", { class: "item" }, key, ser.name);
+    }),
+  );
 }
 
 function sum(values: readonly number[]): number {

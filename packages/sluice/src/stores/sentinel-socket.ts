@@ -7,7 +7,6 @@
  * the core stays free of Node built-ins elsewhere.
  */
 import { importBuiltin, unrefTimer } from "../platform.js";
-import type { SentinelConnectionLike } from "./sentinel-watch.js";
 
 /** A sentinel's address. */
 export interface SentinelAddress {
@@ -120,6 +119,17 @@ export class RespReader {
 
 /** How long to wait before connecting to a sentinel again (ms). */
 const RECONNECT_MS = 1000;
+
+/**
+ * A connection to one sentinel, subscribed to its events: an ioredis `Redis` made by the
+ * client's `duplicate`, or a {@link SentinelSocket}.
+ */
+export interface SentinelConnectionLike {
+  subscribe(...channels: string[]): Promise<unknown>;
+  on(event: "message", listener: (channel: string, message: string) => void): unknown;
+  on(event: "error", listener: (err: Error) => void): unknown;
+  disconnect(): void;
+}
 
 /**
  * A connection to one sentinel that asks (`command`) and follows channels (`subscribe`): it

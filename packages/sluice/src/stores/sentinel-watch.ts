@@ -12,18 +12,11 @@
 
 import type { Logger } from "../logger.js";
 import { unrefTimer } from "../platform.js";
-import { type SentinelAddress, SentinelSocket } from "./sentinel-socket.js";
-
-/**
- * A connection to one sentinel, subscribed to its events: an ioredis `Redis` made by the
- * client's `duplicate`, or a {@link SentinelSocket}.
- */
-export interface SentinelConnectionLike {
-  subscribe(...channels: string[]): Promise<unknown>;
-  on(event: "message", listener: (channel: string, message: string) => void): unknown;
-  on(event: "error", listener: (err: Error) => void): unknown;
-  disconnect(): void;
-}
+import {
+  type SentinelAddress,
+  type SentinelConnectionLike,
+  SentinelSocket,
+} from "./sentinel-socket.js";
 
 /**
  * What the watcher reads of a Sentinel client: ioredis `Redis` options (`sentinels`, `name`,
