@@ -1,13 +1,34 @@
 // Embeds src/stores/lua/*.lua into src/stores/lua-scripts.ts (text + SHA1), so that both the
-// ESM and the CJS build carry the scripts without reading files at runtime.
-// Run after editing a .lua file: `npm run embed-lua -w sluice` (a test fails when you forget).
+// ESM and the CJS build carry the scripts without reading files at runtime. First it writes
+// sluice.lua's protocol part (operation and algorithm codes) from src/stores/redis-protocol.ts,
+// so that the script and the TypeScript read one table.
+// Run after editing a .lua file or the protocol: `npm run embed-lua -w sluice` (a test fails
+// when you forget).
 import { createHash } from "node:crypto";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { transformSync } from "esbuild";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const dir = join(root, "src/stores/lua");
+
+// redis-protocol.ts imports nothing: its JavaScript runs as a module of its own.
+const protocolTs = readFileSync(join(root, "src/stores/redis-protocol.ts"), "utf8");
+const { code } = transformSync(protocolTs, { loader: "ts", format: "esm" });
+const protocol = await import(
+  `data:text/javascript;base64,${Buffer.from(code).toString("base64")}`
+);
+const scriptPath = join(dir, "sluice.lua");
+const script = readFileSync(scriptPath, "utf8");
+const begin = script.indexOf(protocol.LUA_PROTOCOL_BEGIN + "\n");
+const endMark = protocol.LUA_PROTOCOL_END + "\n";
+const end = script.indexOf(endMark, begin);
+if (begin < 0 || end < 0) throw new Error("embed-lua: sluice.lua has lost its protocol markers");
+const withProtocol =
+  script.slice(0, begin) + protocol.luaProtocol() + script.slice(end + endMark.length);
+if (withProtocol !== script) writeFileSync(scriptPath, withProtocol);
+
 const files = readdirSync(dir)
   .filter((f) => f.endsWith(".lua"))
   .sort();

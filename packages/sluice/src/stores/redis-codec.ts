@@ -1,7 +1,8 @@
 /**
  * The codec of the Redis store: what one script call carries and what it answers, apart from
  * how it travels (redis.ts) — pure functions of the operations. Its numbers are lua/sluice.lua's
- * header: the operation codes (OP_*, redis-keys.ts), a policy's spec (algorithm code, rule count,
+ * header: the operation codes (redis-protocol.ts, from which the script's constants are
+ * generated), a policy's spec (algorithm code, rule count,
  * block, then limit, period and burst per rule), each operation's arguments, and each reply's
  * form; a change here is a change there.
  */
@@ -21,6 +22,7 @@ import {
   keyCode,
   scriptCode,
 } from "./redis-keys.js";
+import { OPS_PER_SPEC } from "./redis-protocol.js";
 
 /** Per-policy data computed once: key names and the script's spec arguments. */
 export interface PolicyInfo {
@@ -118,7 +120,7 @@ export function encodeCall(
     const suffixes = info.ruleSuffixes;
     for (let i = 0; i < suffixes.length; i++) keys.push(base + suffixes[i]!);
     if (p.policy.blockMs > 0 || p.op === OP_RESET) keys.push(base + info.blockSuffix);
-    const code = idx * 8 + p.op;
+    const code = idx * OPS_PER_SPEC + p.op;
     if (p.args !== undefined) {
       // A lease or give back: the epoch key, its numbers, and a concurrency node's member.
       keys.push(header.epochKey);

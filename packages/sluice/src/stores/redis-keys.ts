@@ -1,6 +1,7 @@
 import type { AlgorithmName } from "../algorithms/index.js";
 import { sha1Base64url, utf8Bytes } from "../hash.js";
 import type { Policy } from "../policy.js";
+import { OPERATION_CODES } from "./redis-protocol.js";
 
 /**
  * Key layout of the Redis store (see docs/redis.md):
@@ -13,18 +14,23 @@ import type { Policy } from "../policy.js";
  * old algorithm's state.
  */
 
+/** The code of the operation whose constant is `constant` (redis-protocol.ts's table). */
+function opCode(constant: (typeof OPERATION_CODES)[number]["constant"]): number {
+  return OPERATION_CODES.find((op) => op.constant === constant)!.code;
+}
+
 /**
  * The operation codes of the script (lua/sluice.lua), also the wire codes of the Durable
- * Object store: one list for both.
+ * Object store: one table for both, in redis-protocol.ts.
  */
-export const OP_DECIDE = 0;
-export const OP_PEEK = 1;
-export const OP_ADJUST = 2;
-export const OP_RELEASE = 3;
-export const OP_RESET = 4;
-export const OP_SET = 5;
-export const OP_LEASE = 6;
-export const OP_GIVE_BACK = 7;
+export const OP_DECIDE = opCode("OP_DECIDE");
+export const OP_PEEK = opCode("OP_PEEK");
+export const OP_ADJUST = opCode("OP_ADJUST");
+export const OP_RELEASE = opCode("OP_RELEASE");
+export const OP_RESET = opCode("OP_RESET");
+export const OP_SET = opCode("OP_SET");
+export const OP_LEASE = opCode("OP_LEASE");
+export const OP_GIVE_BACK = opCode("OP_GIVE_BACK");
 
 /** One-letter code of each algorithm, used in keys and in the script's arguments. */
 export const ALGORITHM_CODES: Readonly<Record<AlgorithmName, string>> = {

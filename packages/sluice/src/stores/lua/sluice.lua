@@ -22,15 +22,13 @@
 --            server waking up, a command ioredis re-sends after reconnecting, a redirection
 --            retried) changes nothing and answers the error SLUICE_EXPIRED <server time>.
 --   ARGV[5]  number of policy specs S, then S specs:
---              algorithm code (g t i f F s l c; i is token-bucket refilled by interval, whose
---              keys are its own; F is fixed-window started by the first request,
---              whose keys are named and laid out as f's), rule count n, blockMs (negative:
+--              algorithm code (the protocol part below), rule count n, blockMs (negative:
 --              −blockMs with resetOnBlock, a block that forgets the key's counts), then
 --              n × (limit, periodMs, burst)
---   then the operations until ARGV ends. Each is one integer c = spec·8 + op (op: 0 decide,
---   1 peek, 2 adjust, 3 release, 4 reset, 5 set count, 6 lease, 7 give back) when its cost is
---   1 and it carries no lease; else −c followed by the cost (the delta for adjust, the count
---   for set) and, for a concurrency decide and for a release, the lease id; for set, the
+--   then the operations until ARGV ends. Each is one integer c = spec·OPS_PER_SPEC + op (the
+--   operation codes and the algorithm codes are the protocol part below, generated from the
+--   TypeScript's tables) when its cost is 1 and it carries no lease; else −c followed by the
+--   cost (the delta for adjust, the count for set) and, for a concurrency decide and for a release, the lease id; for set, the
 --   window's length in ms. A lease (6) is always −c, cost, asked, returned, returnedAt, epoch,
 --   ttl, then for concurrency the node's member id; a give back (7) is always −c, returned,
 --   returnedAt, epoch, ttl, then for concurrency the member id.
@@ -73,6 +71,32 @@ if (redis.REDIS_VERSION_NUM or 0) < 0x070000 then
   return redis.error_reply('sluice needs Redis 7.0 or later (it keeps state in key expiries: PEXPIRETIME)')
 end
 
+-- ─── protocol: generated from src/stores/redis-protocol.ts ───
+-- (scripts/embed-lua.mjs writes this part; edit the tables there, not these lines)
+-- Operation codes: c = spec * 8 + op.
+--   0  decide: charge the cost if every rule allows it; answers a decision
+--   1  peek: decide without charging; answers a decision
+--   2  adjust: add the delta to every rule (a refund is negative); answers 1
+--   3  release: give a concurrency lease back; answers 1 if it was held, else 0
+--   4  reset: forget the key and its block; answers 1
+--   5  set count: every rule's window holds the count, for the window's length; answers 1
+--   6  lease: give back, decide, and grant units ahead; answers the decision and grant
+--   7  give back: return a lease's unused units; answers 1
+local OP_DECIDE, OP_PEEK, OP_ADJUST, OP_RELEASE, OP_RESET, OP_SET, OP_LEASE, OP_GIVE_BACK = 0, 1, 2, 3, 4, 5, 6, 7
+local OPS_PER_SPEC = 8
+-- Algorithm codes of a spec:
+--   g  gcra
+--   t  token-bucket, refilled continuously
+--   i  token-bucket refilled by interval (refill: "interval"; keys of its own)
+--   f  fixed-window, aligned to the clock
+--   F  fixed-window started by the first request (windowStart; keys named as "f")
+--   s  sliding-window
+--   l  sliding-log (a ZSET)
+--   c  concurrency (a ZSET of leases)
+-- Those whose state is one key read and written whole (the fast path's):
+local FIXED_SIZE = { g = true, t = true, i = true, f = true, F = true, s = true }
+-- ─── end of protocol ───
+
 local EPS = 1e-6
 local floor, ceil, max, min, fmod = math.floor, math.ceil, math.max, math.min, math.fmod
 local tonumber, fmt = tonumber, string.format
@@ -112,7 +136,7 @@ for s = 1, tonumber(ARGV[5]) do
   -- Its decisions are answered in the compact form (see the header).
   spec.compact = spec.n == 1 and spec.blockMs == 0
   -- Decided by the fast path: one rule, no penalty, fixed-size state (one key, not a ZSET).
-  spec.fast = spec.compact and alg ~= 'l' and alg ~= 'c'
+  spec.fast = spec.compact and FIXED_SIZE[alg] == true
   has[alg] = true
   specs[s] = spec
 end
@@ -722,9 +746,9 @@ while a <= nargs do
     cost = tonumber(ARGV[a + 1])
     next_a = a + 2
   end
-  local op = c % 8
-  local spec = specs[(c - op) / 8]
-  if op > 1 or not spec.fast then break end
+  local op = c % OPS_PER_SPEC
+  local spec = specs[(c - op) / OPS_PER_SPEC]
+  if op > OP_PEEK or not spec.fast then break end
   a = next_a
   local key = KEYS[k]
   k = k + 1
@@ -737,7 +761,7 @@ while a <= nargs do
     -- (no other rule can deny it, no block is read or started). Called through combine, this
     -- costs Redis ~10% more CPU per decision.
     local ok, rem, reset, retry, nxt, ttl = DECIDE[alg](st, now, r[1], r[2], r[3], cost)
-    if ok and op == 0 and cost > 0 then write_state(alg, key, st, nxt, ttl, now, r[2]) end
+    if ok and op == OP_DECIDE and cost > 0 then write_state(alg, key, st, nxt, ttl, now, r[2]) end
     res[1], res[2], res[3], res[4] = ok, rem, reset, retry
     encode(spec, ok, 0)
   end
@@ -913,7 +937,7 @@ local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, 
   if give then held = max(0, held - ret) end
   local others = 0
   for i = 3, #live, 3 do others = others + live[i] end
-  local ok = op == 6 and others + held + cost <= r[1]
+  local ok = op == OP_LEASE and others + held + cost <= r[1]
   local granted = 0
   if ok then
     held = held + cost
@@ -932,7 +956,7 @@ local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, 
   local nxt = nil
   if #live > 0 then nxt = live end
   write_state('c', key, old, nxt, ttl, now, r[2])
-  if op == 7 then
+  if op == OP_GIVE_BACK then
     emit(1)
     return
   end
@@ -964,7 +988,7 @@ local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, l
       states[i] = adjust(states[i], now, r[1], r[2], r[3], -ret)
     end
   end
-  if op == 7 then
+  if op == OP_GIVE_BACK then
     for i = 1, n do
       local r = spec.rules[i]
       local st = states[i]
@@ -1023,27 +1047,27 @@ while a <= nargs do
     cost = tonumber(ARGV[a])
     a = a + 1
   end
-  local op = c % 8
-  local spec = specs[(c - op) / 8]
+  local op = c % OPS_PER_SPEC
+  local spec = specs[(c - op) / OPS_PER_SPEC]
   local alg, n = spec.alg, spec.n
   local asked, ret, retAt, lepoch, lttl = 0, 0, 0, 0, 0
-  if op == 6 then
+  if op == OP_LEASE then
     asked, ret, retAt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     lepoch, lttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     a = a + 5
-  elseif op == 7 then
+  elseif op == OP_GIVE_BACK then
     ret, retAt, lepoch, lttl = cost, tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     cost = 0
     a = a + 3
   end
-  if extended and (op == 3 or (op == 0 and alg == 'c') or (op >= 6 and alg == 'c')) then
+  if extended and (op == OP_RELEASE or (op == OP_DECIDE and alg == 'c') or (op >= OP_LEASE and alg == 'c')) then
     lease = ARGV[a]
     a = a + 1
-  elseif op == 5 then
+  elseif op == OP_SET then
     windowMs = tonumber(ARGV[a])
     a = a + 1
   end
-  local hasBlock = spec.blockMs > 0 or op == 4
+  local hasBlock = spec.blockMs > 0 or op == OP_RESET
   local base = k
   k = k + n
   local bkey = nil
@@ -1052,17 +1076,17 @@ while a <= nargs do
     k = k + 1
   end
   local ekey = nil
-  if op >= 6 then
+  if op >= OP_LEASE then
     ekey = KEYS[k]
     k = k + 1
   end
 
-  if op == 4 then
+  if op == OP_RESET then
     -- reset: forget everything about the key.
     for i = 0, n - 1 do call('DEL', KEYS[base + i]) end
     call('DEL', bkey)
     emit(1)
-  elseif op == 5 then
+  elseif op == OP_SET then
     -- set count (first-request fixed windows): every rule's window holds `cost` units and ends
     -- windowMs from now. The penalty block is left alone.
     for i = 0, n - 1 do
@@ -1079,11 +1103,11 @@ while a <= nargs do
     end
     if bad then
       unreadable(bad)
-    elseif op <= 1 then
-      decide_op(spec, base, bkey, blockUntil, cost, op == 0, lease)
-    elseif op == 2 then
+    elseif op <= OP_PEEK then
+      decide_op(spec, base, bkey, blockUntil, cost, op == OP_DECIDE, lease)
+    elseif op == OP_ADJUST then
       adjust_op(spec, base, cost)
-    elseif op == 3 then
+    elseif op == OP_RELEASE then
       release_op(KEYS[base], lease)
     else
       lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, lease)
