@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Repository, openDatabase } from "../src/index.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { call, runCli, signIn, spawnServe, tempDirs } from "./helpers.js";
+import { call, runCli, signIn, spawnServe } from "./helpers.js";
+import { tempDirs } from "./temp-dirs.js";
 
 // Every test spawns several CLI processes (~1 s each, more on a busy machine).
 vi.setConfig({ testTimeout: 120_000 });

@@ -4,48 +4,17 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Logger, pino } from "pino";
-import { afterAll } from "vitest";
 import { type Service, createService, loadConfig } from "../src/index.js";
 import { freePort, waitFor } from "../../../test/support/ports.js";
 
 /** The repository root. */
 export const ROOT = fileURLToPath(new URL("../../../", import.meta.url));
-
-/** Temporary directories of one test file, removed after its tests ({@link tempDirs}). */
-export interface TempDirs {
-  /** A new, empty directory. */
-  dir(): string;
-  /** A new directory holding the file `name` with `content`: both paths. */
-  file(name: string, content: string): { dir: string; file: string };
-}
-
-/** Temporary directories named `<prefix>…` for the calling test file; removed after it. */
-export function tempDirs(prefix: string): TempDirs {
-  const made: string[] = [];
-  afterAll(() => {
-    for (const d of made) rmSync(d, { recursive: true, force: true });
-  });
-  const dir = () => {
-    const d = mkdtempSync(join(tmpdir(), prefix));
-    made.push(d);
-    return d;
-  };
-  return {
-    dir,
-    file(name, content) {
-      const d = dir();
-      const file = join(d, name);
-      writeFileSync(file, content);
-      return { dir: d, file };
-    },
-  };
-}
 
 /** A JSON response (bodies are `any`: tests reach into them freely). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

@@ -9,7 +9,8 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RedisServer, startRedis } from "../../../test/support/redis.js";
-import { type TestService, runCli, startService, tempDirs } from "./helpers.js";
+import { type TestService, runCli, startService } from "./helpers.js";
+import { tempDirs } from "./temp-dirs.js";
 
 /** The example of issue 32: three problems, each of its own field. */
 const THREE = { name: "", rules: [{ limit: 0, period: "-5s" }] };
