@@ -157,6 +157,8 @@ interface Pending extends Operation {
   readonly cacheable: boolean;
   /** The deny cache's generation when it was queued (see `DenyCache.remember`). */
   readonly generation: number;
+  /** When time is injected: the injected time it was asked at (else 0). */
+  readonly askedAt: number;
   readonly resolve: (value: StoreDecision | boolean | LeaseReply) => void;
 }
 
@@ -441,6 +443,7 @@ export class RedisStore implements Store {
         args,
         cacheable,
         generation: this.deny?.generation ?? 0,
+        askedAt: this.o.now ? this.o.now() : 0,
         key,
         due: 0,
         resolve,
@@ -474,8 +477,13 @@ export class RedisStore implements Store {
     due: number,
     waiting: () => boolean,
   ): Promise<Answer> {
+    // Injected time: the batch is decided at the latest time one of its operations was asked at
+    // — not the time it is sent, which a clock moved meanwhile (a call waiting for a free
+    // connection) would put in a later window than the caller's.
+    let asked = 0;
+    if (this.o.now) for (const p of batch) if (p.askedAt > asked) asked = p.askedAt;
     const { keys, argv } = encodeCall(batch, {
-      now: this.o.now ? String(this.o.now()) : "",
+      now: this.o.now ? String(asked) : "",
       ttlPadMs: this.o.ttlPadMs,
       shiftMs: this.shiftMs(),
       deadline: this.offsets.deadline(slot, due),
