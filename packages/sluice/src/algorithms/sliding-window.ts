@@ -38,8 +38,11 @@ export const slidingWindow: Algorithm = fixedAlgorithm({
     const P = rule.periodMs;
     const start = nowMs - (nowMs % P);
     const has = state !== undefined;
-    const prev = previous(state ?? [], 0, has, start, P);
-    const after = Math.max(0, current(state ?? [], 0, has, start) + delta);
+    const curr = current(state ?? [], 0, has, start) + delta;
+    // A refund larger than the current window's count takes the rest back from the previous
+    // window, where those units were charged (a request charged before the window turned).
+    const prev = Math.max(0, previous(state ?? [], 0, has, start, P) + Math.min(0, curr));
+    const after = Math.max(0, curr);
     return {
       next: prev > 0 || after > 0 ? [start, prev, after] : null,
       ttlMs: start + 2 * P - nowMs,

@@ -550,6 +550,19 @@ export const scenarios: Scenario[] = [
       { at: 1100, expect: { allowed: false, retryAfterMs: 100 } },
     ],
   },
+  {
+    name: "sliding-window: a refund after the window turned takes back from the window it was charged in",
+    policy: { algorithm: "sliding-window", rules: [{ limit: 10, period: "1s" }] },
+    steps: [
+      ...fill(999, 10, 9),
+      // The window turned at 1000: the current counter is empty, the ten are in the previous
+      // one. Refunding 5 there takes them back from it (prev 10 → 5): the estimate at 1000 is
+      // 5·(1000/1000) = 5, so five pass.
+      { at: 1000, op: "refund", cost: 5 },
+      ...fill(1000, 5, 4),
+      { at: 1000, expect: { allowed: false, remaining: 0 } },
+    ],
+  },
   // ─── Sliding log ────────────────────────────────────────────────────────────────────────
   {
     name: "sliding-log: exact over every interval of length P",

@@ -487,7 +487,9 @@ if has.s then
   sw_adjust = function(st, now, limit, P, burst, delta)
     local start = now - mod(now, P)
     local prev, curr = counters(st, start, P)
-    local after = max(0, curr + delta)
+    curr = curr + delta
+    prev = max(0, prev + min(0, curr))
+    local after = max(0, curr)
     if prev > 0 or after > 0 then return { start, prev, after }, start + 2 * P - now end
     return nil, start + 2 * P - now
   end
