@@ -21,17 +21,3 @@ export const systemTimers: Timers = {
   setTimeout: (callback, ms) => setTimeout(callback, ms),
   clearTimeout: (handle) => clearTimeout(handle as Parameters<typeof clearTimeout>[0]),
 };
-
-/** The message of a `timers` option that is not {@link Timers}. */
-export const TIMERS_MESSAGE =
-  "must be an object with setTimeout(callback, ms) and clearTimeout(handle)";
-
-/** Whether `x` can serve as {@link Timers} (options validation). */
-export function isTimers(x: unknown): x is Timers {
-  return (
-    typeof x === "object" &&
-    x !== null &&
-    typeof (x as Timers).setTimeout === "function" &&
-    typeof (x as Timers).clearTimeout === "function"
-  );
-}

@@ -19,12 +19,21 @@
  */
 import { ALGORITHMS, type AlgorithmName } from "../algorithms/index.js";
 import type { Decision } from "../decision.js";
-import { ValidationError, type ValidationIssue } from "../errors.js";
+import { ValidationError } from "../errors.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
+import { option, resolveOptions } from "../options.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClient } from "../stores/redis-client.js";
-import { counterPolicy, countOf, policyName, sluiceKey, storeOf } from "./shared.js";
+import {
+  STORE_OPTIONS,
+  counterPolicy,
+  countOf,
+  policyNameOption,
+  sluiceKey,
+  storeAcross,
+  storeFrom,
+} from "./shared.js";
 
 /** A client's hits and when they reset (express-rate-limit's `ClientRateLimitInfo`). */
 export interface ClientRateLimitInfo {
@@ -73,13 +82,19 @@ export interface SluiceStoreOptions {
   burst?: number;
 }
 
-const OPTION_KEYS: { readonly [K in keyof Required<SluiceStoreOptions>]: true } = {
-  client: true,
-  store: true,
-  prefix: true,
-  algorithm: true,
-  burst: true,
-};
+/** The algorithms `algorithm` takes. */
+const DECIDING = ALGORITHMS.filter(
+  (a): a is Exclude<AlgorithmName, "concurrency"> => a !== "concurrency",
+);
+
+/** The options, checked once (options.ts): every problem named, unknown options caught. */
+const OPTIONS = {
+  ...STORE_OPTIONS,
+  prefix: policyNameOption("erl"),
+  algorithm: option.oneOf(DECIDING, undefined, `must be one of ${DECIDING.join(", ")}`),
+  // Checked by the policy it goes into (at init), as express-rate-limit's limit is.
+  burst: option.custom<number | undefined>((v) => v as number, undefined),
+} satisfies { readonly [K in keyof Required<SluiceStoreOptions>]: unknown };
 
 /** express-rate-limit's default `windowMs` (one minute), used before `init`. */
 const DEFAULT_WINDOW_MS = 60_000;
@@ -120,33 +135,16 @@ export class SluiceStore {
   };
 
   constructor(options: SluiceStoreOptions = {}) {
-    const subject = "Invalid SluiceStore options";
-    if (typeof options !== "object" || options === null)
-      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
-        { path: "", message: "must be an object" },
-      ]);
-    const issues: ValidationIssue[] = [];
-    for (const k of Object.keys(options))
-      if (!(k in OPTION_KEYS)) issues.push({ path: k, message: "unknown option" });
-    const { store, own } = storeOf(options, issues);
-    if (
-      options.algorithm !== undefined &&
-      (!(ALGORITHMS as readonly string[]).includes(options.algorithm) ||
-        (options.algorithm as string) === "concurrency")
-    )
-      issues.push({
-        path: "algorithm",
-        message: `must be one of ${ALGORITHMS.filter((a) => a !== "concurrency").join(", ")}`,
-      });
-    if (
-      options.burst !== undefined &&
-      options.algorithm !== "gcra" &&
-      options.algorithm !== "token-bucket"
-    )
-      issues.push({ path: "burst", message: "applies only to algorithm gcra or token-bucket" });
-    if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
-    this.prefix = policyName(options.prefix ?? "erl", "prefix", subject);
-    this.options = options;
+    const o = resolveOptions("Invalid SluiceStore options", OPTIONS, options, {
+      across: (r, fail) => {
+        storeAcross(options, fail);
+        if (options.burst !== undefined && r.algorithm !== "gcra" && r.algorithm !== "token-bucket")
+          fail("burst", "applies only to algorithm gcra or token-bucket");
+      },
+    });
+    const { store, own } = storeFrom(o);
+    this.prefix = o.prefix;
+    this.options = o;
     this.store = store;
     this.ownMemory = own;
     this.localKeys = this.store.kind === "memory";

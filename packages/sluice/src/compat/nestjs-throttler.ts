@@ -21,11 +21,20 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
+import { resolveOptions } from "../options.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Store, isSyncStore } from "../store.js";
 import { MemoryStore, type WindowCount } from "../stores/memory.js";
 import type { RedisClient } from "../stores/redis-client.js";
-import { counterPolicy, policyName, sluiceKey, storeOf } from "./shared.js";
+import {
+  STORE_OPTIONS,
+  counterPolicy,
+  policyName,
+  policyNameOption,
+  sluiceKey,
+  storeAcross,
+  storeFrom,
+} from "./shared.js";
 
 /** What `increment` answers (@nestjs/throttler's `ThrottlerStorageRecord`). */
 export interface ThrottlerStorageRecord {
@@ -54,6 +63,12 @@ export interface SluiceThrottlerStorageOptions {
    */
   prefix?: string;
 }
+
+/** The options, checked once (options.ts): every problem named, unknown options caught. */
+const OPTIONS = {
+  ...STORE_OPTIONS,
+  prefix: policyNameOption("nest"),
+} satisfies { readonly [K in keyof Required<SluiceThrottlerStorageOptions>]: unknown };
 
 /** Limiters of one throttler setting: the hits, and the window `timeToExpire` tells. */
 interface Throttle {
@@ -96,15 +111,11 @@ export class SluiceThrottlerStorage {
   };
 
   constructor(options: SluiceThrottlerStorageOptions = {}) {
-    const subject = "Invalid SluiceThrottlerStorage options";
-    if (typeof options !== "object" || options === null)
-      throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
-        { path: "", message: "must be an object" },
-      ]);
-    const issues: ValidationIssue[] = [];
-    const { store, own } = storeOf(options, issues);
-    if (issues.length > 0) throw new ValidationError("SLUICE_ERR_OPTIONS", subject, issues);
-    this.prefix = policyName(options.prefix ?? "nest", "prefix", subject);
+    const o = resolveOptions("Invalid SluiceThrottlerStorage options", OPTIONS, options, {
+      across: (_, fail) => storeAcross(options, fail),
+    });
+    const { store, own } = storeFrom(o);
+    this.prefix = o.prefix;
     this.store = store;
     this.ownMemory = own;
   }

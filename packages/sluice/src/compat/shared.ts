@@ -10,7 +10,8 @@
  * compare as the peer does. The count is `COUNTER_LIMIT − remaining`, exact.
  */
 import type { Decision } from "../decision.js";
-import { ValidationError, type ValidationIssue } from "../errors.js";
+import { ValidationError } from "../errors.js";
+import { type OptionField, hasShape, option } from "../options.js";
 import { MAX_LIMIT, type Policy, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
@@ -62,15 +63,25 @@ export function sluiceKey(key: string): string {
   return key.charCodeAt(0) === 0 ? `\u0000${key}` : key;
 }
 
+/** What a bad policy name is told. */
+function nameMessage(name: unknown): string {
+  return `must be 1–128 letters, digits, '.', '_', '-' or ':' (it names the sluice policy; got ${JSON.stringify(name)})`;
+}
+
 /** `name` as a policy name, or a {@link ValidationError} naming `field`. */
 export function policyName(name: unknown, field: string, subject: string): string {
   if (typeof name === "string" && NAME.test(name)) return name;
   throw new ValidationError("SLUICE_ERR_OPTIONS", subject, [
-    {
-      path: field,
-      message: `must be 1–128 letters, digits, '.', '_', '-' or ':' (it names the sluice policy; got ${JSON.stringify(name)})`,
-    },
+    { path: field, message: nameMessage(name) },
   ]);
+}
+
+/** An option naming a sluice policy (a face's prefix), `dflt` when absent (options.ts). */
+export function policyNameOption(dflt: string): OptionField<string> {
+  return option.custom<string>(
+    (v) => (typeof v === "string" && NAME.test(v) ? v : { problem: nameMessage(v) }),
+    dflt,
+  );
 }
 
 /** One Redis store per client, shared by every face built on it (one batch queue, one breaker). */
@@ -92,33 +103,43 @@ export function redisStoreOf(client: RedisClient): RedisStore {
 
 /** Whether `x` is a sluice {@link Store} rather than a client. */
 export function isStore(x: unknown): x is Store {
-  return (
-    typeof x === "object" &&
-    x !== null &&
-    typeof (x as Store).decide === "function" &&
-    typeof (x as Store).kind === "string"
-  );
+  return typeof x === "object" && hasShape(x, { decide: "function", kind: "string" });
 }
 
 /**
- * The store a face counts in, from its `client` (a Redis client: sluice's Redis store of it)
- * or `store` (a sluice store), else a memory store of its own. Problems go to `issues`, each
- * naming its option; the answer is then a memory store that will not be used.
+ * The options naming the store a face counts in (options.ts): `client`, a Redis client, or
+ * `store`, a sluice store; neither: a memory store of its own. Their check across fields is
+ * {@link storeAcross}; the store they name, {@link storeFrom}.
  */
-export function storeOf(
-  options: { client?: unknown; store?: unknown },
-  issues: ValidationIssue[],
-): { store: Store; own: boolean } {
-  const { client, store } = options;
-  if (client !== undefined && store !== undefined)
-    issues.push({ path: "store", message: "give either client or store, not both" });
-  if (store !== undefined) {
-    if (isStore(store)) return { store, own: false };
-    issues.push({ path: "store", message: "must be a sluice store (memoryStore(), redisStore())" });
-  } else if (client !== undefined) {
-    const port = clientPort(client);
-    if (typeof port !== "string") return { store: redisStoreOf(client as RedisClient), own: false };
-    issues.push({ path: "client", message: port });
-  }
+export const STORE_OPTIONS = {
+  client: option.custom<RedisClient | undefined>((v) => {
+    const port = clientPort(v);
+    return typeof port === "string" ? { problem: port } : (v as RedisClient);
+  }, undefined),
+  store: option.custom<Store | undefined>(
+    (v) => (isStore(v) ? v : { problem: "must be a sluice store (memoryStore(), redisStore())" }),
+    undefined,
+  ),
+};
+
+/** The check across `client` and `store` (see {@link STORE_OPTIONS}). */
+export function storeAcross(
+  options: { readonly client?: unknown; readonly store?: unknown },
+  fail: (path: string, message: string) => void,
+): void {
+  if (options.client !== undefined && options.store !== undefined)
+    fail("store", "give either client or store, not both");
+}
+
+/**
+ * The store a face counts in, from its checked `client` (sluice's Redis store of it, one per
+ * client) or `store`, else a memory store of its own (`own`).
+ */
+export function storeFrom(options: {
+  readonly client: RedisClient | undefined;
+  readonly store: Store | undefined;
+}): { store: Store; own: boolean } {
+  if (options.store !== undefined) return { store: options.store, own: false };
+  if (options.client !== undefined) return { store: redisStoreOf(options.client), own: false };
   return { store: new MemoryStore(), own: true };
 }

@@ -5,7 +5,7 @@ import { MemoryStore } from "../stores/memory.js";
 import { ManualTime } from "../../../../test/support/manual-time.js";
 import { readFileSync } from "node:fs";
 import { RateLimitCore, type RequestInput } from "./core.js";
-import { OPTION_KEYS } from "./options.js";
+import { OPTIONS } from "./options.js";
 import type { RateLimitOptions } from "./types.js";
 
 const limiter = createLimiter({
@@ -50,7 +50,7 @@ describe("option validation", () => {
         colour: "blue",
       }),
     ).toEqual([
-      ": unknown option(s): colour",
+      "colour: unknown option",
       "limiter: is required: a limiter from createLimiter(), or a function of the request returning one",
       "key: must be a function",
       "headers: must be one of github, ietf, both or false",
@@ -67,9 +67,9 @@ describe("option validation", () => {
     const documented = [...table.matchAll(/^\| `(\w+)` +\|/gm)].map((m) => m[1]!);
     const adapterOnly = ["global", "peer"]; // Fastify's and Hono's, taken out before the core
     expect(documented.filter((k) => !adapterOnly.includes(k)).sort()).toEqual(
-      Object.keys(OPTION_KEYS).sort(),
+      Object.keys(OPTIONS).sort(),
     );
-    for (const k of Object.keys(OPTION_KEYS).filter((k) => k !== "limiter"))
+    for (const k of Object.keys(OPTIONS).filter((k) => k !== "limiter"))
       expect(issues({ limiter, [k]: undefined })).toEqual([]);
   });
 
@@ -92,6 +92,27 @@ describe("option validation", () => {
     expect(issues({ limiter, strategy: { type: "degrade" } })).toEqual([
       "strategy.fallback: must be a function (the fallback handler)",
     ]);
+  });
+
+  it("names every problem inside strategy, trustProxy and allowList by its path", () => {
+    expect(
+      issues({
+        limiter,
+        strategy: { type: "wait", maxWaitMs: 0, maxQueue: 0 },
+        trustProxy: -1,
+        allowList: ["10.0.0.0/8", "loopback", "nowhere"],
+      }),
+    ).toEqual([
+      "strategy.maxWaitMs: must be a positive number of ms (got 0)",
+      "strategy.maxQueue: must be a positive integer (got 0)",
+      "trustProxy: a hop count must be a whole number ≥ 0 (got -1)",
+      'allowList.2: "nowhere" is not an IP address, a CIDR or one of loopback, linklocal, uniquelocal',
+    ]);
+    expect(issues({ limiter, strategy: { type: "later" }, allowList: "10.0.0.0/8" })).toEqual([
+      "strategy.type: must be reject, wait, degrade or shadow",
+      "allowList: must be a list of IPs, CIDRs or names (loopback, linklocal, uniquelocal)",
+    ]);
+    expect(issues(null)).toEqual([": must be an object with at least `limiter`"]);
   });
 });
 

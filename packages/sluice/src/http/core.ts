@@ -7,7 +7,7 @@ import { MiddlewareError, type MiddlewareStage } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import { type HeaderList, rateLimitHeaders, retryAfterSeconds } from "./headers.js";
 import { cidrContains, formatIp, ipIdentity, parseIp, resolveClientIp } from "./ip.js";
-import { type ResolvedOptions, isLimiter, resolveOptions } from "./options.js";
+import { type ResolvedOptions, isLimiter, resolveRateLimitOptions } from "./options.js";
 import {
   PROBLEM_CONTENT_TYPE,
   invalidKeyProblem,
@@ -100,7 +100,7 @@ export class RateLimitCore<Raw, Fallback = never> {
 
   /** Validates `options`; throws a `ValidationError` (`SLUICE_ERR_OPTIONS`) naming every bad field. */
   constructor(options: RateLimitOptions<Raw, Fallback>) {
-    this.o = resolveOptions(options);
+    this.o = resolveRateLimitOptions(options);
     this.queues = waitQueuesFor(this.o.timers);
   }
 

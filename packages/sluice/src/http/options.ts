@@ -1,18 +1,13 @@
 /**
- * The middleware's options, validated once into a frozen, fully resolved form. Every problem is
- * collected and thrown together as one `ValidationError` (`SLUICE_ERR_OPTIONS`) naming each field.
+ * The middleware's options, validated once into a frozen, fully resolved form by the options
+ * helper (../options.ts): every problem is collected and thrown together as one
+ * `ValidationError` (`SLUICE_ERR_OPTIONS`) naming each field.
  */
-import {
-  type Clock,
-  TIMERS_MESSAGE,
-  type Timers,
-  isTimers,
-  systemClock,
-  systemTimers,
-} from "../clock.js";
+import { type Clock, type Timers, systemClock } from "../clock.js";
 import type { Decision } from "../decision.js";
 import { type MiddlewareError, ValidationError, type ValidationIssue } from "../errors.js";
 import type { Limiter } from "../limiter.js";
+import { type Problem, hasShape, option, resolveOptions } from "../options.js";
 import { HEADER_FORMATS, type HeaderFormat } from "./headers.js";
 import { type Cidr, type ProxyHeader, type TrustFn, compileTrust, parseCidrList } from "./ip.js";
 import type { KeyFn } from "./types.js";
@@ -25,29 +20,6 @@ import type {
   SkipFn,
   Strategy,
 } from "./types.js";
-
-/**
- * Every option of {@link RateLimitOptions}. Typed as a map over the options' keys, so a new option
- * cannot be forgotten here (the map would not compile) and an unknown one is caught at run time.
- */
-export const OPTION_KEYS: { readonly [K in keyof Required<RateLimitOptions>]: true } = {
-  limiter: true,
-  key: true,
-  headers: true,
-  trustProxy: true,
-  proxyHeader: true,
-  strategy: true,
-  skip: true,
-  allowList: true,
-  countOnly: true,
-  onDecision: true,
-  onError: true,
-  cost: true,
-  clock: true,
-  timers: true,
-  ipv4Prefix: true,
-  ipv6Prefix: true,
-};
 
 /** The strategy with its defaults filled in. */
 export type ResolvedStrategy<Raw, Fallback> =
@@ -80,12 +52,7 @@ export interface ResolvedOptions<Raw, Fallback> {
 
 /** True for a limiter from `createLimiter` (as opposed to a selector function or a tier). */
 export function isLimiter(v: unknown): v is Limiter {
-  return (
-    typeof v === "object" &&
-    v !== null &&
-    typeof (v as Limiter).limit === "function" &&
-    typeof (v as Limiter).policy === "object"
-  );
+  return typeof v === "object" && hasShape(v, { limit: "function", policy: "object" });
 }
 
 function defaultShadowLog(e: DecisionEvent): void {
@@ -110,134 +77,154 @@ function defaultErrorLog(error: MiddlewareError): void {
   else console.error("sluice: rate limiting failed, answered 500:", error);
 }
 
+/**
+ * What a public parser of ip.ts (which throws a `ValidationError` naming `field` and its
+ * entries) answers, as a field's check answers: the value, or its problems inside the field.
+ */
+function parsedAs<T>(field: string, parse: () => T): T | Problem {
+  try {
+    return parse();
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    return {
+      problems: err.issues.map((i) => ({
+        path: i.path === field ? "" : i.path.slice(field.length + 1),
+        message: i.message,
+      })),
+    };
+  }
+}
+
+const MUST_BE_A_FUNCTION = "must be a function";
+
+/**
+ * Every option of {@link RateLimitOptions} and how it is checked, in the order problems are
+ * reported. Typed as a map over the options' keys, so a new option cannot be forgotten here (the
+ * map would not compile) and an unknown one is caught at run time.
+ */
+export const OPTIONS = {
+  limiter: option.required<Limiter | LimiterSelector<unknown>>((v) =>
+    isLimiter(v) || typeof v === "function"
+      ? (v as Limiter | LimiterSelector<unknown>)
+      : {
+          problem:
+            "is required: a limiter from createLimiter(), or a function of the request returning one",
+        },
+  ),
+  key: option.fn<KeyFn<unknown>>(MUST_BE_A_FUNCTION),
+  skip: option.fn<SkipFn<unknown>>(MUST_BE_A_FUNCTION),
+  onDecision: option.fn<(e: DecisionEvent<unknown>) => void>(MUST_BE_A_FUNCTION),
+  onError: option.fn<(error: MiddlewareError, req: unknown) => void>(
+    MUST_BE_A_FUNCTION,
+    defaultErrorLog,
+  ),
+  cost: option.fn<CostFn<unknown>>(MUST_BE_A_FUNCTION),
+  clock: option.fn<Clock>(MUST_BE_A_FUNCTION, systemClock),
+  timers: option.timers(),
+  headers: option.oneOf(
+    [...HEADER_FORMATS, false],
+    "both",
+    `must be one of ${HEADER_FORMATS.join(", ")} or false`,
+  ),
+  proxyHeader: option.oneOf(
+    ["x-forwarded-for", "forwarded"],
+    "x-forwarded-for",
+    'must be "x-forwarded-for" or "forwarded"',
+  ),
+  countOnly: option.oneOf(["failed", "successful"], undefined, 'must be "failed" or "successful"'),
+  ipv4Prefix: option.int(0, 32, 32, "must be a whole number 0–32"),
+  ipv6Prefix: option.int(0, 64, 128, "must be a whole number 0–128"),
+  strategy: option.custom(strategyOf, { type: "reject", body: undefined }),
+  trustProxy: option.custom<TrustFn>(
+    (v) => parsedAs("trustProxy", () => compileTrust(v as Parameters<typeof compileTrust>[0])),
+    () => false,
+  ),
+  allowList: option.custom<readonly Cidr[]>(
+    (v) =>
+      Array.isArray(v)
+        ? parsedAs("allowList", () => parseCidrList(v as string[], "allowList"))
+        : { problem: "must be a list of IPs, CIDRs or names (loopback, linklocal, uniquelocal)" },
+    [],
+  ),
+} satisfies { readonly [K in keyof Required<RateLimitOptions>]: unknown };
+
 /** Validates the middleware's options; throws a `ValidationError` listing every problem. */
-export function resolveOptions<Raw, Fallback>(
+export function resolveRateLimitOptions<Raw, Fallback>(
   options: RateLimitOptions<Raw, Fallback>,
 ): ResolvedOptions<Raw, Fallback> {
-  const issues: ValidationIssue[] = [];
-  const fail = (path: string, message: string) => issues.push({ path, message });
-  if (typeof options !== "object" || options === null) {
-    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", [
-      { path: "", message: "must be an object with at least `limiter`" },
-    ]);
-  }
-  const unknown = Object.keys(options).filter((k) => !Object.hasOwn(OPTION_KEYS, k));
-  if (unknown.length > 0) fail("", `unknown option(s): ${unknown.join(", ")}`);
-  const o = options;
-  let selector: LimiterSelector<Raw>;
-  if (isLimiter(o.limiter)) {
-    const l = o.limiter;
-    selector = () => l;
-  } else if (typeof o.limiter === "function") {
-    selector = o.limiter;
-  } else {
-    selector = () => undefined;
-    fail(
-      "limiter",
-      "is required: a limiter from createLimiter(), or a function of the request returning one",
-    );
-  }
-  for (const f of ["key", "skip", "onDecision", "onError", "cost", "clock"] as const) {
-    if (o[f] !== undefined && typeof o[f] !== "function") fail(f, "must be a function");
-  }
-  const timers = o.timers ?? systemTimers;
-  if (!isTimers(timers)) fail("timers", TIMERS_MESSAGE);
-  const headers = o.headers ?? "both";
-  if (headers !== false && !(HEADER_FORMATS as readonly unknown[]).includes(headers))
-    fail("headers", `must be one of ${HEADER_FORMATS.join(", ")} or false`);
-  if (
-    o.proxyHeader !== undefined &&
-    o.proxyHeader !== "x-forwarded-for" &&
-    o.proxyHeader !== "forwarded"
-  ) {
-    fail("proxyHeader", 'must be "x-forwarded-for" or "forwarded"');
-  }
-  if (o.countOnly !== undefined && o.countOnly !== "failed" && o.countOnly !== "successful")
-    fail("countOnly", 'must be "failed" or "successful"');
-  const v4 = o.ipv4Prefix ?? 32;
-  const v6 = o.ipv6Prefix ?? 64;
-  if (!Number.isInteger(v4) || v4 < 0 || v4 > 32)
-    fail("ipv4Prefix", `must be a whole number 0–32 (got ${String(v4)})`);
-  if (!Number.isInteger(v6) || v6 < 0 || v6 > 128)
-    fail("ipv6Prefix", `must be a whole number 0–128 (got ${String(v6)})`);
-  const strategy = resolveStrategy(o.strategy, fail);
-  if (
-    isLimiter(o.limiter) &&
-    o.limiter.policy.algorithm === "concurrency" &&
-    o.countOnly !== undefined
-  ) {
-    fail(
-      "countOnly",
-      "does not apply to a concurrency policy (its slots are released when the response ends)",
-    );
-  }
-  let trust: TrustFn = () => false;
-  let allow: Cidr[] = [];
-  try {
-    trust = compileTrust(o.trustProxy);
-    allow = o.allowList === undefined ? [] : parseCidrList(o.allowList, "allowList");
-  } catch (err) {
-    if (err instanceof ValidationError) issues.push(...err.issues);
-    else throw err;
-  }
-  if (issues.length > 0)
-    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid rateLimit options", issues);
+  const o = resolveOptions("Invalid rateLimit options", OPTIONS, options, {
+    notAnObject: "must be an object with at least `limiter`",
+    across: (r, fail) => {
+      if (
+        isLimiter(r.limiter) &&
+        r.limiter.policy.algorithm === "concurrency" &&
+        r.countOnly !== undefined
+      )
+        fail(
+          "countOnly",
+          "does not apply to a concurrency policy (its slots are released when the response ends)",
+        );
+    },
+  });
+  const limiter = o.limiter;
   return Object.freeze({
-    selector,
+    selector: (isLimiter(limiter) ? () => limiter : limiter) as LimiterSelector<Raw>,
     key: o.key,
-    headers,
-    trust,
-    proxyHeader: o.proxyHeader ?? "x-forwarded-for",
-    strategy,
+    headers: o.headers,
+    trust: o.trustProxy,
+    proxyHeader: o.proxyHeader,
+    strategy: o.strategy as ResolvedStrategy<Raw, Fallback>,
     skip: o.skip,
-    allow,
+    allow: o.allowList,
     countOnly: o.countOnly,
     onDecision: o.onDecision,
-    onError: o.onError ?? defaultErrorLog,
+    onError: o.onError,
     cost: o.cost,
-    clock: o.clock ?? systemClock,
-    timers,
-    grouping: Object.freeze({ ipv4Prefix: v4, ipv6Prefix: v6 }),
+    clock: o.clock,
+    timers: o.timers,
+    grouping: Object.freeze({ ipv4Prefix: o.ipv4Prefix, ipv6Prefix: o.ipv6Prefix }),
   });
 }
 
-function resolveStrategy<Raw, Fallback>(
-  input: Strategy<Raw, Fallback> | undefined,
-  fail: (path: string, message: string) => void,
-): ResolvedStrategy<Raw, Fallback> {
-  const s = input ?? "reject";
+/** The `strategy` option with its defaults filled in, or its problems (paths inside it). */
+function strategyOf(input: unknown): ResolvedStrategy<unknown, unknown> | Problem {
+  const s = input as Strategy<unknown, unknown>;
   if (s === "reject") return { type: "reject", body: undefined };
   if (s === "shadow") return { type: "shadow", onDeny: defaultShadowLog };
-  if (typeof s !== "object" || s === null) {
-    fail(
-      "strategy",
-      'must be "reject", "shadow", or an object with type reject | wait | degrade | shadow',
-    );
-    return { type: "reject", body: undefined };
-  }
+  if (typeof s !== "object" || s === null)
+    return {
+      problem:
+        'must be "reject", "shadow", or an object with type reject | wait | degrade | shadow',
+    };
+  const problems: ValidationIssue[] = [];
+  const fail = (path: string, message: string) => problems.push({ path, message });
+  let resolved: ResolvedStrategy<unknown, unknown>;
   switch (s.type) {
     case "reject":
-      if (s.body !== undefined && typeof s.body !== "function")
-        fail("strategy.body", "must be a function");
-      return { type: "reject", body: s.body };
+      if (s.body !== undefined && typeof s.body !== "function") fail("body", MUST_BE_A_FUNCTION);
+      resolved = { type: "reject", body: s.body };
+      break;
     case "shadow":
       if (s.onDeny !== undefined && typeof s.onDeny !== "function")
-        fail("strategy.onDeny", "must be a function");
-      return { type: "shadow", onDeny: s.onDeny ?? defaultShadowLog };
+        fail("onDeny", MUST_BE_A_FUNCTION);
+      resolved = { type: "shadow", onDeny: s.onDeny ?? defaultShadowLog };
+      break;
     case "degrade":
       if (typeof s.fallback !== "function")
-        fail("strategy.fallback", "must be a function (the fallback handler)");
-      return { type: "degrade", fallback: s.fallback };
+        fail("fallback", "must be a function (the fallback handler)");
+      resolved = { type: "degrade", fallback: s.fallback };
+      break;
     case "wait": {
       const maxQueue = s.maxQueue ?? 1000;
       if (typeof s.maxWaitMs !== "number" || !Number.isFinite(s.maxWaitMs) || s.maxWaitMs <= 0)
-        fail("strategy.maxWaitMs", `must be a positive number of ms (got ${String(s.maxWaitMs)})`);
+        fail("maxWaitMs", `must be a positive number of ms (got ${String(s.maxWaitMs)})`);
       if (!Number.isInteger(maxQueue) || maxQueue < 1)
-        fail("strategy.maxQueue", `must be a positive integer (got ${String(maxQueue)})`);
-      return { type: "wait", maxWaitMs: s.maxWaitMs, maxQueue };
+        fail("maxQueue", `must be a positive integer (got ${String(maxQueue)})`);
+      resolved = { type: "wait", maxWaitMs: s.maxWaitMs, maxQueue };
+      break;
     }
     default:
-      fail("strategy.type", "must be reject, wait, degrade or shadow");
-      return { type: "reject", body: undefined };
+      return { problems: [{ path: "type", message: "must be reject, wait, degrade or shadow" }] };
   }
+  return problems.length > 0 ? { problems } : resolved;
 }

@@ -483,13 +483,36 @@ describe("connectPolicies", () => {
       } as never).catch((e: unknown) => e);
       expect(err).toBeInstanceOf(ValidationError);
       expect((err as ValidationError).issues.map((i) => i.path)).toEqual([
-        "",
+        "bogus",
         "url",
         "apiKey",
         "store",
         "waitMs",
       ]);
       expect((err as ValidationError).code).toBe("SLUICE_ERR_OPTIONS");
+    });
+
+    it("are checked across fields too, with every other problem", async () => {
+      const err: unknown = await connectPolicies({
+        url: "http://sluice.internal:8080/?x=1",
+        apiKey: "sk 1",
+        store: new MemoryStore(),
+        cacheFile: "/tmp/p.json",
+        cache: { load: () => Promise.resolve(undefined) },
+        retryMinMs: 5000,
+        retryMaxMs: 1000,
+        timers: { setTimeout: () => 1 },
+        random: 0.5,
+      } as never).catch((e: unknown) => e);
+      expect((err as ValidationError).issues.map((i) => `${i.path}: ${i.message}`)).toEqual([
+        "url: must be the service's base URL, without a query or fragment",
+        "apiKey: must not contain spaces or line breaks",
+        "cache: must be an object with load() and save(text)",
+        "timers: must be an object with setTimeout(callback, ms) and clearTimeout(handle)",
+        "random: must be a function",
+        "cache: give cacheFile or cache, not both",
+        "retryMaxMs: must be at least retryMinMs (5000)",
+      ]);
     });
 
     it("an API key the service refuses at start is an options error naming apiKey", async () => {

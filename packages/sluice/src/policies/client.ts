@@ -32,7 +32,7 @@ import {
   policyLiveKind,
 } from "./live.js";
 import { type LimiterOwner, ManagedLimiter } from "./managed-limiter.js";
-import { type Resolved, resolveOptions } from "./options.js";
+import { type Resolved, resolveConnectOptions } from "./options.js";
 import { ServiceHttp } from "./service-http.js";
 import type {
   ConnectPoliciesOptions,
@@ -63,7 +63,7 @@ import {
  * ```
  */
 export async function connectPolicies(options: ConnectPoliciesOptions): Promise<PolicyClient> {
-  const o = resolveOptions(options);
+  const o = resolveConnectOptions(options);
   const client = new Client(o, o.host ?? (await defaultHost()));
   await client.start();
   return client;

@@ -11,7 +11,6 @@ import {
 } from "../algorithms/index.js";
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
-import { ValidationError } from "../errors.js";
 import {
   BLOCK,
   CHARGE,
@@ -25,6 +24,7 @@ import {
 } from "../evaluate.js";
 import { type Policy, algorithmOf } from "../policy.js";
 import type { StoreDecision, StoreRequest, SyncStore } from "../store.js";
+import { option, resolveOptions } from "../options.js";
 import { MAX_RAW_IDENTIFIER, identifierTag } from "./redis-keys.js";
 
 /** Options of {@link memoryStore}. */
@@ -45,6 +45,12 @@ export interface MemoryStoreOptions {
    */
   maxKeys?: number;
 }
+
+/** The options, checked once (options.ts): every problem named, unknown options caught. */
+const OPTIONS = {
+  now: option.fn<Clock>("must be a function returning epoch ms", systemClock),
+  maxKeys: option.int(1, 1_000_000, Number.MAX_SAFE_INTEGER, "must be a positive integer"),
+} satisfies { readonly [K in keyof Required<MemoryStoreOptions>]: unknown };
 
 /**
  * What {@link MemoryStore.countSync} answers: a first-request `fixed-window` key's count after
@@ -517,14 +523,9 @@ export class MemoryStore implements SyncStore {
   };
 
   constructor(options: MemoryStoreOptions = {}) {
-    const maxKeys = options.maxKeys ?? 1_000_000;
-    if (!Number.isInteger(maxKeys) || maxKeys < 1) {
-      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid memoryStore options", [
-        { path: "maxKeys", message: `must be a positive integer (got ${String(maxKeys)})` },
-      ]);
-    }
-    this.now = options.now ?? systemClock;
-    this.maxKeys = maxKeys;
+    const o = resolveOptions("Invalid memoryStore options", OPTIONS, options);
+    this.now = o.now;
+    this.maxKeys = o.maxKeys;
   }
 
   /** Keys currently held (including expired ones not yet swept). */

@@ -542,4 +542,14 @@ describe("memory store", () => {
     expect((await b.limit("k")).allowed).toBe(true);
     expect(() => memoryStore({ maxKeys: 0 })).toThrow(/maxKeys: must be a positive integer/);
   });
+
+  it("checks its options as the other stores do: every problem named, unknown ones too", () => {
+    expect(() =>
+      memoryStore({ maxKey: 10, now: 5, maxKeys: 1.5 } as unknown as Parameters<
+        typeof memoryStore
+      >[0]),
+    ).toThrow(
+      /^Invalid memoryStore options: maxKey: unknown option; now: must be a function returning epoch ms; maxKeys: must be a positive integer \(got 1\.5\)$/,
+    );
+  });
 });
