@@ -205,7 +205,10 @@ export const decisionSchema = z.object({
   leaseId: z
     .string()
     .optional()
-    .meta({ description: "concurrency: the lease taken; release it with POST /v1/release." }),
+    .meta({
+      description:
+        "concurrency: the permit's id (the field keeps its first name); release it with POST /v1/release.",
+    }),
   disabled: z.boolean().optional().meta({
     description:
       'Present (true) when the policy is disabled: everything is allowed, nothing counted; the same as reason "disabled".',

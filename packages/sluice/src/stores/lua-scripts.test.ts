@@ -16,7 +16,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "172c8dc45bba735008a4847f2d0b1f00fa4db77f",
+  "sluice.lua": "b036dfc8918b44e81a1898008ac7a2b0871f3e1c",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 
