@@ -370,7 +370,10 @@ export class RedisStore implements Store {
     return this.allotments?.counters;
   }
 
-  /** @deprecated The first name of {@link RedisStore.allotmentCounters} (the same object). */
+  /**
+   * The first name of {@link RedisStore.allotmentCounters} (the same object).
+   * @deprecated Use {@link RedisStore.allotmentCounters}.
+   */
   get leaseCounters(): Readonly<AllotmentCounters> | undefined {
     return this.allotmentCounters;
   }
