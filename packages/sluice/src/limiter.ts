@@ -47,8 +47,7 @@ export interface Permit {
 
 /**
  * The first name of {@link Permit}.
- * @deprecated Use {@link Permit}: "lease" now means nothing else in sluice's glossary
- * (docs/ARCHITECTURE.md, Glossary).
+ * @deprecated Use {@link Permit} (docs/ARCHITECTURE.md, Glossary).
  */
 export type Lease = Permit;
 
