@@ -165,14 +165,14 @@ export function policyFor(input: SimPolicy, algorithm: AlgorithmName): Policy {
 export function play(policy: Policy, times: readonly number[]): number[] {
   let state: KeyState | undefined;
   let expiresAt = 0;
-  let leaseId = 0;
+  let permitId = 0;
   const admitted: number[] = [];
   for (const t of times) {
     const now = SIM_START_MS + t;
     // As in the memory store: state past its TTL is equivalent to no state.
     if (state !== undefined && now >= expiresAt) state = undefined;
-    leaseId += 1;
-    const ev = evaluate(policy, state, now, 1, true, leaseId);
+    permitId += 1;
+    const ev = evaluate(policy, state, now, 1, true, permitId);
     if (ev.changed) {
       state = ev.next;
       expiresAt = now + ev.ttlMs;
@@ -193,7 +193,7 @@ function histogram(times: readonly number[], bucketMs: number, buckets: number):
 
 /**
  * Plays `pattern` against `input` under each of `algorithms` (default: all). Concurrency's
- * leases are never released in a simulation: each is held until it expires (`period`).
+ * permits are never released in a simulation: each is held until it expires (`period`).
  * Throws a {@link PatternError} for a bad pattern; a policy one algorithm cannot run is reported
  * in that algorithm's `error`.
  */

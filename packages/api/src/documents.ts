@@ -25,7 +25,7 @@ export const ruleSchema = z.strictObject({
     .number()
     .int()
     .positive()
-    .meta({ description: "Requests (cost units) per period; for concurrency, leases in flight." }),
+    .meta({ description: "Requests (cost units) per period; for concurrency, permits in flight." }),
   period: duration,
   burst: z
     .number()
@@ -78,7 +78,7 @@ export const policyDocumentSchema = z.strictObject({
     .optional()
     .meta({
       description:
-        "Redis counters: decide hot keys in memory from leases of capacity (docs/leases.md): true, or { maxShare, ttl, hotAfter }.",
+        "Allotments (the field keeps its first name): with Redis counters, hot keys are decided in memory from capacity taken ahead (docs/leases.md): true, or { maxShare, ttl, hotAfter }.",
     }),
   apps: z
     .array(appNameSchema)

@@ -202,10 +202,10 @@ export const decisionSchema = z.object({
   reason: z
     .enum(["blocked", "store-error", "insurance", "deny-cache", "shadow", "disabled"])
     .optional(),
-  leaseId: z
-    .string()
-    .optional()
-    .meta({ description: "concurrency: the lease taken; release it with POST /v1/release." }),
+  leaseId: z.string().optional().meta({
+    description:
+      "concurrency: the permit's id (the field keeps its first name); release it with POST /v1/release.",
+  }),
   disabled: z.boolean().optional().meta({
     description:
       'Present (true) when the policy is disabled: everything is allowed, nothing counted; the same as reason "disabled".',

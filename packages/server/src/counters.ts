@@ -116,7 +116,7 @@ export function openCounters(options: {
     ...now,
     ...(options.logger ? { logger: options.logger } : {}),
   });
-  options.metrics.leases.source = () => store.leaseCounters;
+  options.metrics.allotments.source = () => store.allotmentCounters;
   return {
     store: instrument(store, options.metrics),
     kind: "redis",
@@ -173,7 +173,7 @@ export function instrument(inner: Store, metrics: Metrics): Store {
       release(() => inner.release(policy, key, leaseId)),
     reset: (policy: Policy, key: string) => reset(() => inner.reset(policy, key)),
     ...(inner.ready ? { ready: () => inner.ready!() } : {}),
-    // A lease's decision is made in memory, with no store call to time.
+    // A decision from an allotment is made in memory, with no store call to time.
     ...(inner.decideLocal
       ? {
           decideLocal: (policy: Policy, key: string, cost: number) =>

@@ -1,7 +1,7 @@
 /**
  * Prometheus metrics, on a registry of their own (so several servers can live in one process).
  */
-import type { LeaseCounters } from "sluice";
+import type { AllotmentCounters } from "sluice";
 import {
   Counter,
   type CounterConfiguration,
@@ -95,25 +95,26 @@ export interface Metrics {
   /** Envoy domains loaded on this node. */
   readonly envoyDomains: Gauge;
   /**
-   * Where the lease counts come from at a scrape: set once the counter store is open (a Redis
-   * store's `leaseCounters`; nothing for memory counters). See docs/leases.md.
+   * Where the allotment counts come from at a scrape: set once the counter store is open (a
+   * Redis store's `allotmentCounters`; nothing for memory counters). See docs/leases.md.
    */
-  readonly leases: { source: (() => Readonly<LeaseCounters> | undefined) | undefined };
+  readonly allotments: { source: (() => Readonly<AllotmentCounters> | undefined) | undefined };
 }
 
 /** Creates the metrics (and Node's default process metrics) on a new registry. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "sluice_process_" });
-  const leases: Metrics["leases"] = { source: undefined };
-  // Lease counts, read from the store at each scrape (they are kept by the store itself).
+  const allotments: Metrics["allotments"] = { source: undefined };
+  // Allotment counts, read from the store at each scrape (they are kept by the store itself).
+  // The metrics keep their first names (sluice_lease_*): dashboards and alerts read them.
   new Counter({
     name: "sluice_lease_events_total",
-    help: "Leases taken, units given back early, and leases that ended with units unspent",
+    help: "Allotments taken, units given back early, and allotments that ended with units unspent",
     labelNames: ["event"],
     registers: [registry],
     collect() {
-      const c = leases.source?.();
+      const c = allotments.source?.();
       if (c === undefined) return;
       this.reset();
       this.inc({ event: "taken" }, c.taken);
@@ -123,11 +124,11 @@ export function createMetrics(): Metrics {
   });
   new Counter({
     name: "sluice_lease_decisions_total",
-    help: "Decisions of leased policies, answered in memory from a lease or by Redis",
+    help: "Decisions of policies with allotments, answered in memory from an allotment or by Redis",
     labelNames: ["answered"],
     registers: [registry],
     collect() {
-      const c = leases.source?.();
+      const c = allotments.source?.();
       if (c === undefined) return;
       this.reset();
       this.inc({ answered: "memory" }, c.local);
@@ -135,7 +136,7 @@ export function createMetrics(): Metrics {
     },
   });
   return {
-    leases,
+    allotments,
     registry,
     decisions: countingCounter({
       name: "sluice_decisions_total",

@@ -115,8 +115,8 @@ export function validatePolicyDocument(
   return { doc, policy };
 }
 
-/** True when a document asks for leases (`lease: true` or its tuning). */
-export function takesLeases(doc: Pick<PolicyInput, "lease">): boolean {
+/** True when a document asks for allotments (`lease: true` or its tuning). */
+export function takesAllotments(doc: Pick<PolicyInput, "lease">): boolean {
   return doc.lease !== undefined && doc.lease !== false;
 }
 
@@ -131,12 +131,12 @@ export function policyWarnings(
   doc: Pick<PolicyInput, "lease">,
   counters: string,
 ): ValidationIssue[] {
-  if (counters !== "memory" || !takesLeases(doc)) return [];
+  if (counters !== "memory" || !takesAllotments(doc)) return [];
   return [
     {
       path: "lease",
       message:
-        "this service counts in memory (no Redis counters): its own decisions ignore lease; embedded clients (connectPolicies) whose store is Redis take leases, and so will this service once it runs Redis counters (redisUrl)",
+        "this service counts in memory (no Redis counters): its own decisions ignore lease; embedded clients (connectPolicies) whose store is Redis take allotments, and so will this service once it runs Redis counters (redisUrl)",
     },
   ];
 }

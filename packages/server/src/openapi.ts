@@ -142,7 +142,7 @@ export function buildOpenApi(): Json {
       "/v1/peek": {
         post: app("What a cost-1 request would get, without charging", "PeekRequest", "Decision"),
       },
-      "/v1/release": { post: app("Release a concurrency lease", "ReleaseRequest", "object") },
+      "/v1/release": { post: app("Release a concurrency permit", "ReleaseRequest", "object") },
       "/v1/policies": {
         get: {
           ...notModified(

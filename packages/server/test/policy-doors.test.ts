@@ -134,7 +134,7 @@ describe("every door reports every problem of a policy at once", () => {
 const LEASE_WARNING = {
   path: "lease",
   message: expect.stringMatching(
-    /^this service counts in memory \(no Redis counters\): its own decisions ignore lease; embedded clients \(connectPolicies\) whose store is Redis take leases/,
+    /^this service counts in memory \(no Redis counters\): its own decisions ignore lease; embedded clients \(connectPolicies\) whose store is Redis take allotments/,
   ),
 };
 

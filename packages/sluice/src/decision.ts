@@ -58,7 +58,10 @@ export interface Decision {
   readonly cost: number;
   /** Set when something unusual decided; see {@link DecisionReason}. */
   readonly reason?: DecisionReason;
-  /** For `concurrency`: the lease taken (release it with `limiter.release(key, leaseId)`). */
+  /**
+   * For `concurrency`: the permit's id (release it with `limiter.release(key, leaseId)`). The
+   * field keeps its first name: it is in every client and in the HTTP API.
+   */
   readonly leaseId?: string;
 }
 

@@ -23,7 +23,8 @@ export interface Evaluation {
 /**
  * Multi-rule decision over JS-held state: every rule decides; the request passes only if all
  * pass, and only then are all charged. A denial changes nothing but may start a penalty block.
- * The Redis script (`lua/sluice.lua`) is a port of this function.
+ * The Redis script (`lua/sluice.lua`) is a port of this function. For `concurrency`, `leaseId`
+ * is the id of the permit an allowed request takes (a decision's `leaseId`, as a number).
  */
 export function evaluate(
   policy: Policy,
@@ -197,16 +198,16 @@ export function setCountState(
 }
 
 /**
- * Releases a `concurrency` lease over JS-held state (one rule); a penalty block in force is
- * kept. `released` is false when the lease was unknown, already released or expired.
+ * Releases a `concurrency` permit over JS-held state (one rule); a penalty block in force is
+ * kept. `released` is false when the permit was unknown, already released or expired.
  */
 export function releaseState(
   current: KeyState | undefined,
   nowMs: number,
-  leaseId: number,
+  permitId: number,
 ): { next: KeyState; ttlMs: number; released: boolean } {
   const blockUntil = current !== undefined && current.blockUntil > nowMs ? current.blockUntil : 0;
-  const r = concurrency.release(current?.states[0], nowMs, leaseId);
+  const r = concurrency.release(current?.states[0], nowMs, permitId);
   return {
     next: { states: [r.next ?? undefined], blockUntil },
     ttlMs: Math.max(r.ttlMs, blockUntil - nowMs),

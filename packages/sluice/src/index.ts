@@ -8,12 +8,21 @@ export type {
   LimiterOptions,
   LimitOptions,
   Lease,
+  Permit,
   Reservation,
   SetCountOptions,
   SyncLimiter,
 } from "./limiter.js";
-export { LEASE_ALGORITHMS, definePolicy, policyCapacity, policyToInput } from "./policy.js";
+export {
+  ALLOTMENT_ALGORITHMS,
+  LEASE_ALGORITHMS,
+  definePolicy,
+  policyCapacity,
+  policyToInput,
+} from "./policy.js";
 export type {
+  AllotmentInput,
+  AllotmentSettings,
   LeaseInput,
   LeaseSettings,
   Policy,
@@ -60,7 +69,7 @@ export type {
   NodeRedisClusterLike,
   NodeRedisSentinelLike,
 } from "./stores/redis.js";
-export type { LeaseCounters } from "./stores/redis-leases.js";
+export type { AllotmentCounters, LeaseCounters } from "./stores/redis-allotments.js";
 export { connectPolicies } from "./policies/client.js";
 export type {
   ConnectPoliciesOptions,

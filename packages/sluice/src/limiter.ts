@@ -33,13 +33,23 @@ export interface SetCountOptions {
   windowMs?: number;
 }
 
-/** A held concurrency lease. */
-export interface Lease {
-  /** The decision; when denied, `release` does nothing. */
+/**
+ * A permit: one concurrency slot held from {@link Limiter.acquire} (or a concurrency
+ * {@link Limiter.limit}) until it is released or its policy's period runs out. Its id is the
+ * decision's `leaseId`.
+ */
+export interface Permit {
+  /** The decision; when denied, no permit is held and `release` does nothing. */
   readonly decision: Decision;
   /** Give the slot back; `true` when this call freed it. Safe to call more than once. */
   release(): Promise<boolean>;
 }
+
+/**
+ * The first name of {@link Permit}.
+ * @deprecated Use {@link Permit} (docs/ARCHITECTURE.md, Glossary).
+ */
+export type Lease = Permit;
 
 /** A charge made before the real cost is known; settle it once the work is done. */
 export interface Reservation {
@@ -68,7 +78,7 @@ export interface Limiter {
   ready(): Promise<void>;
   /**
    * {@link Limiter.limit} when the answer is at hand — always over the memory store, and over
-   * the Redis store when a lease this process holds covers the request — else `undefined`
+   * the Redis store when an allotment this process holds covers the request — else `undefined`
    * (nothing was charged: call `limit`). Throws on bad input.
    */
   tryLimitSync(key: string, options?: LimitOptions): Decision | undefined;
@@ -80,11 +90,11 @@ export interface Limiter {
   reset(key: string): Promise<void>;
   /** Give back `cost` units charged earlier (e.g. to count only failed requests). */
   refund(key: string, cost?: number): Promise<void>;
-  /** `concurrency`: take a lease; release it when the work is done. */
-  acquire(key: string, options?: LimitOptions): Promise<Lease>;
+  /** `concurrency`: take a permit; release it when the work is done. */
+  acquire(key: string, options?: LimitOptions): Promise<Permit>;
   /**
-   * `concurrency`: release a lease by id (from `decision.leaseId`). Resolves `true` when the
-   * lease was held and is now freed, `false` when it was unknown, already released or expired.
+   * `concurrency`: release a permit by its id (`decision.leaseId`). Resolves `true` when the
+   * permit was held and is now freed, `false` when it was unknown, already released or expired.
    */
   release(key: string, leaseId: string): Promise<boolean>;
   /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
@@ -198,14 +208,14 @@ class PolicyLimiter implements Limiter {
     await this.store.adjust(this.policy, key, -cost);
   }
 
-  async acquire(key: string, options?: LimitOptions): Promise<Lease> {
+  async acquire(key: string, options?: LimitOptions): Promise<Permit> {
     if (this.policy.algorithm !== "concurrency") {
       throw new SluiceError(
         "SLUICE_ERR_UNSUPPORTED",
         `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`,
       );
     }
-    return leaseOf(await this.limit(key, options), (id) => this.release(key, id));
+    return permitOf(await this.limit(key, options), (id) => this.release(key, id));
   }
 
   release(key: string, leaseId: string): Promise<boolean> {
@@ -601,10 +611,13 @@ export function checkSettle(actual: unknown): void {
 }
 
 /**
- * The {@link Lease} of a concurrency decision: `release` gives the lease back through
+ * The {@link Permit} of a concurrency decision: `release` gives the permit back through
  * `release(leaseId)` once (later calls, and a denied decision's, resolve `false`).
  */
-export function leaseOf(decision: Decision, release: (leaseId: string) => Promise<boolean>): Lease {
+export function permitOf(
+  decision: Decision,
+  release: (leaseId: string) => Promise<boolean>,
+): Permit {
   let released = decision.leaseId === undefined;
   return {
     decision,

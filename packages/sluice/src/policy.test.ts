@@ -60,7 +60,7 @@ describe("definePolicy", () => {
       { path: "resetOnBlock", message: "needs a blockDuration" },
     ]);
     expect(issuesOf({ ...input, algorithm: "concurrency" })).toEqual([
-      { path: "resetOnBlock", message: "does not apply to concurrency (leases are not counts)" },
+      { path: "resetOnBlock", message: "does not apply to concurrency (permits are not counts)" },
     ]);
   });
 
@@ -119,7 +119,7 @@ describe("definePolicy", () => {
       {
         path: "lease",
         message:
-          "leases need a continuous refill (refill interval adds tokens at each key's own anchor)",
+          "allotments need a continuous refill (refill interval adds tokens at each key's own anchor)",
       },
     ]);
     // The two refills keep apart what they count, under one name (their states differ).
@@ -267,7 +267,8 @@ describe("definePolicy", () => {
       },
       {
         path: "lease",
-        message: "leases and blockDuration do not go together (a lease would admit during a block)",
+        message:
+          "allotments and blockDuration do not go together (an allotment would admit during a block)",
       },
     ]);
     expect(

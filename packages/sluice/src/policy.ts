@@ -13,41 +13,63 @@ import { ValidationError, type ValidationIssue } from "./errors.js";
 
 /** One rule as written by a user: `limit` per `period`, and for token-bucket/GCRA a `burst`. */
 export interface RuleInput {
-  /** Requests (cost units) allowed per period; for `concurrency`, leases in flight. A positive integer. */
+  /** Requests (cost units) allowed per period; for `concurrency`, permits in flight. A positive integer. */
   limit: number;
-  /** The period, e.g. `"1m"` or `60000`; for `concurrency`, how long a lease lives if never released. */
+  /** The period, e.g. `"1m"` or `60000`; for `concurrency`, how long a permit lives if never released. */
   period: Duration;
   /** token-bucket and gcra only: how many may pass at once (bucket capacity). Defaults to `limit`. */
   burst?: number;
 }
 
 /**
- * Lease tuning (see docs/leases.md). A node takes capacity from Redis ahead of its requests and
- * decides from it in memory; what it does not use goes back.
+ * Allotment tuning, the object form of the policy field `lease` (see docs/leases.md). An
+ * allotment is capacity a node takes from Redis ahead of its requests for a hot key and decides
+ * from in memory; what it does not use goes back.
  */
-export interface LeaseInput {
+export interface AllotmentInput {
   /** The largest share of a rule's capacity one node may hold at once, in (0, 1]. Default 0.1. */
   maxShare?: number;
-  /** How long a lease lives: units not used by then go back. Default `"1s"`. */
+  /** How long an allotment lives: units not used by then go back. Default `"1s"`. */
   ttl?: Duration;
-  /** A key is leased once a node has decided it this many times within a second. Default 20. */
+  /** A key gets an allotment once a node has decided it this many times within a second. Default 20. */
   hotAfter?: number;
 }
 
-/** A policy's lease settings, resolved. */
-export interface LeaseSettings {
+/** A policy's allotment settings, resolved (the policy's `lease` field). */
+export interface AllotmentSettings {
+  /** The largest share of a rule's capacity one node may hold at once, in (0, 1]. */
   readonly maxShare: number;
+  /** How long an allotment lives (ms): units not used by then go back. */
   readonly ttlMs: number;
+  /** Decisions within a second after which a key gets an allotment. */
   readonly hotAfter: number;
 }
 
-/** Algorithms a lease can serve exactly (their state is a count or a time that units move). */
-export const LEASE_ALGORITHMS: readonly AlgorithmName[] = [
+/**
+ * The first name of {@link AllotmentInput}.
+ * @deprecated Use {@link AllotmentInput} ("lease" is the policy field's name only; docs/ARCHITECTURE.md, Glossary).
+ */
+export type LeaseInput = AllotmentInput;
+
+/**
+ * The first name of {@link AllotmentSettings}.
+ * @deprecated Use {@link AllotmentSettings} ("lease" is the policy field's name only; docs/ARCHITECTURE.md, Glossary).
+ */
+export type LeaseSettings = AllotmentSettings;
+
+/** Algorithms an allotment can serve exactly (their state is a count or a time that units move). */
+export const ALLOTMENT_ALGORITHMS: readonly AlgorithmName[] = [
   "gcra",
   "token-bucket",
   "fixed-window",
   "concurrency",
 ];
+
+/**
+ * The first name of {@link ALLOTMENT_ALGORITHMS} (the same array).
+ * @deprecated Use {@link ALLOTMENT_ALGORITHMS}.
+ */
+export const LEASE_ALGORITHMS: readonly AlgorithmName[] = ALLOTMENT_ALGORITHMS;
 
 /**
  * Where a `fixed-window` policy's windows start: `aligned` to the clock ([k·P, (k+1)·P), every
@@ -102,12 +124,13 @@ export interface PolicyInput {
   /** Free text shown in the admin. */
   description?: string;
   /**
-   * Redis store: decide hot keys from leases of capacity held in memory (`true` for the
-   * defaults, or their tuning). Never over the limit; see docs/leases.md. gcra, token-bucket,
+   * Turns on allotments for this policy (the field keeps its first name): the Redis store
+   * decides hot keys in memory from capacity taken from Redis ahead (`true` for the defaults,
+   * or their tuning). Never over the limit; see docs/leases.md. gcra, token-bucket,
    * fixed-window and concurrency; not with `blockDuration`, first-request windows or interval
    * refills. The memory store ignores it.
    */
-  lease?: boolean | LeaseInput;
+  lease?: boolean | AllotmentInput;
 }
 
 /** A validated policy: frozen, durations in ms, defaults filled in. */
@@ -128,8 +151,11 @@ export interface Policy {
   readonly insuranceInstances: number;
   readonly shadow: boolean;
   readonly description: string;
-  /** Lease settings, or undefined when the policy takes no leases. */
-  readonly lease: LeaseSettings | undefined;
+  /**
+   * Allotment settings (the field keeps its first name, `lease`), or undefined when the policy
+   * takes no allotments.
+   */
+  readonly lease: AllotmentSettings | undefined;
 }
 
 const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -180,7 +206,7 @@ const ruleSchema = z.strictObject({
   burst: positiveInt("burst", MAX_LIMIT).optional(),
 });
 
-const leaseSchema = z.strictObject({
+const allotmentSchema = z.strictObject({
   maxShare: z
     .number({ error: "maxShare must be a number" })
     .gt(0, { error: "maxShare must be more than 0 (a share of the capacity)" })
@@ -230,7 +256,7 @@ const policySchema = z.strictObject({
         });
         return z.NEVER;
       }
-      const r = leaseSchema.safeParse(v);
+      const r = allotmentSchema.safeParse(v);
       if (!r.success) {
         for (const i of toIssues(r.error))
           ctx.addIssue({
@@ -294,7 +320,7 @@ export function definePolicy(input: PolicyInput): Policy {
       burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
     }),
   );
-  let lease: LeaseSettings | undefined;
+  let lease: AllotmentSettings | undefined;
   if (d.lease !== undefined && d.lease !== false) {
     const l = d.lease === true ? {} : d.lease;
     lease = Object.freeze({
@@ -396,7 +422,7 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
   if (p.resetOnBlock === true && algorithm === "concurrency") {
     issues.push({
       path: "resetOnBlock",
-      message: "does not apply to concurrency (leases are not counts)",
+      message: "does not apply to concurrency (permits are not counts)",
     });
   }
   if (raw.windowStart !== undefined && algorithm !== undefined && algorithm !== "fixed-window") {
@@ -415,29 +441,31 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
   if (raw.lease !== undefined && raw.lease !== false) {
-    if (algorithm !== undefined && !LEASE_ALGORITHMS.includes(algorithm)) {
+    if (algorithm !== undefined && !ALLOTMENT_ALGORITHMS.includes(algorithm)) {
       issues.push({
         path: "lease",
-        message: `leases apply to ${LEASE_ALGORITHMS.join(", ")}, not ${algorithm} (its state is a log of times that a lease cannot move exactly)`,
+        message: `allotments apply to ${ALLOTMENT_ALGORITHMS.join(", ")}, not ${algorithm} (its state is a log of times that an allotment cannot move exactly)`,
       });
     }
     if (blocks) {
       issues.push({
         path: "lease",
-        message: "leases and blockDuration do not go together (a lease would admit during a block)",
+        message:
+          "allotments and blockDuration do not go together (an allotment would admit during a block)",
       });
     }
     if (p.windowStart === "first-request") {
       issues.push({
         path: "lease",
-        message: "leases need aligned windows (windowStart first-request gives each key its own)",
+        message:
+          "allotments need aligned windows (windowStart first-request gives each key its own)",
       });
     }
     if (p.refill === "interval") {
       issues.push({
         path: "lease",
         message:
-          "leases need a continuous refill (refill interval adds tokens at each key's own anchor)",
+          "allotments need a continuous refill (refill interval adds tokens at each key's own anchor)",
       });
     }
     if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
@@ -502,7 +530,7 @@ export function policyToInput(policy: Policy): PolicyInput {
   if (policy.description) out.description = policy.description;
   if (policy.lease) {
     const l = policy.lease;
-    const tuned: LeaseInput = {};
+    const tuned: AllotmentInput = {};
     if (l.maxShare !== 0.1) tuned.maxShare = l.maxShare;
     if (l.ttlMs !== 1000) tuned.ttl = l.ttlMs;
     if (l.hotAfter !== 20) tuned.hotAfter = l.hotAfter;

@@ -21,7 +21,7 @@ export interface StoreDecision {
   readonly rules: readonly RuleDecision[];
   /** > 0 when a penalty block is in force for the key: the time left (ms). */
   readonly blockedForMs: number;
-  /** For `concurrency`, the lease taken. */
+  /** For `concurrency`, the id of the permit taken (the field keeps its first name). */
   readonly leaseId?: string;
   /** Set by a store that answered without consulting its backend (`deny-cache`). */
   readonly reason?: "deny-cache";
@@ -42,7 +42,7 @@ export interface Store {
   /** Decide and, if allowed, charge. */
   decide(req: StoreRequest): Promise<StoreDecision>;
   /**
-   * A decision the store can make at once, without its backend (a Redis store's lease), or
+   * A decision the store can make at once, without its backend (a Redis store's allotment), or
    * undefined: the caller then calls `decide`. Optional.
    */
   decideLocal?(policy: Policy, key: string, cost: number): StoreDecision | undefined;
@@ -51,7 +51,7 @@ export interface Store {
   /** Charge `delta` units unconditionally (negative refunds) to every rule of the key. */
   adjust(policy: Policy, key: string, delta: number): Promise<void>;
   /**
-   * Release a concurrency lease. Resolves `true` when the lease was held and is now freed,
+   * Release a concurrency permit. Resolves `true` when the permit was held and is now freed,
    * `false` when it was unknown, already released or expired (a no-op).
    */
   release(policy: Policy, key: string, leaseId: string): Promise<boolean>;

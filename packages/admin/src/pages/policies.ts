@@ -4,7 +4,7 @@
  * (../document-view.ts); and the form that creates or edits one (or saves the edit as a draft
  * evaluated in shadow).
  */
-import { ALGORITHMS, LEASE_ALGORITHMS } from "sluice/algorithms";
+import { ALGORITHMS, ALLOTMENT_ALGORITHMS } from "sluice/algorithms";
 import type { AppRecord, DraftRecord, PolicyDoc, PolicyRecord } from "../api.js";
 import { type ConsoleKind, documentPage, warningsText } from "../document-view.js";
 import { h, mount, when } from "../dom.js";
@@ -135,7 +135,7 @@ function docView(doc: PolicyDoc): HTMLElement {
       ? row("Insurance instances", String(doc.insuranceInstances ?? "counted by the store"))
       : [],
     row("Shadow", doc.shadow ? "yes — everything passes, denials are only reported" : "no"),
-    row("Leases", leaseText(doc.lease)),
+    row("Allotments (lease)", allotmentText(doc.lease)),
     doc.windowStart === "first-request" ? row("Windows", "opened by each key's first request") : [],
     doc.refill === "interval"
       ? row("Refill", "the rule's limit at once, every whole period from each key's first request")
@@ -167,8 +167,8 @@ function docOf(p: PolicyDoc): PolicyDoc {
   };
 }
 
-/** A policy's lease setting in words (docs/leases.md). */
-function leaseText(lease: PolicyDoc["lease"]): string {
+/** A policy's allotment setting (its `lease` field) in words (docs/leases.md). */
+function allotmentText(lease: PolicyDoc["lease"]): string {
   if (lease === undefined || lease === false) return "no — every decision asks the counters";
   if (lease === true) return "yes — hot keys decided in memory (defaults)";
   const parts: string[] = [];
@@ -300,18 +300,21 @@ function newPolicy(ctx: Ctx): PolicyDoc {
   };
 }
 
-/** The lease setting: a checkbox, and its tuning shown while it is ticked. */
-interface LeaseSection {
-  /** The field (hidden by the form for algorithms leases do not serve). */
+/**
+ * The allotment setting (the document's `lease` field, and the form's): a checkbox, and its
+ * tuning shown while it is ticked.
+ */
+interface AllotmentSection {
+  /** The field (hidden by the form for algorithms allotments do not serve). */
   readonly element: HTMLElement;
   readonly box: HTMLInputElement;
   readonly tuning: HTMLElement;
-  /** The lease as written — the tuning given, else `true` — or undefined when off or hidden. */
+  /** The `lease` field as written — the tuning given, else `true` — or undefined when off or hidden. */
   read(): unknown;
 }
 
-/** Builds the {@link LeaseSection} filled from `lease`. */
-function leaseSection(lease: PolicyDoc["lease"]): LeaseSection {
+/** Builds the {@link AllotmentSection} filled from `lease`. */
+function allotmentSection(lease: PolicyDoc["lease"]): AllotmentSection {
   const tuned = typeof lease === "object" ? lease : {};
   const box = h("input", {
     type: "checkbox",
@@ -327,14 +330,14 @@ function leaseSection(lease: PolicyDoc["lease"]): LeaseSection {
     "div",
     { class: "lease-tuning" },
     field("Largest share per node", "lease.maxShare", share, "Of the capacity, in (0, 1]."),
-    field("Lease lifetime", "lease.ttl", ttl, "Unspent units go back then."),
+    field("Allotment lifetime", "lease.ttl", ttl, "Unspent units go back then."),
     field("Hot after", "lease.hotAfter", hot, "Decisions of a key a second, on one node."),
   );
   const element = fieldGroup(
     "lease",
     checkLabel(
       box,
-      " Leases: decide hot keys in memory from capacity taken from Redis (never over the limit)",
+      " Allotments (lease): decide hot keys in memory from capacity taken from Redis ahead (never over the limit)",
     ),
     tuning,
   );
@@ -385,7 +388,7 @@ interface PolicyControls {
   readonly onStoreError: HTMLSelectElement;
   readonly instances: HTMLInputElement;
   readonly instancesField: HTMLElement;
-  readonly lease: LeaseSection;
+  readonly lease: AllotmentSection;
   readonly shadow: HTMLInputElement;
   readonly enabled: HTMLInputElement;
   readonly apps: HTMLElement;
@@ -393,7 +396,7 @@ interface PolicyControls {
 
 /**
  * Builds the {@link PolicyControls} filled from `doc`, each shown only where it applies (burst,
- * insurance instances, leases and their tuning), and kept so as the choices change.
+ * insurance instances, allotments and their tuning), and kept so as the choices change.
  */
 function policyControls(
   ctx: Ctx,
@@ -428,12 +431,12 @@ function policyControls(
     instances,
     "How many service nodes share the limit.",
   );
-  const lease = leaseSection(doc.lease);
+  const lease = allotmentSection(doc.lease);
   const sync = () => {
     rules.setBurst(algorithm.value === "gcra" || algorithm.value === "token-bucket");
     instancesField.hidden = onStoreError.value !== "insurance";
-    // Leases serve these algorithms only (sliding-window and sliding-log are refused).
-    lease.element.hidden = !LEASE_ALGORITHMS.includes(
+    // Allotments serve these algorithms only (sliding-window and sliding-log are refused).
+    lease.element.hidden = !ALLOTMENT_ALGORITHMS.includes(
       algorithm.value as (typeof ALGORITHMS)[number],
     );
     lease.tuning.hidden = !lease.box.checked;

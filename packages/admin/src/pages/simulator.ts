@@ -258,16 +258,16 @@ function policySection(
     placeholder: "off",
   });
   let algorithm: string = initial?.algorithm ?? "gcra";
-  // A policy with leases admits what it would without them (docs/leases.md): say so.
-  const leaseNote = h(
+  // A policy with allotments admits what it would without them (docs/leases.md): say so.
+  const allotmentNote = h(
     "p",
     { class: "muted", id: "sim-lease-note" },
-    "This policy takes leases: with Redis counters, hot keys are decided in memory from capacity taken ahead — where a decision is made changes, what is admitted does not (a lease never goes over the limit). The simulation is the same.",
+    "This policy takes allotments (lease): with Redis counters, hot keys are decided in memory from capacity taken ahead — where a decision is made changes, what is admitted does not (an allotment never goes over the limit). The simulation is the same.",
   );
-  const syncLease = (p: PolicyDoc | undefined) => {
-    leaseNote.hidden = p?.lease === undefined || p.lease === false;
+  const syncAllotmentNote = (p: PolicyDoc | undefined) => {
+    allotmentNote.hidden = p?.lease === undefined || p.lease === false;
   };
-  syncLease(initial);
+  syncAllotmentNote(initial);
   source.addEventListener("change", () => {
     const p = policies.find((x) => x.name === source.value);
     if (p) {
@@ -278,14 +278,14 @@ function policySection(
     } else {
       algorithm = "";
     }
-    syncLease(p);
+    syncAllotmentNote(p);
     onChange();
   });
   return {
     element: fieldset(
       "Policy",
       field("Start from", "policy", source),
-      leaseNote,
+      allotmentNote,
       rulesHost,
       field("Block after a denial", "blockDuration", block),
     ),
@@ -434,7 +434,7 @@ function resultRow(
             "td",
             { class: "muted" },
             [
-              r.algorithm === "concurrency" ? "leases held until they expire (period)" : "",
+              r.algorithm === "concurrency" ? "permits held until they expire (period)" : "",
               sameAs ? `same line as ${sameAs}` : "",
             ]
               .filter(Boolean)

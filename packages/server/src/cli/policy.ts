@@ -7,7 +7,7 @@ import { basename, join } from "node:path";
 import type { Command } from "commander";
 import type { ValidationIssue } from "sluice";
 import type { EnvoyDomainDocument } from "../envoy/config.js";
-import { type PolicyDocument, takesLeases } from "../model.js";
+import { type PolicyDocument, takesAllotments } from "../model.js";
 import { exportPolicyFile, parsePolicyFile } from "../policy-file.js";
 import { DB_KEYS, addConfigOptions, configFrom, fail, printIssues, withRepo } from "./options.js";
 
@@ -66,13 +66,13 @@ function isDirectory(path: string): boolean {
  * What `policy import` and `validate` read: one file (`-`: stdin) or every .yaml/.yml/.json file
  * of a directory, each a sluice policy file or an Envoy rate limit service file (it has `domain`).
  * Issues are prefixed with the file's name when a directory is read; so are the paths of
- * `leased`, the policies that take leases (`policies.<i>.lease`).
+ * `withAllotments`, the policies that take allotments (`policies.<i>.lease`).
  */
 async function readImport(path: string): Promise<
   | {
       policies: PolicyDocument[] | undefined;
       domains: EnvoyDomainDocument[] | undefined;
-      leased: string[];
+      withAllotments: string[];
     }
   | { issues: ValidationIssue[] }
 > {
@@ -90,7 +90,7 @@ async function readImport(path: string): Promise<
   let policies: PolicyDocument[] | undefined;
   let domains: EnvoyDomainDocument[] | undefined;
   const issues: ValidationIssue[] = [];
-  const leased: string[] = [];
+  const withAllotments: string[] = [];
   const policyFrom = new Map<string, string>();
   const domainFrom = new Map<string, string>();
   for (const file of files) {
@@ -130,7 +130,7 @@ async function readImport(path: string): Promise<
         continue;
       }
       r.docs.forEach((d, i) => {
-        if (takesLeases(d)) leased.push(at(`policies.${i}.lease`));
+        if (takesAllotments(d)) withAllotments.push(at(`policies.${i}.lease`));
       });
       for (const d of r.docs) {
         const seen = policyFrom.get(d.name);
@@ -144,7 +144,7 @@ async function readImport(path: string): Promise<
       policies = [...(policies ?? []), ...r.docs];
     }
   }
-  return issues.length > 0 ? { issues } : { policies, domains, leased };
+  return issues.length > 0 ? { issues } : { policies, domains, withAllotments };
 }
 
 function readText(file: string): string {
@@ -201,11 +201,11 @@ async function importFiles(path: string, opts: Record<string, unknown>): Promise
     process.exit(1);
   }
   // Imported all the same (the document is shared, see policyWarnings in model.ts): said once
-  // per leased policy when nothing configured here says the service counts in Redis.
+  // per policy with allotments when nothing configured here says the service counts in Redis.
   if (config.redisUrl === undefined)
-    for (const at of input.leased)
+    for (const at of input.withAllotments)
       process.stderr.write(
-        `warning: ${at}: no Redis counters are configured here (redisUrl, --redis-url, REDIS_URL): a service on memory counters ignores lease in its own decisions; embedded clients (connectPolicies) whose store is Redis take leases\n`,
+        `warning: ${at}: no Redis counters are configured here (redisUrl, --redis-url, REDIS_URL): a service on memory counters ignores lease in its own decisions; embedded clients (connectPolicies) whose store is Redis take allotments\n`,
       );
   const prune = opts.prune === true;
   const dry = opts.dryRun === true;

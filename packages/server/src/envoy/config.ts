@@ -73,7 +73,7 @@ export const UNIT_CODES: Readonly<Record<EnvoyUnit, number>> = Object.freeze({
   week: 7,
 });
 
-/** Algorithms a descriptor limit may use: every sluice algorithm but `concurrency` (Envoy never releases a lease). */
+/** Algorithms a descriptor limit may use: every sluice algorithm but `concurrency` (Envoy never releases a permit). */
 export const ENVOY_ALGORITHMS = ALGORITHMS.filter(
   (a): a is Exclude<AlgorithmName, "concurrency"> => a !== "concurrency",
 );

@@ -236,7 +236,7 @@ async function peekRoute(
   return withHeaders(reply, decisions.headersOf(live, d), d);
 }
 
-/** `POST /v1/release`: gives a concurrency policy's lease back. */
+/** `POST /v1/release`: gives a concurrency policy's permit back (`leaseId` is the permit's id). */
 async function releaseRoute(
   decisions: Decisions,
   req: FastifyRequest,
@@ -248,11 +248,11 @@ async function releaseRoute(
     throw invalid("Invalid release request", [
       {
         path: "policy",
-        message: `"${body.policy}" uses ${live.policy.algorithm}; only concurrency policies hold leases`,
+        message: `"${body.policy}" uses ${live.policy.algorithm}; only concurrency policies hold permits`,
       },
     ]);
   }
-  // `released: false`: the lease was unknown, already released or expired (nothing freed).
+  // `released: false`: the permit was unknown, already released or expired (nothing freed).
   return { released: await live.limiter.release(body.key, body.leaseId) };
 }
 

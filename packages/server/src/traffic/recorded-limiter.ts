@@ -6,9 +6,9 @@
  */
 import type {
   Decision,
-  Lease,
   LimitOptions,
   Limiter,
+  Permit,
   Policy,
   Reservation,
   SetCountOptions,
@@ -67,7 +67,7 @@ class RecordedLimiter implements SyncLimiter {
   refund(key: string, cost?: number): Promise<void> {
     return this.inner.refund(key, cost);
   }
-  acquire(key: string, options?: LimitOptions): Promise<Lease> {
+  acquire(key: string, options?: LimitOptions): Promise<Permit> {
     return this.inner.acquire(key, options);
   }
   release(key: string, leaseId: string): Promise<boolean> {

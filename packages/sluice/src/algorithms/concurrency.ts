@@ -1,45 +1,45 @@
 import { type Algorithm, type ResolvedRule, type Step, ceilMs } from "./types.js";
 
-/** Concurrency's algorithm: `decide` also takes the new lease's id, and leases can be released. */
+/** Concurrency's algorithm: `decide` also takes the new permit's id, and permits can be released. */
 export interface ConcurrencyAlgorithm extends Algorithm {
   decide(
     state: readonly number[] | undefined,
     nowMs: number,
     rule: ResolvedRule,
     cost: number,
-    leaseId?: number,
+    permitId?: number,
   ): Step;
   release(
     state: readonly number[] | undefined,
     nowMs: number,
-    leaseId: number,
+    permitId: number,
   ): { next: number[] | null; ttlMs: number; released: boolean };
 }
 
 /**
- * Concurrency: at most `limit` leases in flight. A lease is released by its holder or expires
+ * Concurrency: at most `limit` permits in flight. A permit is released by its holder or expires
  * `period` ms after it was taken, so a holder that crashed never blocks the key forever.
- * State: [leaseId1, expiresAt1, cost1, …]. `decide` takes the new lease's id as a 5th argument.
+ * State: [permitId1, expiresAt1, cost1, …]. `decide` takes the new permit's id as a 5th argument.
  */
 export const concurrency: ConcurrencyAlgorithm = {
   stateSize: 0,
   capacity: (rule) => rule.limit,
-  decide(state, nowMs, rule, cost, leaseId: number = 0) {
+  decide(state, nowMs, rule, cost, permitId: number = 0) {
     if (cost > 0 && cost <= rule.limit && !hasLive(state, nowMs)) {
-      // Nothing in flight (the common case): the new lease alone.
+      // Nothing in flight (the common case): the new permit alone.
       return {
         allowed: true,
         remaining: rule.limit - cost,
         resetAfterMs: rule.periodMs,
         retryAfterMs: 0,
-        next: [leaseId, nowMs + rule.periodMs, cost],
+        next: [permitId, nowMs + rule.periodMs, cost],
         ttlMs: rule.periodMs,
       };
     }
     const live = prune(state, nowMs);
     const inFlight = sum(live);
     if (inFlight + cost <= rule.limit) {
-      if (cost > 0) live.push(leaseId, nowMs + rule.periodMs, cost);
+      if (cost > 0) live.push(permitId, nowMs + rule.periodMs, cost);
       const ttl = maxExpiry(live) - nowMs;
       return {
         allowed: true,
@@ -50,7 +50,7 @@ export const concurrency: ConcurrencyAlgorithm = {
         ttlMs: Math.max(0, ttl),
       };
     }
-    // If nobody releases, leases free up as they expire, earliest first.
+    // If nobody releases, permits free up as they expire, earliest first.
     const expiries: Array<[number, number]> = [];
     for (let i = 0; i < live.length; i += 3) expiries.push([live[i + 1] ?? 0, live[i + 2] ?? 0]);
     expiries.sort((a, b) => a[0] - b[0]);
@@ -73,20 +73,20 @@ export const concurrency: ConcurrencyAlgorithm = {
     };
   },
   adjust(state, nowMs) {
-    // Leases are not charged by amount; reservations do not apply to concurrency.
+    // Permits are not charged by amount; reservations do not apply to concurrency.
     const live = prune(state, nowMs);
     return { next: live.length > 0 ? live : null, ttlMs: Math.max(0, maxExpiry(live) - nowMs) };
   },
-  release(state, nowMs, leaseId) {
+  release(state, nowMs, permitId) {
     if (state !== undefined && state.length === 3) {
-      // One lease recorded (the common case): released if it is this one and still live.
-      const released = state[0] === leaseId && (state[1] ?? 0) > nowMs;
+      // One permit recorded (the common case): released if it is this one and still live.
+      const released = state[0] === permitId && (state[1] ?? 0) > nowMs;
       if (released || (state[1] ?? 0) <= nowMs) return { next: null, ttlMs: 0, released };
     }
     const live = prune(state, nowMs);
     let released = false;
     for (let i = 0; i < live.length; i += 3) {
-      if (live[i] === leaseId) {
+      if (live[i] === permitId) {
         live.splice(i, 3);
         released = true;
         break;

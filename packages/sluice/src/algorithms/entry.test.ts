@@ -23,6 +23,7 @@ describe("sluice/algorithms", () => {
   it("exports the pure functions and what building a policy needs, and nothing stateful", () => {
     expect(Object.keys(pure).sort()).toEqual([
       "ALGORITHMS",
+      "ALLOTMENT_ALGORITHMS",
       "ERROR_CODES",
       "LEASE_ALGORITHMS",
       "SluiceError",

@@ -44,8 +44,16 @@ export type {
 } from "./index.js";
 export { evaluate } from "../evaluate.js";
 export type { Evaluation, KeyState } from "../evaluate.js";
-export { LEASE_ALGORITHMS, definePolicy, policyCapacity, policyToInput } from "../policy.js";
+export {
+  ALLOTMENT_ALGORITHMS,
+  LEASE_ALGORITHMS,
+  definePolicy,
+  policyCapacity,
+  policyToInput,
+} from "../policy.js";
 export type {
+  AllotmentInput,
+  AllotmentSettings,
   LeaseInput,
   LeaseSettings,
   OnStoreError,

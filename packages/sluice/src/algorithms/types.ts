@@ -8,9 +8,9 @@
 
 /** A rule after validation: integers, milliseconds. */
 export interface ResolvedRule {
-  /** Requests (cost units) per period; for `concurrency`, leases in flight. */
+  /** Requests (cost units) per period; for `concurrency`, permits in flight. */
   readonly limit: number;
-  /** Period in milliseconds; for `concurrency`, the lease time-to-live. */
+  /** Period in milliseconds; for `concurrency`, the permit time-to-live. */
   readonly periodMs: number;
   /** Bucket capacity for `token-bucket` and `gcra` (defaults to `limit`); equals `limit` otherwise. */
   readonly burst: number;

@@ -341,7 +341,7 @@ export class RateLimitCore<Raw, Fallback = never> {
     if (hook) safe(() => hook(e));
   }
 
-  /** What happens when the response is done: release a concurrency lease; refund under `countOnly`. */
+  /** What happens when the response is done: release a concurrency permit; refund under `countOnly`. */
   private finisher(limiter: Limiter, key: string, cost: number, d: Decision): Finish {
     let done = false;
     const countOnly = this.o.countOnly;

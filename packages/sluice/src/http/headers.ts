@@ -55,7 +55,7 @@ export interface HeaderContext {
   /** Now, in epoch ms (for `X-RateLimit-Reset`). */
   readonly nowMs: number;
   /**
-   * The policy's algorithm. `concurrency` rules have no window (their period is a lease
+   * The policy's algorithm. `concurrency` rules have no window (their period is a permit
    * lifetime), so no reset time or window is sent for them.
    */
   readonly algorithm?: AlgorithmName;

@@ -59,7 +59,7 @@ class Line {
   readonly waiters: Waiter[] = [];
   running = false;
   interrupt: (() => void) | undefined;
-  /** Makes the head retry now (a lease was released or units refunded). */
+  /** Makes the head retry now (a permit was released or units refunded). */
   wake(): void {
     const head = this.waiters[0];
     if (head) head.nextTryAt = 0;
@@ -90,7 +90,7 @@ export class WaitQueues {
    * Decides a request under the `wait` strategy. A request that finds others waiting for its
    * key joins the end of the line without asking first, so it never overtakes them. Otherwise
    * it asks once; if denied, it waits when its retry time is within `maxWaitMs` (for a
-   * concurrency policy, always: a slot may free up long before its lease would expire).
+   * concurrency policy, always: a slot may free up long before its permit would expire).
    * Rejects only when the limiter throws (an invalid cost).
    */
   async decide(req: WaitRequest): Promise<WaitResult> {

@@ -6,13 +6,13 @@
 import type { Decision } from "../decision.js";
 import { type SluiceError, ValidationError } from "../errors.js";
 import {
-  type Lease,
   type LimitOptions,
   type Limiter,
+  type Permit,
   type Reservation,
   type SetCountOptions,
   checkSettle,
-  leaseOf,
+  permitOf,
 } from "../limiter.js";
 import { type Policy, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
@@ -117,10 +117,10 @@ export class ManagedLimiter implements Limiter {
     await this.current().limiter.refund(key, cost);
   }
 
-  async acquire(key: string, options?: LimitOptions): Promise<Lease> {
+  async acquire(key: string, options?: LimitOptions): Promise<Permit> {
     const live = this.current();
     if (live.policy.algorithm !== "concurrency") return live.limiter.acquire(key, options);
-    return leaseOf(await this.limit(key, options), (id) => this.release(key, id));
+    return permitOf(await this.limit(key, options), (id) => this.release(key, id));
   }
 
   async release(key: string, leaseId: string): Promise<boolean> {

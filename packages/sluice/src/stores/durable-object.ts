@@ -53,7 +53,7 @@ import {
 
 // ─── the wire between the store and its objects ───
 
-/** One operation: [op, policy index, key, cost (delta, count), lease id or window (ms)]. */
+/** One operation: [op, policy index, key, cost (delta, count), permit id or window (ms)]. */
 type WireOp = [op: number, policy: number, key: string, cost: number, extra: number];
 
 /** A batch, as the store POSTs it to one object. */
@@ -69,7 +69,7 @@ interface WireBatch {
 
 /**
  * One operation's answer: a decision `{ a: allowed, b: blockedForMs, r: [allowed, remaining,
- * resetAfterMs, retryAfterMs] per rule, l: lease id }`, a boolean (release), null (adjust,
+ * resetAfterMs, retryAfterMs] per rule, l: permit id }`, a boolean (release), null (adjust,
  * reset, set), or `{ e: message }` when the key's stored state is unreadable.
  */
 type WireResult =
@@ -111,8 +111,11 @@ interface Entry {
   readonly x?: number;
 }
 
-/** Storage key of the object's lease counter (no policy name holds a NUL). */
-const LEASE_KEY = "\u0000lease";
+/**
+ * Storage key of the object's permit counter (no policy name holds a NUL). Its value keeps the
+ * first word: it is in every object's storage.
+ */
+const PERMIT_SEQ_KEY = "\u0000lease";
 /** Most keys one storage call takes (Durable Objects' limit for get/put/delete). */
 const STORAGE_BATCH = 128;
 /** Keys read per page while sweeping. */
@@ -178,7 +181,7 @@ export class SluiceDurableObject {
         let last: string | undefined;
         for (const [k, v] of entries) {
           last = k;
-          if (k === LEASE_KEY) continue;
+          if (k === PERMIT_SEQ_KEY) continue;
           const at = isEntry(v) ? (v.x ?? v.e) : 0;
           if (at <= now) dead.push(k);
           else if (at < next) next = at;
@@ -206,15 +209,15 @@ export class SluiceDurableObject {
     const policies = batch.policies.map((text) => this.policy(text));
     const keyOf = (op: WireOp): string => storageKey(policies[op[1]]!, op[2]);
     const names = [...new Set(batch.ops.map(keyOf))];
-    const leases = batch.ops.some(
+    const permits = batch.ops.some(
       (op) => op[0] === OP_DECIDE && policies[op[1]]!.algorithm === "concurrency",
     );
-    if (leases) names.push(LEASE_KEY);
+    if (permits) names.push(PERMIT_SEQ_KEY);
     const stored = new Map<string, unknown>();
     for (let i = 0; i < names.length; i += STORAGE_BATCH)
       for (const [k, v] of await this.storage.get(names.slice(i, i + STORAGE_BATCH)))
         stored.set(k, v);
-    let leaseSeq = leases ? Number(stored.get(LEASE_KEY) ?? 0) : 0;
+    let permitSeq = permits ? Number(stored.get(PERMIT_SEQ_KEY) ?? 0) : 0;
 
     const writes = new Map<string, Entry | null>();
     let earliest = Infinity;
@@ -245,11 +248,11 @@ export class SluiceDurableObject {
         case OP_DECIDE:
         case OP_PEEK: {
           const commit = op === OP_DECIDE;
-          const lease = commit && policy.algorithm === "concurrency" ? ++leaseSeq : 0;
-          const ev = evaluate(policy, current, now, cost, commit, lease);
+          const permitId = commit && policy.algorithm === "concurrency" ? ++permitSeq : 0;
+          const ev = evaluate(policy, current, now, cost, commit, permitId);
           if (commit && ev.changed) write(key, ev.next, ev.ttlMs);
           const out: WireResult = { a: ev.allowed, b: ev.blockedForMs, r: flatten(ev.rules) };
-          return lease > 0 && ev.allowed && cost > 0 ? { ...out, l: lease } : out;
+          return permitId > 0 && ev.allowed && cost > 0 ? { ...out, l: permitId } : out;
         }
         case OP_ADJUST: {
           const a = adjustState(policy, current, now, cost);
@@ -280,7 +283,7 @@ export class SluiceDurableObject {
       if (v === null) dels.push(k);
       else puts.push([k, v]);
     }
-    if (leases) puts.push([LEASE_KEY, leaseSeq]);
+    if (permits) puts.push([PERMIT_SEQ_KEY, permitSeq]);
     for (let i = 0; i < puts.length; i += STORAGE_BATCH)
       await this.storage.put(Object.fromEntries(puts.slice(i, i + STORAGE_BATCH)));
     for (let i = 0; i < dels.length; i += STORAGE_BATCH)

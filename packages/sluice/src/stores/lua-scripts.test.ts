@@ -16,7 +16,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "e07ca937b9c69585880a1f858e3c86b60c4e9a45",
+  "sluice.lua": "df39ef80398b3036c4af7445efda662a8ce6711f",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 

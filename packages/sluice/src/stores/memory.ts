@@ -508,7 +508,7 @@ export class MemoryStore implements SyncStore {
   private lastPolicy: Policy | undefined;
   private lastSpace: FixedSpace | VarSpace | undefined;
   private size = 0;
-  private leaseSeq = 0;
+  private permitSeq = 0;
   /** Where {@link makeRoom} looks for expired keys in other policies next. */
   private rotation = 0;
   /** Reusable arrays for the one-rule path's next state, by size (the slot takes a copy). */
@@ -642,7 +642,7 @@ export class MemoryStore implements SyncStore {
     const r = concurrency.release(entry.s.states[0], nowMs, Number(leaseId));
     if (!r.released) return false;
     // In place: concurrency has one rule; the penalty block, if any, is kept. The key keeps its
-    // class: its next decision tells whether it still holds its last lease.
+    // class: its next decision tells whether it still holds its last permit.
     const blockUntil = entry.s.blockUntil > nowMs ? entry.s.blockUntil : 0;
     entry.e = nowMs + Math.max(r.ttlMs, blockUntil - nowMs);
     // With nothing left and no block the entry has expired, and its array is kept for reuse.
@@ -706,12 +706,23 @@ export class MemoryStore implements SyncStore {
     const entry = sp.get(key);
     const from = sp.found;
     const current = entry !== undefined && entry.e > nowMs ? entry.s : undefined;
-    const leaseId = policy.algorithm === "concurrency" && commit ? ++this.leaseSeq : 0;
+    const permitId = policy.algorithm === "concurrency" && commit ? ++this.permitSeq : 0;
     // One rule, and no penalty block in force (a policy with a penalty whose key is not
     // blocked decides as one without, until a denial starts the block).
     if (policy.rules.length === 1 && (current === undefined || !(current.blockUntil > nowMs)))
-      return this.runSingleVar(sp, policy, key, entry, from, current, cost, commit, nowMs, leaseId);
-    const ev = evaluate(policy, current, nowMs, cost, commit, leaseId);
+      return this.runSingleVar(
+        sp,
+        policy,
+        key,
+        entry,
+        from,
+        current,
+        cost,
+        commit,
+        nowMs,
+        permitId,
+      );
+    const ev = evaluate(policy, current, nowMs, cost, commit, permitId);
     if (commit) {
       const to = classOf(sp.alg, policy, ev);
       if (ev.changed) this.writeEntry(sp, key, entry, from, to, ev.next, ev.ttlMs, nowMs);
@@ -722,7 +733,7 @@ export class MemoryStore implements SyncStore {
       rules: ruleDecisions(policy, ev.rules),
       blockedForMs: ev.blockedForMs,
     };
-    return leaseId > 0 && ev.allowed && cost > 0 ? { ...out, leaseId: String(leaseId) } : out;
+    return permitId > 0 && ev.allowed && cost > 0 ? { ...out, leaseId: String(permitId) } : out;
   }
 
   /**
@@ -783,12 +794,12 @@ export class MemoryStore implements SyncStore {
     cost: number,
     commit: boolean,
     nowMs: number,
-    leaseId: number,
+    permitId: number,
   ): StoreDecision {
     const alg = sp.alg;
     const rule = policy.rules[0]!;
     let step: Step;
-    if (leaseId > 0) step = concurrency.decide(current?.states[0], nowMs, rule, cost, leaseId);
+    if (permitId > 0) step = concurrency.decide(current?.states[0], nowMs, rule, cost, permitId);
     else if (effectOf(policy, true, cost, commit) === CHARGE && "decideInPlace" in alg) {
       // A charge if admitted: the key's log is changed in place (and is the new state when
       // allowed; a denial only prunes what has left the window).
@@ -823,8 +834,8 @@ export class MemoryStore implements SyncStore {
       own.s.states[0] = reuse(own.s.states[0], step.next);
       if (entry !== undefined) sp.classify(key, entry, from, to);
     }
-    return leaseId > 0
-      ? { allowed: true, rules, blockedForMs: 0, leaseId: String(leaseId) }
+    return permitId > 0
+      ? { allowed: true, rules, blockedForMs: 0, leaseId: String(permitId) }
       : { allowed: true, rules, blockedForMs: 0 };
   }
 

@@ -11,10 +11,10 @@ import { SluiceError, StoreError } from "../errors.js";
 import type { Policy } from "../policy.js";
 import type { StoreDecision } from "../store.js";
 import type { Queued } from "./remote-calls.js";
-import type { LeaseReply } from "./redis-leases.js";
+import type { AllotmentReply } from "./redis-allotments.js";
 import {
+  OP_ALLOT,
   OP_DECIDE,
-  OP_LEASE,
   OP_PEEK,
   OP_RELEASE,
   OP_RESET,
@@ -47,16 +47,19 @@ export interface Operation extends Queued {
   readonly tag: string;
   /** The cost (the delta for adjust, the count for set, the units returned for give back). */
   readonly cost: number;
-  /** A concurrency decide's lease id, a release's, or a lease op's member id; else "". */
-  readonly lease: string;
-  /** A lease or give back's numbers after the cost (lua/sluice.lua's header). */
+  /**
+   * A member of a concurrency key's sorted set: a decide's new permit id, the permit id a
+   * release frees, or an allotment op's node member; else "".
+   */
+  readonly member: string;
+  /** An allotment or give back's numbers after the cost (lua/sluice.lua's header). */
   readonly args: readonly number[] | undefined;
   /** For a set count: the window's length (ms). */
   readonly windowMs: number;
 }
 
-/** What one operation answers: a decision, true/false, a lease's reply, or its own error. */
-export type OperationResult = StoreDecision | boolean | LeaseReply | SluiceError;
+/** What one operation answers: a decision, true/false, an allotment's reply, or its own error. */
+export type OperationResult = StoreDecision | boolean | AllotmentReply | SluiceError;
 
 /** The per-policy data of `policy` under `prefix`. */
 export function policyInfo(policy: Policy, prefix: string): PolicyInfo {
@@ -85,7 +88,7 @@ export interface CallHeader {
   readonly shiftMs: number;
   /** The server-time deadline, or "". */
   readonly deadline: string;
-  /** The lease epoch's key (of this Redis, or of the batch's slot). */
+  /** The allotment epoch's key (of this Redis, or of the batch's slot). */
   readonly epochKey: string;
 }
 
@@ -122,16 +125,16 @@ export function encodeCall(
     if (p.policy.blockMs > 0 || p.op === OP_RESET) keys.push(base + info.blockSuffix);
     const code = idx * OPS_PER_SPEC + p.op;
     if (p.args !== undefined) {
-      // A lease or give back: the epoch key, its numbers, and a concurrency node's member.
+      // An allotment or give back: the epoch key, its numbers, and a concurrency node's member.
       keys.push(header.epochKey);
       opArgs.push(-code, p.cost);
       for (const x of p.args) opArgs.push(x);
-      if (p.lease !== "") opArgs.push(p.lease);
+      if (p.member !== "") opArgs.push(p.member);
     } else if (p.op === OP_SET) opArgs.push(-code, p.cost, p.windowMs);
-    else if (p.cost === 1 && p.lease === "") opArgs.push(code);
+    else if (p.cost === 1 && p.member === "") opArgs.push(code);
     else {
       opArgs.push(-code, p.cost);
-      if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.lease !== "")) opArgs.push(p.lease);
+      if (p.op === OP_RELEASE || (p.op === OP_DECIDE && p.member !== "")) opArgs.push(p.member);
     }
   }
   const argv: Array<string | number> = [
@@ -175,7 +178,7 @@ export function decodeReply(
       continue;
     }
     if (typeof first !== "number") break;
-    if (p.op === OP_DECIDE || p.op === OP_PEEK || p.op === OP_LEASE) {
+    if (p.op === OP_DECIDE || p.op === OP_PEEK || p.op === OP_ALLOT) {
       const rules = p.policy.rules;
       let d: StoreDecision;
       if (p.info.compact) {
@@ -213,7 +216,7 @@ export function decodeReply(
         d = { allowed: first === 1, rules: rds, blockedForMs: reply[i + 1] as number };
         i += 2 + count * 4;
       }
-      if (p.op === OP_LEASE) {
+      if (p.op === OP_ALLOT) {
         // Then: granted units, the decision time, the epoch.
         if (i + 3 > n) break;
         results[b] = {

@@ -29,7 +29,7 @@ export const OP_ADJUST = opCode("OP_ADJUST");
 export const OP_RELEASE = opCode("OP_RELEASE");
 export const OP_RESET = opCode("OP_RESET");
 export const OP_SET = opCode("OP_SET");
-export const OP_LEASE = opCode("OP_LEASE");
+export const OP_ALLOT = opCode("OP_ALLOT");
 export const OP_GIVE_BACK = opCode("OP_GIVE_BACK");
 
 /** One-letter code of each algorithm, used in keys and in the script's arguments. */

@@ -38,7 +38,7 @@ export const OPERATION_CODES = [
   {
     code: 3,
     constant: "OP_RELEASE",
-    summary: "release: give a concurrency lease back; answers 1 if it was held, else 0",
+    summary: "release: give a concurrency permit back; answers 1 if it was held, else 0",
   },
   { code: 4, constant: "OP_RESET", summary: "reset: forget the key and its block; answers 1" },
   {
@@ -48,13 +48,13 @@ export const OPERATION_CODES = [
   },
   {
     code: 6,
-    constant: "OP_LEASE",
-    summary: "lease: give back, decide, and grant units ahead; answers the decision and grant",
+    constant: "OP_ALLOT",
+    summary: "allot: give back, decide, and grant units ahead; answers the decision and grant",
   },
   {
     code: 7,
     constant: "OP_GIVE_BACK",
-    summary: "give back: return a lease's unused units; answers 1",
+    summary: "give back: return an allotment's unused units; answers 1",
   },
 ] as const satisfies readonly OperationCode[];
 
@@ -87,7 +87,7 @@ export const SCRIPT_ALGORITHM_CODES = [
   },
   { code: "s", summary: "sliding-window", fixedSize: true },
   { code: "l", summary: "sliding-log (a ZSET)", fixedSize: false },
-  { code: "c", summary: "concurrency (a ZSET of leases)", fixedSize: false },
+  { code: "c", summary: "concurrency (a ZSET of permits)", fixedSize: false },
 ] as const satisfies readonly ScriptAlgorithmCode[];
 
 /** The first and last line of the generated part of lua/sluice.lua. */

@@ -20,9 +20,9 @@ import { RedisConnection } from "./redis-connection.js";
 import { ClockOffsets, causeOf, monoNow } from "./redis-health.js";
 import {
   OP_ADJUST,
+  OP_ALLOT,
   OP_DECIDE,
   OP_GIVE_BACK,
-  OP_LEASE,
   OP_PEEK,
   OP_RELEASE,
   OP_RESET,
@@ -31,7 +31,7 @@ import {
   slotOfTag,
   tagForSlot,
 } from "./redis-keys.js";
-import { type LeaseCounters, LeaseBook, type LeaseReply } from "./redis-leases.js";
+import { AllotmentBook, type AllotmentCounters, type AllotmentReply } from "./redis-allotments.js";
 import { type CallFailure, RemoteCalls, type Transport, errorMessage } from "./remote-calls.js";
 
 export type {
@@ -159,7 +159,7 @@ interface Pending extends Operation {
   readonly generation: number;
   /** When time is injected: the injected time it was asked at (else 0). */
   readonly askedAt: number;
-  readonly resolve: (value: StoreDecision | boolean | LeaseReply) => void;
+  readonly resolve: (value: StoreDecision | boolean | AllotmentReply) => void;
 }
 
 /** What a call answers: the script's reply, and the local time it was sent at (deny cache). */
@@ -176,8 +176,8 @@ interface Answer {
 const REFUSED =
   /^(?:Too many Cluster redirections\. Last error: (?:ReplyError: )?)?(?:TRYAGAIN|ASK |MOVED )/;
 
-/** How often leases are looked over: idle or expired ones give their units back (ms). */
-const LEASE_SWEEP_MS = 100;
+/** How often allotments are looked over: idle or expired ones give their units back (ms). */
+const ALLOTMENT_SWEEP_MS = 100;
 
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
@@ -193,7 +193,7 @@ const LEASE_SWEEP_MS = 100;
 export class RedisStore implements Store {
   readonly kind = "redis";
   /**
-   * This store's random id (instance counting, lease ids). Made on first use: Workers refuse
+   * This store's random id (instance counting, permit ids). Made on first use: Workers refuse
    * random values outside a request, and a store is often made at a module's top level.
    */
   get instanceId(): string {
@@ -210,15 +210,15 @@ export class RedisStore implements Store {
   private readonly policies = new WeakMap<Policy, PolicyInfo>();
   private lastPolicy: Policy | undefined;
   private lastInfo: PolicyInfo | undefined;
-  private leaseSeq = 0;
+  private permitSeq = 0;
   /** Added to absolute expiries when time is injected (see lua/sluice.lua, ARGV[3]). */
   private shift: number | undefined;
   private heartbeatTimer: ReturnType<typeof setInterval> | undefined;
   private lastInstances: number | undefined;
   private closed = false;
-  /** Leases of hot keys (made with the first leased policy). */
-  private leases: LeaseBook | undefined;
-  private leaseTimer: ReturnType<typeof setInterval> | undefined;
+  /** Allotments of hot keys (made with the first policy that takes them). */
+  private allotments: AllotmentBook | undefined;
+  private allotmentTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveRedisOptions(options);
@@ -251,7 +251,7 @@ export class RedisStore implements Store {
   decide(req: StoreRequest): Promise<StoreDecision> {
     const { policy, key, cost } = req;
     if (policy.lease !== undefined && !this.closed) {
-      const book = this.leaseBook();
+      const book = this.allotmentBook();
       const d = book.decide(policy, key, cost);
       if (d !== undefined) return d instanceof Promise ? d : Promise.resolve(d);
       book.counters.remote++;
@@ -262,30 +262,30 @@ export class RedisStore implements Store {
       const hit = this.deny!.answer(policy, key, cost);
       if (hit) return Promise.resolve(hit);
     }
-    // A lease id unique to this store: its random id and a sequence number.
-    const lease =
+    // A permit id unique to this store: its random id and a sequence number.
+    const permitId =
       policy.algorithm === "concurrency"
-        ? `${this.instanceId}${(++this.leaseSeq).toString(36)}`
+        ? `${this.instanceId}${(++this.permitSeq).toString(36)}`
         : "";
-    return this.enqueue(OP_DECIDE, policy, key, cost, lease, cached) as Promise<StoreDecision>;
+    return this.enqueue(OP_DECIDE, policy, key, cost, permitId, cached) as Promise<StoreDecision>;
   }
 
   /**
-   * A decision from a lease this store holds for the key, when one can answer at once (no call
+   * A decision from an allotment this store holds for the key, when one can answer at once (no call
    * to Redis); undefined otherwise. The limiter's `tryLimitSync`.
    */
   decideLocal(policy: Policy, key: string, cost: number): StoreDecision | undefined {
-    if (policy.lease === undefined || this.leases === undefined) return undefined;
-    return this.leases.trySpend(policy, key, cost);
+    if (policy.lease === undefined || this.allotments === undefined) return undefined;
+    return this.allotments.trySpend(policy, key, cost);
   }
 
   peek(req: StoreRequest): Promise<StoreDecision> {
     const p = this.enqueue(OP_PEEK, req.policy, req.key, req.cost) as Promise<StoreDecision>;
-    if (req.policy.lease === undefined || this.leases === undefined) return p;
+    if (req.policy.lease === undefined || this.allotments === undefined) return p;
     // What this node holds unspent is not used: it is still there to spend.
-    const leases = this.leases;
+    const allotments = this.allotments;
     return p.then((d) => {
-      const extra = leases.unspent(req.policy, req.key);
+      const extra = allotments.unspent(req.policy, req.key);
       if (extra === 0) return d;
       const rules = d.rules.map((r) => ({ ...r, remaining: r.remaining + extra }));
       return { ...d, rules };
@@ -294,20 +294,20 @@ export class RedisStore implements Store {
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
     this.deny?.forget(policy, key);
-    this.leases?.changed(policy, key);
+    this.allotments?.changed(policy, key);
     await this.enqueue(OP_ADJUST, policy, key, delta);
   }
 
   async release(policy: Policy, key: string, leaseId: string): Promise<boolean> {
     if (policy.algorithm !== "concurrency") return false;
-    const local = this.leases?.releaseLocal(policy, key, leaseId);
+    const local = this.allotments?.releaseLocal(policy, key, leaseId);
     if (local !== undefined) return local;
     return (await this.enqueue(OP_RELEASE, policy, key, 0, leaseId)) as boolean;
   }
 
   async reset(policy: Policy, key: string): Promise<void> {
     this.deny?.forget(policy, key);
-    this.leases?.forget(policy, key);
+    this.allotments?.forget(policy, key);
     await this.enqueue(OP_RESET, policy, key, 0);
   }
 
@@ -340,10 +340,10 @@ export class RedisStore implements Store {
   /** Sends what is queued, stops the timers and leaves the instance count. Does not close the client. */
   async close(): Promise<void> {
     if (this.closed) return;
-    if (this.leaseTimer) clearInterval(this.leaseTimer);
-    this.leaseTimer = undefined;
-    // What leases hold unspent goes back (before the queue is flushed one last time).
-    const givingBack = this.leases?.close();
+    if (this.allotmentTimer) clearInterval(this.allotmentTimer);
+    this.allotmentTimer = undefined;
+    // What allotments hold unspent goes back (before the queue is flushed one last time).
+    const givingBack = this.allotments?.close();
     this.calls.flush();
     await givingBack;
     this.closed = true;
@@ -367,31 +367,39 @@ export class RedisStore implements Store {
     this.deny?.clear();
   }
 
-  /** Counts of this store's leases (for metrics): taken, returned, expired, decisions local and remote. */
-  get leaseCounters(): Readonly<LeaseCounters> | undefined {
-    return this.leases?.counters;
+  /** Counts of this store's allotments (for metrics): taken, returned, expired, decisions local and remote. */
+  get allotmentCounters(): Readonly<AllotmentCounters> | undefined {
+    return this.allotments?.counters;
   }
 
-  /** The key of the lease epoch (lua/sluice.lua, leases): one per Redis, or per Cluster slot. */
+  /**
+   * The first name of {@link RedisStore.allotmentCounters} (the same object).
+   * @deprecated Use {@link RedisStore.allotmentCounters}.
+   */
+  get leaseCounters(): Readonly<AllotmentCounters> | undefined {
+    return this.allotmentCounters;
+  }
+
+  /** The allotment epoch's key (lua/sluice.lua; stored as `lease-epoch`): per Redis, or per Cluster slot. */
   private epochKey(slot: number): string {
     return this.cluster
       ? `${this.o.prefix}lease-epoch:{${tagForSlot(slot)}}`
       : `${this.o.prefix}lease-epoch`;
   }
 
-  private leaseBook(): LeaseBook {
-    if (this.leases === undefined) {
-      this.leases = new LeaseBook(
+  private allotmentBook(): AllotmentBook {
+    if (this.allotments === undefined) {
+      this.allotments = new AllotmentBook(
         {
           now: this.o.now ?? monoNow,
-          lease: (policy, key, cost, asked, ret, retAt, epoch, member) =>
-            this.enqueue(OP_LEASE, policy, key, cost, member, false, 0, [
+          allot: (policy, key, cost, asked, ret, retAt, epoch, member) =>
+            this.enqueue(OP_ALLOT, policy, key, cost, member, false, 0, [
               asked,
               ret,
               retAt,
               epoch,
               policy.lease!.ttlMs,
-            ]) as Promise<LeaseReply>,
+            ]) as Promise<AllotmentReply>,
           giveBack: (policy, key, ret, retAt, epoch, member) =>
             this.enqueue(OP_GIVE_BACK, policy, key, ret, member, false, 0, [
               retAt,
@@ -402,19 +410,19 @@ export class RedisStore implements Store {
         this.instanceId,
       );
     }
-    if (this.leaseTimer === undefined) {
-      // Gives back what idle or expired leases hold; stops when nothing is held.
-      this.leaseTimer = setInterval(() => {
-        const book = this.leases!;
+    if (this.allotmentTimer === undefined) {
+      // Gives back what idle or expired allotments hold; stops when nothing is held.
+      this.allotmentTimer = setInterval(() => {
+        const book = this.allotments!;
         book.sweep();
-        if (book.empty && this.leaseTimer) {
-          clearInterval(this.leaseTimer);
-          this.leaseTimer = undefined;
+        if (book.empty && this.allotmentTimer) {
+          clearInterval(this.allotmentTimer);
+          this.allotmentTimer = undefined;
         }
-      }, LEASE_SWEEP_MS);
-      unrefTimer(this.leaseTimer);
+      }, ALLOTMENT_SWEEP_MS);
+      unrefTimer(this.allotmentTimer);
     }
-    return this.leases;
+    return this.allotments;
   }
 
   /** Queues one operation for the engine; resolves with its result. */
@@ -423,11 +431,11 @@ export class RedisStore implements Store {
     policy: Policy,
     key: string,
     cost: number,
-    lease = "",
+    member = "",
     cacheable = false,
     windowMs = 0,
     args?: readonly number[],
-  ): Promise<StoreDecision | boolean | LeaseReply> {
+  ): Promise<StoreDecision | boolean | AllotmentReply> {
     if (this.closed)
       return Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "redisStore is closed"));
     const info = this.info(policy);
@@ -438,7 +446,7 @@ export class RedisStore implements Store {
         info,
         tag: identifierTag(key),
         cost,
-        lease,
+        member,
         windowMs,
         args,
         cacheable,
@@ -526,8 +534,8 @@ export class RedisStore implements Store {
       }
       if (p.op === OP_DECIDE && typeof r !== "boolean" && "allowed" in r) {
         if (r.allowed) {
-          if (p.lease !== "" && p.cost > 0) {
-            p.resolve({ ...r, leaseId: p.lease });
+          if (p.member !== "" && p.cost > 0) {
+            p.resolve({ ...r, leaseId: p.member });
             continue;
           }
         } else if (p.cacheable && r.blockedForMs === 0)
@@ -540,7 +548,7 @@ export class RedisStore implements Store {
 
   /**
    * A reply that came after its call was answered (by `onStoreError`): Redis ran the call just
-   * before its deadline, but the answer arrived too late. A concurrency lease it took is given
+   * before its deadline, but the answer arrived too late. A concurrency permit it took is given
    * back (nobody holds its id); charges of the other algorithms stay (docs/redis.md: the bound).
    */
   private late(batch: readonly Pending[], reply: unknown): void {
@@ -548,12 +556,12 @@ export class RedisStore implements Store {
     if (results instanceof StoreError) return;
     batch.forEach((p, b) => {
       const r = results[b];
-      if (p.op === OP_LEASE && typeof r === "object" && "granted" in r) {
-        // Units granted to a lease call nobody waited for go back (for concurrency also the
-        // request's own slot: its caller holds no lease id).
-        const back = r.granted + (p.lease !== "" && r.decision.allowed ? p.cost : 0);
+      if (p.op === OP_ALLOT && typeof r === "object" && "granted" in r) {
+        // Units granted to an allotment call nobody waited for go back (for concurrency also the
+        // request's own slot: its caller holds no permit id).
+        const back = r.granted + (p.member !== "" && r.decision.allowed ? p.cost : 0);
         if (back > 0)
-          this.enqueue(OP_GIVE_BACK, p.policy, p.key, back, p.lease, false, 0, [
+          this.enqueue(OP_GIVE_BACK, p.policy, p.key, back, p.member, false, 0, [
             r.at,
             r.epoch,
             p.policy.lease!.ttlMs,
@@ -562,12 +570,12 @@ export class RedisStore implements Store {
       }
       if (
         p.op === OP_DECIDE &&
-        p.lease !== "" &&
+        p.member !== "" &&
         typeof r === "object" &&
         "allowed" in r &&
         r.allowed
       )
-        this.enqueue(OP_RELEASE, p.policy, p.key, 0, p.lease).catch(() => undefined);
+        this.enqueue(OP_RELEASE, p.policy, p.key, 0, p.member).catch(() => undefined);
     });
   }
 

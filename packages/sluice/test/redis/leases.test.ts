@@ -6,9 +6,19 @@
  * restarted (empty) Redis grants no lease until the old ones have ended.
  */
 import { Cluster, Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from "vitest";
 import {
+  ALLOTMENT_ALGORITHMS,
   type AlgorithmName,
+  type AllotmentCounters,
+  type AllotmentInput,
+  type AllotmentSettings,
+  LEASE_ALGORITHMS,
+  type Lease,
+  type LeaseCounters,
+  type LeaseInput,
+  type LeaseSettings,
+  type Permit,
   type PolicyInput,
   type RedisStore,
   createLimiter,
@@ -225,6 +235,30 @@ describe("one process", () => {
     const d = limiter.tryLimitSync("s");
     expect(d).toMatchObject({ allowed: true });
     expect(d!.reason).toBeUndefined();
+  });
+
+  it("the first names still work: leaseCounters is allotmentCounters, a Lease is a Permit, Lease* are Allotment*", async () => {
+    const limiter = createLimiter({
+      store,
+      policy: { ...policyFor("gcra", `la${run}`, 1_000_000), lease: { hotAfter: 1 } },
+    });
+    await limiter.limit("alias");
+    const counters = store.allotmentCounters;
+    expect(counters?.remote).toBeGreaterThan(0);
+    expect(store.leaseCounters).toBe(counters);
+    expect(LEASE_ALGORITHMS).toBe(ALLOTMENT_ALGORITHMS);
+    // The deprecated names are the new types (checked by `npm run typecheck`).
+    expectTypeOf<Lease>().toEqualTypeOf<Permit>();
+    expectTypeOf<LeaseInput>().toEqualTypeOf<AllotmentInput>();
+    expectTypeOf<LeaseSettings>().toEqualTypeOf<AllotmentSettings>();
+    expectTypeOf<LeaseCounters>().toEqualTypeOf<AllotmentCounters>();
+    const slots = createLimiter({
+      store,
+      policy: { name: `lp${run}`, algorithm: "concurrency", rules: [{ limit: 1, period: "1h" }] },
+    });
+    const permit: Lease = await slots.acquire("alias");
+    expect(permit.decision.leaseId).toEqual(expect.any(String));
+    expect(await permit.release()).toBe(true);
   });
 
   it("a peek counts what this process holds unspent as remaining", async () => {

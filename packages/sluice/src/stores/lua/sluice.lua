@@ -27,30 +27,31 @@
 --              n × (limit, periodMs, burst)
 --   then the operations until ARGV ends. Each is one integer c = spec·OPS_PER_SPEC + op (the
 --   operation codes and the algorithm codes are the protocol part below, generated from the
---   TypeScript's tables) when its cost is 1 and it carries no lease; else −c followed by the
---   cost (the delta for adjust, the count for set) and, for a concurrency decide and for a release, the lease id; for set, the
---   window's length in ms. A lease (6) is always −c, cost, asked, returned, returnedAt, epoch,
+--   TypeScript's tables) when its cost is 1 and it carries no member; else −c followed by the
+--   cost (the delta for adjust, the count for set) and, for a concurrency decide and for a release, the permit id; for set, the
+--   window's length in ms. An allot (6) is always −c, cost, asked, returned, returnedAt, epoch,
 --   ttl, then for concurrency the node's member id; a give back (7) is always −c, returned,
 --   returnedAt, epoch, ttl, then for concurrency the member id.
 --   KEYS     per operation, in order: its n rule keys, then its block key when the spec has
---            blockMs > 0 or the op is a reset, then for a lease or give back the epoch key.
+--            blockMs > 0 or the op is a reset, then for an allot or give back the epoch key.
 --
--- Leases (see docs/leases.md): a node takes capacity ahead of its requests and decides from it
--- in memory. A lease op gives back what the node returns (`returned` units taken at decision
--- time `returnedAt`, only into the same window for fixed-window, only from the same epoch),
--- decides `cost` as a decide does, and, if that was allowed, debits up to `asked` more units:
--- at most half of what is left after the decision, so that the last units are not all handed to
--- one node. The epoch key holds the decision time at which this Redis first served a lease
--- (it is gone when Redis lost its data): no lease is granted in the first `ttl` ms of an epoch,
--- so that leases taken from lost data and new ones never add up to more than the limit.
+-- Allotments (see docs/leases.md; a policy's `lease` field turns them on): a node takes
+-- capacity ahead of its requests and decides from it in memory. An allot op gives back what the
+-- node returns (`returned` units taken at decision time `returnedAt`, only into the same window
+-- for fixed-window, only from the same epoch), decides `cost` as a decide does, and, if that was
+-- allowed, debits up to `asked` more units: at most half of what is left after the decision, so
+-- that the last units are not all handed to one node. The epoch key holds the decision time at
+-- which this Redis first served an allotment (it is gone when Redis lost its data): nothing is
+-- allotted in the first `ttl` ms of an epoch, so that allotments taken from lost data and new
+-- ones never add up to more than the limit.
 -- Output: a flat array, per operation in order (then, last, the Redis server time in epoch ms,
 -- which the caller uses to map its deadlines onto the server's clock):
 --   decide/peek, one rule and no penalty (the common case):
 --            allowed: remaining, resetAfterMs      denied: −(remaining + 1), resetAfterMs, retryAfterMs
 --   decide/peek, otherwise: allowed (1/0), blockedForMs, then per rule allowed (1/0),
 --            remaining, resetAfterMs, retryAfterMs
---   lease: the decide's output (as above), then granted units, the decision time, the epoch
---   adjust, reset, set, give back: 1; release: 1 when the lease was held and is now released,
+--   allot: the decide's output (as above), then granted units, the decision time, the epoch
+--   adjust, reset, set, give back: 1; release: 1 when the permit was held and is now released,
 --   else 0
 --   any op that met unreadable state: one string, the message (nothing was written for it)
 -- Each operation is atomic (the whole script is); operations run one after another.
@@ -59,11 +60,11 @@
 -- algorithms/ (decide, adjust) and how its state sits in Redis (read, write); `combine`, the port
 -- of evaluate.ts's evaluate (every rule decided, all charged or none, the penalty block); one
 -- encoder of a decision into the reply (`encode`). Every path decides through them: decide and
--- peek, the lease, and the fast path. The fast path is a guard in front: it takes the common
+-- peek, the allot, and the fast path. The fast path is a guard in front: it takes the common
 -- operations (decide and peek of single-rule, penalty-free policies with one-key state), where
 -- combine is the rule's own decision, charged when allowed; it calls the algorithm's decide,
 -- read and write and the encoder, and returns when the batch holds nothing else. What only the
--- rest needs (combine, adjust, release, reset, set, leases) is made after it. Making a closure
+-- rest needs (combine, adjust, release, reset, set, allotments) is made after it. Making a closure
 -- costs every call (Redis runs the whole body each time), so only the functions of the
 -- algorithms the batch uses are made.
 
@@ -77,12 +78,12 @@ end
 --   0  decide: charge the cost if every rule allows it; answers a decision
 --   1  peek: decide without charging; answers a decision
 --   2  adjust: add the delta to every rule (a refund is negative); answers 1
---   3  release: give a concurrency lease back; answers 1 if it was held, else 0
+--   3  release: give a concurrency permit back; answers 1 if it was held, else 0
 --   4  reset: forget the key and its block; answers 1
 --   5  set count: every rule's window holds the count, for the window's length; answers 1
---   6  lease: give back, decide, and grant units ahead; answers the decision and grant
---   7  give back: return a lease's unused units; answers 1
-local OP_DECIDE, OP_PEEK, OP_ADJUST, OP_RELEASE, OP_RESET, OP_SET, OP_LEASE, OP_GIVE_BACK = 0, 1, 2, 3, 4, 5, 6, 7
+--   6  allot: give back, decide, and grant units ahead; answers the decision and grant
+--   7  give back: return an allotment's unused units; answers 1
+local OP_DECIDE, OP_PEEK, OP_ADJUST, OP_RELEASE, OP_RESET, OP_SET, OP_ALLOT, OP_GIVE_BACK = 0, 1, 2, 3, 4, 5, 6, 7
 local OPS_PER_SPEC = 8
 -- Algorithm codes of a spec:
 --   g  gcra
@@ -92,7 +93,7 @@ local OPS_PER_SPEC = 8
 --   F  fixed-window started by the first request (windowStart; keys named as "f")
 --   s  sliding-window
 --   l  sliding-log (a ZSET)
---   c  concurrency (a ZSET of leases)
+--   c  concurrency (a ZSET of permits)
 -- Those whose state is one key read and written whole (the fast path's):
 local FIXED_SIZE = { g = true, t = true, i = true, f = true, F = true, s = true }
 -- ─── end of protocol ───
@@ -193,7 +194,8 @@ end
 -- t, i, s: one string of space-separated numbers ("tokens last"; "tokens refilledAt expiresAt";
 --    "start prev curr"), expiring with the state.
 -- l: a ZSET scored by time, member "t" (cost 1) or "t:cost". c: a ZSET scored by expiry,
---    member "leaseId" (cost 1) or "leaseId:cost". Both expire with the state.
+--    member "id" (cost 1) or "id:cost", the id a permit's (or a node's allotment member). Both
+--    expire with the state.
 
 local gcra_decide, gcra_adjust, read_gcra, write_gcra
 local tb_decide, tb_adjust
@@ -202,7 +204,7 @@ local fw_decide, fw_adjust, read_fixed
 local fwf_decide, fwf_adjust, read_fixed_first
 local sw_decide, sw_adjust
 local sl_decide, sl_adjust, read_log
-local cc_maxExpiry, cc_decide, cc_adjust, read_leases
+local cc_maxExpiry, cc_decide, cc_adjust, read_permits
 local entry, write_zset
 
 if has.g then
@@ -573,14 +575,14 @@ if has.l then
 end
 
 if has.c then
-  -- algorithms/concurrency.ts. State {leaseId1, expiresAt1, cost1, …}, pruned to expiresAt > now
+  -- algorithms/concurrency.ts. State {permitId1, expiresAt1, cost1, …}, pruned to expiresAt > now
   -- by the read, in expiry order.
   cc_maxExpiry = function(live)
     local m = 0
     for i = 2, #live, 3 do m = max(m, live[i]) end
     return m
   end
-  cc_decide = function(st, now, limit, P, burst, cost, leaseId)
+  cc_decide = function(st, now, limit, P, burst, cost, permitId)
     local live = {}
     for i = 1, #st do live[i] = st[i] end
     local inFlight = 0
@@ -588,14 +590,14 @@ if has.c then
     if inFlight + cost <= limit then
       if cost > 0 then
         local n = #live
-        live[n + 1] = leaseId; live[n + 2] = now + P; live[n + 3] = cost
+        live[n + 1] = permitId; live[n + 2] = now + P; live[n + 3] = cost
       end
       local ttl = cc_maxExpiry(live) - now
       local nxt = nil
       if #live > 0 then nxt = live end
       return true, limit - inFlight - cost, max(0, ttl), 0, nxt, max(0, ttl)
     end
-    -- If nobody releases, leases free up as they expire, earliest first (the read is in
+    -- If nobody releases, permits free up as they expire, earliest first (the read is in
     -- expiry order, the port of the sort).
     local freed, retry = 0, 0
     for i = 1, #live, 3 do
@@ -608,15 +610,15 @@ if has.c then
     return false, max(0, limit - inFlight), cc_maxExpiry(live) - now, ceilMs(retry), st, cc_maxExpiry(live) - now
   end
   cc_adjust = function(st, now)
-    -- Leases are not charged by amount; reservations do not apply to concurrency.
+    -- Permits are not charged by amount; reservations do not apply to concurrency.
     local live = {}
     for i = 1, #st do live[i] = st[i] end
     if #live == 0 then return nil, 0 end
     return live, max(0, cc_maxExpiry(live) - now)
   end
 
-  -- Leases expiring after now: the port of `prune`.
-  read_leases = function(key, now)
+  -- Permits expiring after now: the port of `prune`.
+  read_permits = function(key, now)
     local r = pcall_('ZRANGEBYSCORE', key, '(' .. num(now), '+inf', 'WITHSCORES')
     if type(r) == 'table' and r.err then return CORRUPT end
     local st = {}
@@ -633,7 +635,7 @@ if has.c then
 end
 
 if has.l or has.c then
-  -- A ZSET member: the time (sliding-log) or lease id (concurrency), with ":cost" when cost > 1.
+  -- A ZSET member: the time (sliding-log) or permit id (concurrency), with ":cost" when cost > 1.
   entry = function(x, c)
     if type(x) == 'number' then x = num(x) end
     if c == 1 then return x end
@@ -676,7 +678,7 @@ local function read_state(alg, key, now, P)
   if alg == 'f' then return read_fixed(key, now, P, shift) end
   if alg == 'F' then return read_fixed_first(key, P, shift) end
   if alg == 'l' then return read_log(key, now, P) end
-  if alg == 'c' then return read_leases(key, now) end
+  if alg == 'c' then return read_permits(key, now) end
   return read_string(key, STRING_LEN[alg])
 end
 
@@ -795,12 +797,12 @@ local states, nexts, ttls = {}, {}, {}
 -- that commits starts the policy's block. Fills res, nexts, ttls. Returns allowed,
 -- blockedForMs, and what the store writes: 'charge' (each rule's next state), 'block' (the
 -- penalty block; with resetOnBlock, the rules' states go), or nil (nothing).
-local function combine(spec, blockUntil, cost, commit, lease)
+local function combine(spec, blockUntil, cost, commit, permit)
   local decide, rules, n = DECIDE[spec.alg], spec.rules, spec.n
   local allowed = true
   for i = 1, n do
     local r = rules[i]
-    local ok, rem, reset, retry, nxt, ttl = decide(states[i], now, r[1], r[2], r[3], cost, lease)
+    local ok, rem, reset, retry, nxt, ttl = decide(states[i], now, r[1], r[2], r[3], cost, permit)
     local j = 4 * i
     res[j - 3], res[j - 2], res[j - 1], res[j] = ok, rem, reset, retry
     nexts[i], ttls[i] = nxt, ttl
@@ -813,7 +815,7 @@ local function combine(spec, blockUntil, cost, commit, lease)
       local j = 4 * i
       if res[j - 3] then
         local r = rules[i]
-        local _, rem, reset = decide(states[i], now, r[1], r[2], r[3], 0, lease)
+        local _, rem, reset = decide(states[i], now, r[1], r[2], r[3], 0, permit)
         res[j - 2], res[j - 1] = rem, reset
       end
     end
@@ -835,8 +837,8 @@ end
 
 -- Decide or peek (commit false) over `states`, the rules' keys from KEYS[base], the block key
 -- `bkey`: combine, write what it says, answer.
-local function decide_op(spec, base, bkey, blockUntil, cost, commit, lease)
-  local allowed, blockedFor, write = combine(spec, blockUntil, cost, commit, lease)
+local function decide_op(spec, base, bkey, blockUntil, cost, commit, permit)
+  local allowed, blockedFor, write = combine(spec, blockUntil, cost, commit, permit)
   if write == 'charge' then
     local alg, rules = spec.alg, spec.rules
     for i = 1, spec.n do
@@ -874,12 +876,12 @@ local function adjust_op(spec, base, cost)
   emit(1)
 end
 
--- concurrency.release: drop the lease if it is still there.
-local function release_op(key, lease)
+-- concurrency.release: drop the permit if it is still there.
+local function release_op(key, permit)
   local old = states[1]
   local live = {}
   for j = 1, #old, 3 do
-    if old[j] ~= lease then
+    if old[j] ~= permit then
       live[#live + 1] = old[j]; live[#live + 1] = old[j + 1]; live[#live + 1] = old[j + 2]
     end
   end
@@ -889,7 +891,7 @@ local function release_op(key, lease)
   end
   -- Members are unique, so ZREM by id is exact.
   for j = 1, #old, 3 do
-    if old[j] == lease then call('ZREM', key, entry(old[j], old[j + 2])) end
+    if old[j] == permit then call('ZREM', key, entry(old[j], old[j + 2])) end
   end
   if #live == 0 then call('DEL', key)
   else
@@ -899,11 +901,11 @@ local function release_op(key, lease)
   emit(1)
 end
 
--- ─── leases ───
+-- ─── allotments ───
 
--- The epoch: the decision time at which this Redis first served a lease (kept 30 days past the
--- last lease op). Gone when Redis lost its data.
-local function lease_epoch(ekey)
+-- The epoch: the decision time at which this Redis first served an allotment (kept 30 days past
+-- the last allot op). Gone when Redis lost its data.
+local function allotment_epoch(ekey)
   local e = tonumber(call('GET', ekey))
   if e == nil then
     e = now
@@ -921,9 +923,9 @@ local function may_return(alg, P, at)
   return at - mod(at, P) == now - mod(now, P)
 end
 
--- A concurrency lease or give back (one rule): the node's member holds its slots; give back,
+-- A concurrency allot or give back (one rule): the node's member holds its slots; give back,
 -- decide and grant on it.
-local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, member)
+local function allot_member(op, spec, key, epoch, give, cost, asked, ret, lttl, member)
   local r = spec.rules[1]
   local old = states[1]
   local live = {}
@@ -939,7 +941,7 @@ local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, 
   if give then held = max(0, held - ret) end
   local others = 0
   for i = 3, #live, 3 do others = others + live[i] end
-  local ok = op == OP_LEASE and others + held + cost <= r[1]
+  local ok = op == OP_ALLOT and others + held + cost <= r[1]
   local granted = 0
   if ok then
     held = held + cost
@@ -965,7 +967,7 @@ local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, 
   if ok then
     res[1], res[2], res[3], res[4] = true, max(0, r[1] - others - held), max(0, cc_maxExpiry(live) - now), 0
   else
-    -- Leases free up as they expire, earliest first (the port of cc_decide's retry).
+    -- Permits free up as they expire, earliest first (the port of cc_decide's retry).
     local _, rem, reset, retry = cc_decide(old, now, r[1], r[2], r[3], cost, member)
     res[1], res[2], res[3], res[4] = false, rem, reset, retry
   end
@@ -973,13 +975,13 @@ local function lease_member(op, spec, key, epoch, give, cost, asked, ret, lttl, 
   emit(granted); emit(now); emit(epoch)
 end
 
--- Lease (6) or give back (7) over `states` (leases do not go with a penalty block).
-local function lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, member)
+-- Allot (6) or give back (7) over `states` (allotments do not go with a penalty block).
+local function allot_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, member)
   local alg, n = spec.alg, spec.n
-  local epoch = lease_epoch(ekey)
+  local epoch = allotment_epoch(ekey)
   local give = ret > 0 and lepoch == epoch
   if alg == 'c' then
-    lease_member(op, spec, KEYS[base], epoch, give, cost, asked, ret, lttl, member)
+    allot_member(op, spec, KEYS[base], epoch, give, cost, asked, ret, lttl, member)
     return
   end
   -- gcra, token-bucket, fixed-window: give back (a refund), then decide, then debit the grant.
@@ -1042,7 +1044,7 @@ end
 while a <= nargs do
   local c = tonumber(ARGV[a])
   a = a + 1
-  local cost, lease, windowMs = 1, '', 0
+  local cost, member, windowMs = 1, '', 0
   local extended = c < 0
   if extended then
     c = -c
@@ -1053,7 +1055,7 @@ while a <= nargs do
   local spec = specs[(c - op) / OPS_PER_SPEC]
   local alg, n = spec.alg, spec.n
   local asked, ret, retAt, lepoch, lttl = 0, 0, 0, 0, 0
-  if op == OP_LEASE then
+  if op == OP_ALLOT then
     asked, ret, retAt = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
     lepoch, lttl = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
     a = a + 5
@@ -1062,8 +1064,8 @@ while a <= nargs do
     cost = 0
     a = a + 3
   end
-  if extended and (op == OP_RELEASE or (op == OP_DECIDE and alg == 'c') or (op >= OP_LEASE and alg == 'c')) then
-    lease = ARGV[a]
+  if extended and (op == OP_RELEASE or (op == OP_DECIDE and alg == 'c') or (op >= OP_ALLOT and alg == 'c')) then
+    member = ARGV[a]
     a = a + 1
   elseif op == OP_SET then
     windowMs = tonumber(ARGV[a])
@@ -1078,7 +1080,7 @@ while a <= nargs do
     k = k + 1
   end
   local ekey = nil
-  if op >= OP_LEASE then
+  if op >= OP_ALLOT then
     ekey = KEYS[k]
     k = k + 1
   end
@@ -1106,13 +1108,13 @@ while a <= nargs do
     if bad then
       unreadable(bad)
     elseif op <= OP_PEEK then
-      decide_op(spec, base, bkey, blockUntil, cost, op == OP_DECIDE, lease)
+      decide_op(spec, base, bkey, blockUntil, cost, op == OP_DECIDE, member)
     elseif op == OP_ADJUST then
       adjust_op(spec, base, cost)
     elseif op == OP_RELEASE then
-      release_op(KEYS[base], lease)
+      release_op(KEYS[base], member)
     else
-      lease_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, lease)
+      allot_op(op, spec, base, ekey, cost, asked, ret, retAt, lepoch, lttl, member)
     end
   end
 end

@@ -1,43 +1,44 @@
 /**
- * Leases: hot keys decided in memory from capacity taken from Redis ahead of the requests
- * (docs/leases.md). The Redis store owns the calls; this module owns what each node holds.
+ * Allotments: hot keys decided in memory from capacity taken from Redis ahead of the requests
+ * (docs/leases.md; a policy turns them on with its `lease` field). The Redis store owns the
+ * calls; this module owns what each node holds.
  *
- * A key a node decides often enough (`hotAfter` times within a second) gets a lease: the next
- * call to Redis for it decides the request and debits up to `asked` more units (at most half of
- * what is left; at most `maxShare` of the capacity), which this node then spends in memory
- * until they run out or the lease ends (`ttl`; for fixed-window also the window's end). Units
- * are debited before they admit anything, so every node together never admits more than the
- * limit. What a node does not use goes back: with its next call for the key, when the key goes
- * idle, when the lease ends, and when the store closes. A node that has no units left asks
- * Redis before it denies. While a lease call is in flight, the key's other calls wait for it
- * (they are served from its grant, or ask again).
+ * A key a node decides often enough (`hotAfter` times within a second) gets an allotment: the
+ * next call to Redis for it decides the request and debits up to `asked` more units (at most
+ * half of what is left; at most `maxShare` of the capacity), which this node then spends in
+ * memory until they run out or the allotment ends (`ttl`; for fixed-window also the window's
+ * end). Units are debited before they admit anything, so every node together never admits more
+ * than the limit. What a node does not use goes back: with its next call for the key, when the
+ * key goes idle, when the allotment ends, and when the store closes. A node that has no units
+ * left asks Redis before it denies. While an allotment call is in flight, the key's other calls
+ * wait for it (they are served from its grant, or ask again).
  *
- * Concurrency leases are slots: a node holds some of the key's slots as one member of its
+ * A concurrency allotment is slots: a node holds some of the key's slots as one member of its
  * sorted set (expiring `ttl` after the node last touched it, so a dead node's slots come back),
- * admits while it has free ones and frees them on release, in memory.
+ * and hands them out as permits while it has free ones, freeing them on release, in memory.
  */
 import type { RuleDecision } from "../decision.js";
 import type { Policy } from "../policy.js";
 import { policyCapacity } from "../policy.js";
 import type { StoreDecision } from "../store.js";
 
-/** What Redis answered a lease call: the request's decision and the units granted. */
-export interface LeaseReply {
+/** What Redis answered an allotment call: the request's decision and the units granted. */
+export interface AllotmentReply {
   readonly decision: StoreDecision;
   /** Units debited for this node beyond the request. */
   readonly granted: number;
   /** The decision time (Redis's clock, or the injected one). */
   readonly at: number;
-  /** The key's lease epoch (see lua/sluice.lua): units of another epoch are void. */
+  /** The key's allotment epoch (see lua/sluice.lua): units of another epoch are void. */
   readonly epoch: number;
 }
 
-/** The calls a lease book makes through its store. */
-export interface LeaseCalls {
-  /** The clock leases are timed by (the store's injected clock, or a monotonic one). */
+/** The calls an allotment book makes through its store. */
+export interface AllotmentCalls {
+  /** The clock allotments are timed by (the store's injected clock, or a monotonic one). */
   now(): number;
-  /** A lease call: give back `ret` units taken at `retAt` in `epoch`, decide `cost`, ask for `asked` more. */
-  lease(
+  /** An allotment call: give back `ret` units taken at `retAt` in `epoch`, decide `cost`, ask for `asked` more. */
+  allot(
     policy: Policy,
     key: string,
     cost: number,
@@ -46,7 +47,7 @@ export interface LeaseCalls {
     retAt: number,
     epoch: number,
     member: string,
-  ): Promise<LeaseReply>;
+  ): Promise<AllotmentReply>;
   /** Give back `ret` units (for concurrency: shrink the member to what is held, and refresh it). */
   giveBack(
     policy: Policy,
@@ -58,7 +59,7 @@ export interface LeaseCalls {
   ): Promise<unknown>;
 }
 
-/** One pending request on a key whose lease call is in flight. */
+/** One pending request on a key whose allotment call is in flight. */
 interface Waiter {
   readonly cost: number;
   readonly resolve: (d: StoreDecision) => void;
@@ -71,24 +72,24 @@ interface Held {
   readonly key: string;
   /** Rate algorithms: units left. Concurrency: slots held (in use or free). */
   units: number;
-  /** Concurrency: slots in use, by local lease id: cost and when it expires (lease clock). */
+  /** Concurrency: slots in use, by local permit id: cost and when it expires (allotment clock). */
   readonly inUse: Map<string, { cost: number; expires: number }>;
   used: number;
-  /** Lease clock: units cannot be spent from then on. */
+  /** Allotment clock: units cannot be spent from then on. */
   expires: number;
   /** Decision time and epoch of the grant (for giving back). */
   at: number;
   epoch: number;
-  /** The rules at the grant, remaining net of the grant; lease clock of the grant. */
+  /** The rules at the grant, remaining net of the grant; allotment clock of the grant. */
   base: readonly RuleDecision[];
   grantedAt: number;
-  /** A lease call is in flight; calls meanwhile wait. */
+  /** An allotment call is in flight; calls meanwhile wait. */
   busy: boolean;
   waiters: Waiter[];
   /**
-   * The last denial from Redis, and until when (lease clock) it holds for its cost or more:
+   * The last denial from Redis, and until when (allotment clock) it holds for its cost or more:
    * a denial changes nothing in Redis, so the same request is denied until then (as the store's
-   * deny cache answers keys without a lease).
+   * deny cache answers keys without an allotment).
    */
   denied:
     | {
@@ -98,7 +99,7 @@ interface Held {
         readonly until: number;
       }
     | undefined;
-  /** Decisions since `since` (lease clock), for the next lease's size. */
+  /** Decisions since `since` (allotment clock), for the next allotment's size. */
   recent: number;
   since: number;
   lastUse: number;
@@ -106,29 +107,35 @@ interface Held {
 
 /** Keys tracked for heat (the first `hotAfter` decisions of a key go to Redis as usual). */
 const HEAT_KEYS = 10_000;
-/** The horizon a lease is sized for: the units this node would spend in this long (ms). */
+/** The horizon an allotment is sized for: the units this node would spend in this long (ms). */
 const HORIZON_MS = 250;
 
-/** Metrics of one store's leases. */
-export interface LeaseCounters {
-  /** Leases taken (lease calls that granted units). */
+/** Metrics of one store's allotments. */
+export interface AllotmentCounters {
+  /** Allotments taken (allotment calls that granted units). */
   taken: number;
   /** Units given back before they ran out. */
   returned: number;
-  /** Leases that ended with units unspent (given back at their end). */
+  /** Allotments that ended with units unspent (given back at their end). */
   expired: number;
-  /** Decisions answered in memory: from a lease, or a denial Redis gave that still holds. */
+  /** Decisions answered in memory: from an allotment, or a denial Redis gave that still holds. */
   local: number;
-  /** Decisions of leased policies answered by Redis. */
+  /** Decisions of policies with allotments (`lease` set) answered by Redis. */
   remote: number;
 }
 
-/** The leases of one Redis store. */
-export class LeaseBook {
+/**
+ * The first name of {@link AllotmentCounters}.
+ * @deprecated Use {@link AllotmentCounters} (docs/ARCHITECTURE.md, Glossary).
+ */
+export type LeaseCounters = AllotmentCounters;
+
+/** The allotments of one Redis store. */
+export class AllotmentBook {
   /** What is held, by policy name and key. */
   private readonly held = new Map<string, Map<string, Held>>();
   /**
-   * Keys on their way to a lease, by policy name: their decisions in the current second
+   * Keys on their way to an allotment, by policy name: their decisions in the current second
    * (`heatSecond` of this book's clock). The maps are dropped when the second changes or they
    * hold {@link HEAT_KEYS} keys, never pruned key by key: a Map used as a queue (delete the
    * oldest, add the newest) makes V8 skip a growing run of deleted entries, which cost cold
@@ -141,11 +148,11 @@ export class LeaseBook {
   private readonly heatOrigin: number;
   private seq = 0;
   /** Counts for metrics. */
-  readonly counters: LeaseCounters = { taken: 0, returned: 0, expired: 0, local: 0, remote: 0 };
+  readonly counters: AllotmentCounters = { taken: 0, returned: 0, expired: 0, local: 0, remote: 0 };
 
   constructor(
-    private readonly calls: LeaseCalls,
-    /** This node's id: the prefix of its local lease ids and its concurrency member. */
+    private readonly calls: AllotmentCalls,
+    /** This node's id: the prefix of its local permit ids and its concurrency member. */
     private readonly nodeId: string,
   ) {
     this.heatOrigin = calls.now();
@@ -158,7 +165,7 @@ export class LeaseBook {
   }
 
   /**
-   * Decides from a lease when the key has one (or is hot enough to get one): a decision, a
+   * Decides from an allotment when the key has one (or is hot enough to get one): a decision, a
    * promise of one, or undefined when the key is cold (the caller asks Redis as usual).
    */
   decide(
@@ -170,7 +177,7 @@ export class LeaseBook {
     let h = byKey?.get(key);
     if (h !== undefined && h.policy !== policy) {
       // The policy changed (a new version): what was held for the old one goes back.
-      void this.release(h);
+      void this.giveBackUnspent(h);
       byKey!.delete(key);
       h = undefined;
     }
@@ -209,7 +216,7 @@ export class LeaseBook {
   }
 
   /**
-   * A decision from the key's lease when it can answer at once, else undefined (nothing is
+   * A decision from the key's allotment when it can answer at once, else undefined (nothing is
    * asked of Redis: the caller then decides as usual).
    */
   trySpend(policy: Policy, key: string, cost: number): StoreDecision | undefined {
@@ -225,7 +232,7 @@ export class LeaseBook {
   }
 
   /**
-   * The key's last denial, counted down, when it still holds for `cost` (no lease can cover it
+   * The key's last denial, counted down, when it still holds for `cost` (no allotment can cover it
    * and Redis said no until then), else undefined.
    */
   private stillDenied(h: Held, cost: number, now: number): StoreDecision | undefined {
@@ -253,11 +260,11 @@ export class LeaseBook {
       this.expireLocal(h, now);
       const free = h.units - h.used;
       if (free < cost) return undefined;
-      const leaseId = `${this.nodeId}~${(++this.seq).toString(36)}`;
-      h.inUse.set(leaseId, { cost, expires: now + policy.rules[0]!.periodMs });
+      const permitId = `${this.nodeId}~${(++this.seq).toString(36)}`;
+      h.inUse.set(permitId, { cost, expires: now + policy.rules[0]!.periodMs });
       h.used += cost;
       this.counters.local++;
-      return this.reported(h, now, h.units - h.used, leaseId);
+      return this.reported(h, now, h.units - h.used, permitId);
     }
     if (h.units < cost) return undefined;
     h.units -= cost;
@@ -265,8 +272,13 @@ export class LeaseBook {
     return this.reported(h, now, h.units, undefined);
   }
 
-  /** The decision reported from a lease: the rules at the grant, with what is left here. */
-  private reported(h: Held, now: number, left: number, leaseId: string | undefined): StoreDecision {
+  /** The decision reported from an allotment: the rules at the grant, with what is left here. */
+  private reported(
+    h: Held,
+    now: number,
+    left: number,
+    permitId: string | undefined,
+  ): StoreDecision {
     const elapsed = Math.max(0, now - h.grantedAt);
     const rules = h.base.map((r): RuleDecision => ({
       limit: r.limit,
@@ -277,12 +289,12 @@ export class LeaseBook {
       resetAfterMs: Math.max(0, r.resetAfterMs - Math.round(elapsed)),
       retryAfterMs: 0,
     }));
-    return leaseId === undefined
+    return permitId === undefined
       ? { allowed: true, rules, blockedForMs: 0 }
-      : { allowed: true, rules, blockedForMs: 0, leaseId };
+      : { allowed: true, rules, blockedForMs: 0, leaseId: permitId };
   }
 
-  /** Concurrency: frees local slots whose lease ran out (their holder never released them). */
+  /** Concurrency: frees local slots whose permit ran out (their holder never released them). */
   private expireLocal(h: Held, now: number): void {
     if (h.inUse.size === 0) return;
     for (const [id, l] of h.inUse) {
@@ -304,14 +316,14 @@ export class LeaseBook {
     return Math.max(0, Math.min(cap, Math.max(want, waiting)));
   }
 
-  /** Asks Redis for `first` (and a lease); then serves what waited. */
+  /** Asks Redis for `first` (and an allotment); then serves what waited. */
   private refill(h: Held, first: Waiter): void {
     const policy = h.policy;
     const now = this.calls.now();
     const concurrency = policy.algorithm === "concurrency";
     if (concurrency) this.expireLocal(h, now);
     // What goes back with the call: rate algorithms return their leftover (it cannot cover the
-    // request, or it has expired); concurrency returns free slots only once the lease expired.
+    // request, or it has expired); concurrency returns free slots only once the allotment expired.
     const ret = concurrency ? (now >= h.expires ? h.units - h.used : 0) : h.units;
     if (ret > 0) {
       this.counters.returned += ret;
@@ -327,13 +339,13 @@ export class LeaseBook {
     h.units -= ret;
     const member = concurrency ? `${this.nodeId}~n` : "";
     this.counters.remote++;
-    this.calls.lease(policy, h.key, first.cost, asked, ret, h.at, h.epoch, member).then(
+    this.calls.allot(policy, h.key, first.cost, asked, ret, h.at, h.epoch, member).then(
       (reply) => {
         h.busy = false;
         const d = reply.decision;
         const grantedAt = now;
         if (reply.epoch !== h.epoch) {
-          // A new epoch (Redis lost its data, or this is the first lease): what was held is void.
+          // A new epoch (Redis lost its data, or this is the first allotment): what was held is void.
           if (concurrency) h.units = Math.min(h.units, h.used);
           else h.units = 0;
         }
@@ -343,16 +355,16 @@ export class LeaseBook {
         if (d.allowed) {
           if (concurrency) {
             h.units += first.cost + reply.granted;
-            const leaseId = `${this.nodeId}~${(++this.seq).toString(36)}`;
-            h.inUse.set(leaseId, { cost: first.cost, expires: now + policy.rules[0]!.periodMs });
+            const permitId = `${this.nodeId}~${(++this.seq).toString(36)}`;
+            h.inUse.set(permitId, { cost: first.cost, expires: now + policy.rules[0]!.periodMs });
             h.used += first.cost;
-            first.resolve({ ...d, leaseId });
+            first.resolve({ ...d, leaseId: permitId });
           } else {
             h.units += reply.granted;
             first.resolve(d);
           }
           // Redis reports remaining net of what this node now holds unspent; a decision from
-          // the lease adds back what is left of it.
+          // the allotment adds back what is left of it.
           h.base = d.rules;
           let ttl = policy.lease!.ttlMs;
           if (policy.algorithm === "fixed-window")
@@ -388,7 +400,7 @@ export class LeaseBook {
     );
   }
 
-  /** After a lease call: serve waiters from the grant; the first it cannot cover asks again. */
+  /** After an allotment call: serve waiters from the grant; the first it cannot cover asks again. */
   private serveWaiters(h: Held): void {
     const now = this.calls.now();
     while (h.waiters.length > 0) {
@@ -437,13 +449,16 @@ export class LeaseBook {
     return true;
   }
 
-  /** Concurrency: frees a slot taken from a lease (`true`), or says the id is not one of ours. */
-  releaseLocal(policy: Policy, key: string, leaseId: string): boolean | undefined {
-    if (!leaseId.startsWith(`${this.nodeId}~`)) return undefined;
+  /**
+   * Concurrency: frees a permit handed out from an allotment (`true`), or says the id is not
+   * one of ours.
+   */
+  releaseLocal(policy: Policy, key: string, permitId: string): boolean | undefined {
+    if (!permitId.startsWith(`${this.nodeId}~`)) return undefined;
     const h = this.held.get(policy.name)?.get(key);
-    const l = h?.inUse.get(leaseId);
+    const l = h?.inUse.get(permitId);
     if (h === undefined || l === undefined) return false;
-    h.inUse.delete(leaseId);
+    h.inUse.delete(permitId);
     h.used -= l.cost;
     h.lastUse = this.calls.now();
     return true;
@@ -462,13 +477,13 @@ export class LeaseBook {
     if (h !== undefined) h.denied = undefined;
   }
 
-  /** Forgets the key (after a reset: Redis no longer counts what was leased). */
+  /** Forgets the key (after a reset: Redis no longer counts what was allotted). */
   forget(policy: Policy, key: string): void {
     this.held.get(policy.name)?.delete(key);
   }
 
   /**
-   * Gives back what idle or expired leases hold and drops idle keys. Called on a timer; also
+   * Gives back what idle or expired allotments hold and drops idle keys. Called on a timer; also
    * keeps concurrency members alive while they hold slots in use.
    */
   sweep(): void {
@@ -511,14 +526,14 @@ export class LeaseBook {
       }
       if (h.units > 0 && (idle || now >= h.expires)) {
         if (now >= h.expires) this.counters.expired++;
-        void this.release(h);
+        void this.giveBackUnspent(h);
       }
       if (h.units === 0 && idle) byKey.delete(id);
     }
   }
 
   /** Gives back all that `h` holds unspent. */
-  private release(h: Held): Promise<unknown> {
+  private giveBackUnspent(h: Held): Promise<unknown> {
     const ret = h.policy.algorithm === "concurrency" ? h.units - h.used : h.units;
     if (ret <= 0) return Promise.resolve();
     h.units -= ret;
@@ -533,7 +548,7 @@ export class LeaseBook {
     for (const byKey of this.held.values()) {
       for (const h of byKey.values()) {
         for (const w of h.waiters.splice(0)) w.reject(new Error("closing"));
-        if (!h.busy) all.push(this.release(h));
+        if (!h.busy) all.push(this.giveBackUnspent(h));
       }
     }
     this.held.clear();
