@@ -19,6 +19,7 @@ import {
   messageOf,
   scroller,
   select,
+  titledCard,
 } from "./ui.js";
 
 /** What every stored document answers with beside its fields. */
@@ -285,10 +286,9 @@ function draftSection<R extends Bookkept, D>(
     },
     stats,
   );
-  return h(
-    "section",
+  return titledCard(
     { class: "card draft", id: "draft", "data-draft": d.id },
-    h("h2", {}, "Draft (evaluated in shadow)"),
+    "Draft (evaluated in shadow)",
     h(
       "p",
       { class: "muted" },
@@ -399,10 +399,9 @@ function versionsSection<R extends Bookkept, D>(
   from.addEventListener("change", compare);
   to.addEventListener("change", compare);
   if (sorted.length > 1) compare();
-  return h(
-    "section",
-    { class: "card", id: "versions-card" },
-    h("h2", {}, "Versions"),
+  return titledCard(
+    { id: "versions-card" },
+    "Versions",
     scroller(
       listTable(
         { class: "list", id: "versions" },

@@ -12,6 +12,7 @@ import {
   confirmButton,
   copyBlock,
   copyButton,
+  deleteButton,
   emptyCard,
   failed,
   field,
@@ -25,6 +26,7 @@ import {
   scroller,
   sendingForm,
   submitActions,
+  titledCard,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
@@ -90,10 +92,9 @@ export async function appPage(ctx: Ctx, name: string): Promise<void> {
       h("code", {}, a.keyId),
       ` · created ${when(a.createdAt)} by ${a.createdBy}`,
     ),
-    h(
-      "section",
-      { class: "card", id: "app-policies" },
-      h("h2", {}, "Policies granted"),
+    titledCard(
+      { id: "app-policies" },
+      "Policies granted",
       policies.length === 0
         ? h(
             "p",
@@ -116,10 +117,9 @@ export async function appPage(ctx: Ctx, name: string): Promise<void> {
           )
         : null,
     ),
-    h(
-      "section",
-      { class: "card", id: "snippets" },
-      h("h2", {}, "Call the decision API"),
+    titledCard(
+      { id: "snippets" },
+      "Call the decision API",
       h(
         "p",
         { class: "muted" },
@@ -208,13 +208,11 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
                         )
                       : null,
                     admin
-                      ? confirmButton(
-                          "Delete",
-                          flashingErrors(ctx, async () => {
-                            await ctx.api.deleteApp(a.name);
-                            ctx.flash(`Deleted app ${a.name}`);
-                            await reload();
-                          }),
+                      ? deleteButton(
+                          ctx,
+                          () => ctx.api.deleteApp(a.name),
+                          `Deleted app ${a.name}`,
+                          reload,
                         )
                       : null,
                   ),

@@ -33,6 +33,7 @@ import {
   showIssues,
   submitActions,
   submitForm,
+  titledCard,
 } from "../ui.js";
 import { topKeysCard } from "./keys.js";
 
@@ -232,10 +233,9 @@ function limitsCard(rec: DomainRecord): HTMLElement {
       ),
     ),
   );
-  return h(
-    "section",
-    { class: "card", id: "envoy-limits-card" },
-    h("h2", {}, "Descriptor limits"),
+  return titledCard(
+    { id: "envoy-limits-card" },
+    "Descriptor limits",
     rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : scroller(tree),
   );
 }

@@ -26,6 +26,7 @@ import {
   showIssues,
   submitActions,
   submitForm,
+  titledCard,
   windowSelect,
 } from "../ui.js";
 
@@ -165,10 +166,9 @@ export function keyLookup(
     ),
     submitActions("lookup", "Look up"),
   );
-  const card = h(
-    "section",
-    { class: "card", id: "key-lookup" },
-    h("h2", {}, "Look up a key"),
+  const card = titledCard(
+    { id: "key-lookup" },
+    "Look up a key",
     h(
       "p",
       { class: "muted" },

@@ -21,6 +21,7 @@ import {
   noun,
   percent,
   scroller,
+  titledCard,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
@@ -58,10 +59,9 @@ function gettingStarted(ctx: Ctx, apps: readonly AppRecord[], o: TrafficOverview
   const hasApp = apps.length > 0;
   const hasPolicy = o.policies.length > 0;
   const who = ctx.session.user.username;
-  return h(
-    "section",
+  return titledCard(
     { class: "card start", id: "getting-started" },
-    h("h2", {}, "Get started"),
+    "Get started",
     h(
       "p",
       { class: "muted" },

@@ -22,8 +22,8 @@ import {
   canDeletePolicy,
   canEditPolicy,
   canWrite,
-  checkedApps,
   checkLabel,
+  checkedApps,
   clearIssues,
   copyBlock,
   durationOrRaw,
@@ -37,13 +37,14 @@ import {
   listTable,
   loading,
   numberOrRaw,
-  rulesEditor,
   ruleText,
+  rulesEditor,
   scroller,
   select,
   showIssues,
   submitActions,
   submitForm,
+  titledCard,
 } from "../ui.js";
 import { keyLookup, topKeysCard } from "./keys.js";
 
@@ -181,10 +182,9 @@ function leaseText(lease: PolicyDoc["lease"]): string {
 /** Copy-ready ways to use the policy: curl, Express through the service, the library. */
 function snippetsCard(p: PolicyRecord): HTMLElement {
   const app = p.apps?.[0];
-  return h(
-    "section",
-    { class: "card", id: "snippets" },
-    h("h2", {}, "Use it"),
+  return titledCard(
+    { id: "snippets" },
+    "Use it",
     app
       ? h(
           "p",
@@ -274,7 +274,7 @@ export const policyKind: ConsoleKind<PolicyRecord, PolicyDoc> = {
           lookup.scrollIntoView({ block: "nearest" });
         }),
         lookup,
-        h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
+        titledCard({ id: "enforced" }, "Enforced", docView(p)),
       ],
       after: [snippetsCard(p)],
     };
