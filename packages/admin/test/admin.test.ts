@@ -997,11 +997,11 @@ describe("the console in Chromium", () => {
     for (const [hash, row, said] of [
       ["/apps", 'tr[data-app="scratch"]', "Deleted app scratch"],
       ["/users", 'tr[data-user="sam"]', "Deleted sam"],
-    ]) {
+    ] as const) {
       await page.goto(`${base}/admin/#${hash}`);
       const del = page.locator(`${row} button.danger`, { hasText: /delete/i });
       await del.click();
-      expect(await page.$(`${row}`)).not.toBeNull();
+      expect(await page.$(row)).not.toBeNull();
       await del.click();
       await expect.poll(() => page.textContent("#flash")).toContain(said);
       await page.waitForSelector(row, { state: "detached" });
