@@ -19,7 +19,6 @@ import {
   messageOf,
   scroller,
   select,
-  titledCard,
 } from "./ui.js";
 
 /** What every stored document answers with beside its fields. */
@@ -286,9 +285,10 @@ function draftSection<R extends Bookkept, D>(
     },
     stats,
   );
-  return titledCard(
+  return h(
+    "section",
     { class: "card draft", id: "draft", "data-draft": d.id },
-    "Draft (evaluated in shadow)",
+    h("h2", {}, "Draft (evaluated in shadow)"),
     h(
       "p",
       { class: "muted" },
@@ -399,9 +399,10 @@ function versionsSection<R extends Bookkept, D>(
   from.addEventListener("change", compare);
   to.addEventListener("change", compare);
   if (sorted.length > 1) compare();
-  return titledCard(
-    { id: "versions-card" },
-    "Versions",
+  return h(
+    "section",
+    { class: "card", id: "versions-card" },
+    h("h2", {}, "Versions"),
     scroller(
       listTable(
         { class: "list", id: "versions" },

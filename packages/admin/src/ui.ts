@@ -578,18 +578,6 @@ export function emptyCard(id: string, title: string, ...body: Child[]): HTMLElem
 }
 
 /**
- * A card (a `section`) with its title: `props` are the section's (its `id`; a `class` replaces
- * `card`, so say `card` in it too).
- */
-export function titledCard(
-  props: Record<string, unknown>,
-  title: Child,
-  ...body: Child[]
-): HTMLElement {
-  return h("section", { class: "card", ...props }, h("h2", {}, title), body);
-}
-
-/**
  * A Delete button (a second click confirms) that runs `remove`, then flashes `done` and runs
  * `after` (the page's reload); a refusal is flashed as an error.
  */

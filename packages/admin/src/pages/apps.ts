@@ -26,7 +26,6 @@ import {
   scroller,
   sendingForm,
   submitActions,
-  titledCard,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
@@ -92,9 +91,10 @@ export async function appPage(ctx: Ctx, name: string): Promise<void> {
       h("code", {}, a.keyId),
       ` · created ${when(a.createdAt)} by ${a.createdBy}`,
     ),
-    titledCard(
-      { id: "app-policies" },
-      "Policies granted",
+    h(
+      "section",
+      { class: "card", id: "app-policies" },
+      h("h2", {}, "Policies granted"),
       policies.length === 0
         ? h(
             "p",
@@ -117,9 +117,10 @@ export async function appPage(ctx: Ctx, name: string): Promise<void> {
           )
         : null,
     ),
-    titledCard(
-      { id: "snippets" },
-      "Call the decision API",
+    h(
+      "section",
+      { class: "card", id: "snippets" },
+      h("h2", {}, "Call the decision API"),
       h(
         "p",
         { class: "muted" },

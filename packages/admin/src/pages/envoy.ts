@@ -33,7 +33,6 @@ import {
   showIssues,
   submitActions,
   submitForm,
-  titledCard,
 } from "../ui.js";
 import { topKeysCard } from "./keys.js";
 
@@ -233,9 +232,10 @@ function limitsCard(rec: DomainRecord): HTMLElement {
       ),
     ),
   );
-  return titledCard(
-    { id: "envoy-limits-card" },
-    "Descriptor limits",
+  return h(
+    "section",
+    { class: "card", id: "envoy-limits-card" },
+    h("h2", {}, "Descriptor limits"),
     rec.limits.length === 0 ? h("p", { class: "muted" }, "No limit.") : scroller(tree),
   );
 }

@@ -26,7 +26,6 @@ import {
   showIssues,
   submitActions,
   submitForm,
-  titledCard,
   windowSelect,
 } from "../ui.js";
 
@@ -166,9 +165,10 @@ export function keyLookup(
     ),
     submitActions("lookup", "Look up"),
   );
-  const card = titledCard(
-    { id: "key-lookup" },
-    "Look up a key",
+  const card = h(
+    "section",
+    { class: "card", id: "key-lookup" },
+    h("h2", {}, "Look up a key"),
     h(
       "p",
       { class: "muted" },

@@ -21,7 +21,6 @@ import {
   noun,
   percent,
   scroller,
-  titledCard,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
@@ -59,9 +58,10 @@ function gettingStarted(ctx: Ctx, apps: readonly AppRecord[], o: TrafficOverview
   const hasApp = apps.length > 0;
   const hasPolicy = o.policies.length > 0;
   const who = ctx.session.user.username;
-  return titledCard(
+  return h(
+    "section",
     { class: "card start", id: "getting-started" },
-    "Get started",
+    h("h2", {}, "Get started"),
     h(
       "p",
       { class: "muted" },

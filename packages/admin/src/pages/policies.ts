@@ -22,8 +22,8 @@ import {
   canDeletePolicy,
   canEditPolicy,
   canWrite,
-  checkLabel,
   checkedApps,
+  checkLabel,
   clearIssues,
   copyBlock,
   durationOrRaw,
@@ -37,14 +37,13 @@ import {
   listTable,
   loading,
   numberOrRaw,
-  ruleText,
   rulesEditor,
+  ruleText,
   scroller,
   select,
   showIssues,
   submitActions,
   submitForm,
-  titledCard,
 } from "../ui.js";
 import { keyLookup, topKeysCard } from "./keys.js";
 
@@ -182,9 +181,10 @@ function leaseText(lease: PolicyDoc["lease"]): string {
 /** Copy-ready ways to use the policy: curl, Express through the service, the library. */
 function snippetsCard(p: PolicyRecord): HTMLElement {
   const app = p.apps?.[0];
-  return titledCard(
-    { id: "snippets" },
-    "Use it",
+  return h(
+    "section",
+    { class: "card", id: "snippets" },
+    h("h2", {}, "Use it"),
     app
       ? h(
           "p",
@@ -274,7 +274,7 @@ export const policyKind: ConsoleKind<PolicyRecord, PolicyDoc> = {
           lookup.scrollIntoView({ block: "nearest" });
         }),
         lookup,
-        titledCard({ id: "enforced" }, "Enforced", docView(p)),
+        h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
       ],
       after: [snippetsCard(p)],
     };
