@@ -577,6 +577,26 @@ export function emptyCard(id: string, title: string, ...body: Child[]): HTMLElem
   return h("div", { class: "card empty", id }, h("h2", {}, title), body);
 }
 
+/**
+ * A Delete button (a second click confirms) that runs `remove`, then flashes `done` and runs
+ * `after` (the page's reload); a refusal is flashed as an error.
+ */
+export function deleteButton(
+  ctx: Ctx,
+  remove: () => Promise<unknown>,
+  done: string,
+  after: () => Promise<void>,
+): HTMLButtonElement {
+  return confirmButton(
+    "Delete",
+    flashingErrors(ctx, async () => {
+      await remove();
+      ctx.flash(done);
+      await after();
+    }),
+  );
+}
+
 /** A card whose head holds its title and, on the right, its controls (`actions`). */
 export function headedCard(
   id: string,

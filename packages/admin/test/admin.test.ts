@@ -984,6 +984,32 @@ describe("the console in Chromium", () => {
     }
   });
 
+  it("deletes an app and a user on a second click: said in the flash, gone from the list", async () => {
+    const admin = await adminToken();
+    const created = [
+      await api("POST", "/v1/admin/apps", { token: admin, body: { name: "scratch" } }),
+      await api("POST", "/v1/admin/users", {
+        token: admin,
+        body: { username: "sam", password: "sam-password", role: "viewer", apps: [] },
+      }),
+    ];
+    expect(created.map((r) => r.status)).toEqual([201, 201]);
+    for (const [hash, row, said] of [
+      ["/apps", 'tr[data-app="scratch"]', "Deleted app scratch"],
+      ["/users", 'tr[data-user="sam"]', "Deleted sam"],
+    ] as const) {
+      await page.goto(`${base}/admin/#${hash}`);
+      const del = page.locator(`${row} button.danger`, { hasText: /delete/i });
+      await del.click();
+      expect(await page.$(row)).not.toBeNull();
+      await del.click();
+      await expect.poll(() => page.textContent("#flash")).toContain(said);
+      await page.waitForSelector(row, { state: "detached" });
+    }
+    const apps = (await api("GET", "/v1/admin/apps", { token: admin })).body.apps;
+    expect(apps.map((a: { name: string }) => a.name)).not.toContain("scratch");
+  });
+
   it("provoked no 404 and no script error along the way", () => {
     expect(notFound).toEqual([]);
     expect(pageErrors).toEqual([]);

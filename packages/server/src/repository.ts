@@ -38,7 +38,7 @@ import {
   liveDocuments,
 } from "./repository/documents.js";
 import { envoyDomainKind, policyKind } from "./repository/kinds.js";
-import { type LoadedKind, type Tx, writeTransaction } from "./repository/common.js";
+import { type LoadedKind, type Tx, readMeta, writeTransaction } from "./repository/common.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
 
@@ -196,11 +196,7 @@ export class Repository {
         .where("revision", "<=", current)
         .execute();
       // Read after the rows: a prune committed in between moves it past `revision`.
-      const from = await trx
-        .selectFrom("meta")
-        .select("value")
-        .where("key", "=", "changes_from")
-        .executeTakeFirst();
+      const from = await readMeta(trx, "changes_from");
       if (from === undefined || revision < Number(from.value) || revision > current)
         return undefined;
       // A revision with no note was changed by hand (or by a write that audits nothing).

@@ -148,6 +148,21 @@ forEachDatabase((database) => {
         ],
       });
     });
+
+    it("refuses an export query it does not know, naming the field (400)", async () => {
+      for (const [query, issue] of [
+        ["format=xml", { path: "format", message: expect.stringMatching(/yaml or json/) }],
+        ["domain=", { path: "domain" }],
+        ["bogus=1", { path: "", message: expect.stringMatching(/bogus/) }],
+      ] as const) {
+        const r = await s.call("GET", `/v1/admin/envoy/export?${query}`);
+        expect([r.status, r.body.error.code]).toEqual([400, "invalid_request"]);
+        expect(r.body.error.issues).toEqual([expect.objectContaining(issue)]);
+      }
+      const missing = await s.call("GET", "/v1/admin/envoy/export?domain=nope");
+      expect(missing.status).toBe(404);
+      expect(missing.body.error.message).toBe('domain "nope" does not exist');
+    });
   });
 
   describe("versions", () => {

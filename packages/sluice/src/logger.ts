@@ -2,6 +2,7 @@
  * Where sluice says the few things it says on its own: a store that can no longer decide (and
  * when it can again), a client outside the tested range. One line each, never one per call.
  */
+import { type OptionField, option } from "./options.js";
 
 /**
  * What sluice writes to: any object with `warn(message)` — `console` (the default), a pino or
@@ -35,3 +36,15 @@ export function resolveLogger(option: unknown): Logger | undefined | string {
     return option as Logger;
   return LOGGER_MESSAGE;
 }
+
+/**
+ * The `logger` option of a store's options schema (options.ts): a {@link Logger}, or `false`
+ * for silence; the console when absent.
+ */
+export const loggerOption: OptionField<Logger | undefined> = option.custom<Logger | undefined>(
+  (v) => {
+    const l = resolveLogger(v);
+    return typeof l === "string" ? { problem: LOGGER_MESSAGE } : l;
+  },
+  consoleLogger,
+);

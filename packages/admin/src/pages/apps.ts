@@ -12,6 +12,7 @@ import {
   confirmButton,
   copyBlock,
   copyButton,
+  deleteButton,
   emptyCard,
   failed,
   field,
@@ -208,13 +209,11 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
                         )
                       : null,
                     admin
-                      ? confirmButton(
-                          "Delete",
-                          flashingErrors(ctx, async () => {
-                            await ctx.api.deleteApp(a.name);
-                            ctx.flash(`Deleted app ${a.name}`);
-                            await reload();
-                          }),
+                      ? deleteButton(
+                          ctx,
+                          () => ctx.api.deleteApp(a.name),
+                          `Deleted app ${a.name}`,
+                          reload,
                         )
                       : null,
                   ),

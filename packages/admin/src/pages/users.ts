@@ -8,10 +8,9 @@ import {
   type Ctx,
   appBoxes,
   checkedApps,
-  confirmButton,
+  deleteButton,
   field,
   fieldGroup,
-  flashingErrors,
   formError,
   heading,
   input,
@@ -117,14 +116,7 @@ function editableUserRow(
       "td",
       { class: "row-actions" },
       h("button", { type: "button", class: "secondary", onclick: save }, "Save"),
-      confirmButton(
-        "Delete",
-        flashingErrors(ctx, async () => {
-          await ctx.api.deleteUser(u.username);
-          ctx.flash(`Deleted ${u.username}`);
-          await reload();
-        }),
-      ),
+      deleteButton(ctx, () => ctx.api.deleteUser(u.username), `Deleted ${u.username}`, reload),
     ),
   );
 }

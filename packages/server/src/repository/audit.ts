@@ -3,10 +3,9 @@
  * know when to reload) and the audit log, one entry per change with actor, time and detail.
  * Entries are appended by the writes themselves ({@link appendAudit} in ./common.ts).
  */
-import type { AuditAction } from "@sluice/api";
 import { sql } from "kysely";
 import { z } from "zod";
-import { type Db, appendAudit } from "./common.js";
+import { type AuditEntry, type Db, appendAudit, readMeta } from "./common.js";
 import { intColumn, jsonColumn, readRow, text } from "./rows.js";
 
 /** One audit entry. */
@@ -57,11 +56,7 @@ export class AuditRepository {
 
   /** The change counter other nodes poll. */
   async revision(db: Db = this.db): Promise<number> {
-    const row = await db
-      .selectFrom("meta")
-      .select("value")
-      .where("key", "=", "revision")
-      .executeTakeFirst();
+    const row = await readMeta(db, "revision");
     return row ? readRow("meta", { key: "revision" }, metaRow, row).value : 0;
   }
 
@@ -107,15 +102,7 @@ export class AuditRepository {
    * Records an action that changes nothing in the database (a counter reset, say): one entry,
    * in a transaction of its own, without bumping the revision.
    */
-  async record(
-    actor: string,
-    action: AuditAction,
-    targetType: string,
-    target: string,
-    detail: unknown,
-  ): Promise<void> {
-    await this.db
-      .transaction()
-      .execute((trx) => appendAudit(trx, actor, action, targetType, target, detail));
+  async record(...entry: AuditEntry): Promise<void> {
+    await this.db.transaction().execute((trx) => appendAudit(trx, ...entry));
   }
 }

@@ -35,6 +35,11 @@ export type LoadedKind = (typeof LOADED_KINDS)[number];
 export const CHANGES_KEPT = 1000;
 const PRUNE_EVERY = 100;
 
+/** A counter of the `meta` table (`revision`, `changes_from`) as stored; undefined when absent. */
+export function readMeta(db: Db | Tx, key: string): Promise<{ value: number } | undefined> {
+  return db.selectFrom("meta").select("value").where("key", "=", key).executeTakeFirst();
+}
+
 /** The revision of each write transaction under way, and the objects it has noted as changed. */
 const writes = new WeakMap<Tx, { readonly revision: number; readonly noted: Set<string> }>();
 
@@ -51,11 +56,8 @@ export function writeTransaction<T>(db: Db, fn: (trx: Tx) => Promise<T>): Promis
       .set((eb) => ({ value: eb("value", "+", 1) }))
       .where("key", "=", "revision")
       .execute();
-    const row = await trx
-      .selectFrom("meta")
-      .select("value")
-      .where("key", "=", "revision")
-      .executeTakeFirstOrThrow();
+    const row = await readMeta(trx, "revision");
+    if (row === undefined) throw new Error('the meta table has no "revision" row');
     const revision = Number(row.value);
     writes.set(trx, { revision, noted: new Set() });
     const result = await fn(trx);
@@ -77,17 +79,25 @@ async function pruneChanges(trx: Tx, upTo: number): Promise<void> {
 }
 
 /**
+ * One audit-log entry, as {@link appendAudit} and the audit repository's `record` take it: who
+ * did what (`action`) to which object (`targetType`, `target`), and the change's detail.
+ */
+export type AuditEntry = [
+  actor: string,
+  action: AuditAction,
+  targetType: string,
+  target: string,
+  detail: unknown,
+];
+
+/**
  * Appends one entry to the audit log, inside the change's transaction. Every write audits each
  * object it changes, by name; the entry also notes the change in `changes` (once per object
  * and revision), so that nodes reload that object alone.
  */
 export async function appendAudit(
   trx: Tx,
-  actor: string,
-  action: AuditAction,
-  targetType: string,
-  target: string,
-  detail: unknown,
+  ...[actor, action, targetType, target, detail]: AuditEntry
 ): Promise<void> {
   await trx
     .insertInto("audit")

@@ -100,6 +100,16 @@ export interface AdminKind<D> {
   exported(req: FastifyRequest, reply: FastifyReply, list: readonly D[]): unknown;
 }
 
+/** The query of `GET <files>/export`: `format`, YAML unless JSON is asked for (a kind may extend it). */
+export const exportQuery = z.strictObject({
+  format: z.enum(["yaml", "json"], { error: "must be yaml or json" }).default("yaml"),
+});
+
+/** Answers an export as a YAML file. */
+export function sendYaml(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type("application/yaml; charset=utf-8").send(text);
+}
+
 const nameParam = z.object({ name: z.string().min(1).max(128) });
 const fileQuery = z.strictObject({
   prune: z.enum(["true", "false"]).optional(),

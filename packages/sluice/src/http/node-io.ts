@@ -3,7 +3,8 @@
  * Express, Koa, Fastify): reading headers, watching the end of a response, writing outcomes.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Finish } from "./core.js";
+import type { Decision } from "../decision.js";
+import type { Finish, Outcome, RequestInput } from "./core.js";
 import type { HeaderList } from "./headers.js";
 
 /** Reads a request header case-insensitively; repeated headers are joined with `, `. */
@@ -63,4 +64,70 @@ export function sendNodeReject(
   setNodeHeaders(res, headers);
   res.setHeader("Content-Length", Buffer.byteLength(body));
   res.end(body);
+}
+
+/** Where a request stands, for {@link nodeRequestInput}: what the framework knows of it. */
+export interface NodeRequestParts<Raw> {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The framework's request object (the options' functions get it). */
+  readonly raw: Raw;
+  /** The URL as the framework sees it (Express: `originalUrl`, below a mount point too). */
+  readonly url: string | undefined;
+  /** The route pattern, when the framework knows it. */
+  readonly route: string | undefined;
+}
+
+/**
+ * The request as the core takes it, read from node:http: method, path, headers and peer; the
+ * disconnect signal only when the core may make the request wait (`waits`).
+ */
+export function nodeRequestInput<Raw>(
+  waits: boolean,
+  { req, res, raw, url, route }: NodeRequestParts<Raw>,
+): RequestInput<Raw> {
+  return {
+    method: req.method ?? "GET",
+    path: pathOf(url),
+    route,
+    header: nodeHeader(req),
+    peer: req.socket.remoteAddress,
+    raw,
+    signal: waits ? disconnectSignal(res) : undefined,
+  };
+}
+
+/**
+ * Carries out the core's outcome on a node:http response: `true` when the request goes on to its
+ * handler (skipped, or passed with its headers set), `false` when it was answered here (rejected,
+ * a failed option function, the fallback, or the client gone). `expose` hears the decision of a
+ * pass or a fallback before either goes on (Express: `res.locals.rateLimit`).
+ */
+export async function settleNodeOutcome<Fallback>(
+  outcome: Outcome<Fallback>,
+  res: ServerResponse,
+  serveFallback: (fallback: Fallback, decision: Decision) => unknown,
+  expose: (decision: Decision) => void = () => undefined,
+): Promise<boolean> {
+  switch (outcome.kind) {
+    case "skip":
+      return true;
+    case "pass":
+      setNodeHeaders(res, outcome.headers);
+      expose(outcome.decision);
+      whenDone(res, outcome.finish);
+      return true;
+    case "reject":
+    case "error":
+      sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
+      return false;
+    case "degrade":
+      setNodeHeaders(res, outcome.headers);
+      expose(outcome.decision);
+      await serveFallback(outcome.fallback, outcome.decision);
+      return false;
+    case "aborted":
+      res.destroy();
+      return false;
+  }
 }

@@ -73,6 +73,10 @@ describe("durableObjectStore", () => {
     expect(() => durableObjectStore({ namespace: ns, bogus: 1 } as never)).toThrow(
       /bogus: unknown option/,
     );
+    expect(() => durableObjectStore({ namespace: ns, logger: "console" as never })).toThrow(
+      /logger: must be an object with a warn\(message\) method, or false/,
+    );
+    expect(() => durableObjectStore({ namespace: ns, logger: false })).not.toThrow();
   });
 
   it("decides through the object, and answers by onStoreError when it does not answer in time", async () => {

@@ -32,7 +32,7 @@ import type { RuleOutcome } from "../algorithms/index.js";
 import type { Clock } from "../clock.js";
 import { ruleDecisions } from "../decision.js";
 import { SluiceError, StoreError } from "../errors.js";
-import { LOGGER_MESSAGE, type Logger, resolveLogger } from "../logger.js";
+import { type Logger, loggerOption } from "../logger.js";
 import { type Resolved, option, resolveOptions } from "../options.js";
 import { type KeyState, adjustState, evaluate, releaseState, setCountState } from "../evaluate.js";
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
@@ -431,13 +431,7 @@ const STORE_OPTIONS = {
   ),
   timeoutMs: option.int(1, 1000, 600_000),
   now: option.fn<Clock>("must be a function returning epoch ms"),
-  logger: option.custom<Logger | undefined>(
-    (v) => {
-      const l = resolveLogger(v);
-      return typeof l === "string" ? { problem: LOGGER_MESSAGE } : l;
-    },
-    resolveLogger(undefined) as Logger,
-  ),
+  logger: loggerOption,
 } satisfies { readonly [K in keyof Required<DurableObjectStoreOptions>]: unknown };
 
 /** Consecutive failures of one object after which its calls fail fast, and the probe's interval. */

@@ -1,6 +1,6 @@
 import { type Clock, systemClock } from "../clock.js";
 import { StoreError } from "../errors.js";
-import { type Logger, LOGGER_MESSAGE, resolveLogger } from "../logger.js";
+import { type Logger, loggerOption } from "../logger.js";
 import { option, resolveOptions } from "../options.js";
 import { randomId, unrefTimer } from "../platform.js";
 import type { Policy } from "../policy.js";
@@ -141,13 +141,7 @@ const OPTIONS = {
   instances: option.optionalInt(1),
   heartbeatMs: option.int(0, 5000),
   ttlPadMs: option.optionalInt(0),
-  logger: option.custom<Logger | undefined>(
-    (v) => {
-      const l = resolveLogger(v);
-      return typeof l === "string" ? { problem: LOGGER_MESSAGE } : l;
-    },
-    resolveLogger(undefined) as Logger,
-  ),
+  logger: loggerOption,
 } satisfies { readonly [K in keyof Required<RedisStoreOptions>]: unknown };
 
 /** One queued operation (the codec's, and what the store answers it with). */

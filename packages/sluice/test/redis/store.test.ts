@@ -450,7 +450,7 @@ describe("failures", () => {
     );
   });
 
-  it("validates its options", () => {
+  it("validates its options", async () => {
     expect(() => redisStore({ client, prefx: "x" } as unknown as RedisStoreOptions)).toThrow(
       /prefx: unknown option/,
     );
@@ -459,6 +459,10 @@ describe("failures", () => {
     expect(() => redisStore({ client: {} as unknown as RedisStoreOptions["client"] })).toThrow(
       /client/,
     );
+    expect(() => redisStore({ client, logger: "console" as never })).toThrow(
+      /logger: must be an object with a warn\(message\) method, or false/,
+    );
+    await redisStore({ client, logger: false }).close();
   });
 });
 

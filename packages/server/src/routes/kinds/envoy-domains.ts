@@ -26,7 +26,7 @@ import {
 } from "../../envoy/config.js";
 import { ApiError, invalid, parseOr400, prefixIssues } from "../../errors.js";
 import type { DocumentRecord } from "../../repository/documents.js";
-import type { AdminKind, Written } from "../documents.js";
+import { type AdminKind, type Written, exportQuery, sendYaml } from "../documents.js";
 
 /** What the admin routes show of a limit. */
 export function limitView(l: CompiledLimit) {
@@ -109,10 +109,8 @@ function documentFrom(req: FastifyRequest, domain: string): Written<EnvoyDomainD
   return { doc: r.doc, expectVersion, draftId };
 }
 
-const exportQuery = z.strictObject({
-  domain: z.string().min(1).optional(),
-  format: z.enum(["yaml", "json"], { error: "must be yaml or json" }).default("yaml"),
-});
+/** The export's query: one domain alone, when `domain` names it. */
+const domainExportQuery = exportQuery.extend({ domain: z.string().min(1).optional() });
 
 /** The Envoy domains' strategy for the admin routes. */
 export const envoyDomainAdmin: AdminKind<EnvoyDomainDocument> = {
@@ -165,15 +163,13 @@ export const envoyDomainAdmin: AdminKind<EnvoyDomainDocument> = {
     return "issues" in r ? r : { docs: unique(r.docs) };
   },
   exported(req, reply, all) {
-    const q = parseOr400(exportQuery, req.query, "Invalid query");
+    const q = parseOr400(domainExportQuery, req.query, "Invalid query");
     let list = all;
     if (q.domain !== undefined) {
       list = list.filter((d) => d.domain === q.domain);
       if (list.length === 0) throw new ApiError("not_found", `domain "${q.domain}" does not exist`);
     }
     if (q.format === "json") return { domains: list };
-    return reply
-      .type("application/yaml; charset=utf-8")
-      .send(list.map((d) => exportEnvoyYaml(d)).join("---\n"));
+    return sendYaml(reply, list.map((d) => exportEnvoyYaml(d)).join("---\n"));
   },
 };

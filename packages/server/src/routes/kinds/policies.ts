@@ -7,14 +7,13 @@
  * grant or revoke apps it does not own); `admin` changes every policy.
  */
 import { importRequestSchema } from "@sluice/api";
-import { z } from "zod";
 import { invalid, parseOr400 } from "../../errors.js";
 import { type PolicyDocument, policyWarnings, validatePolicyDocument } from "../../model.js";
 import { exportPolicyFile, parsePolicyFile, validatePolicyList } from "../../policy-file.js";
 import type { DocumentRecord } from "../../repository/documents.js";
 import type { UserRecord } from "../../repository.js";
 import { forbidden } from "../auth.js";
-import type { AdminKind, Written } from "../documents.js";
+import { type AdminKind, type Written, exportQuery, sendYaml } from "../documents.js";
 
 /** Refuses unless the user may change a policy from `before` to `after` (either may be absent). */
 export function assertCanEditPolicy(
@@ -107,10 +106,6 @@ function documentFrom(
   };
 }
 
-const exportQuery = z.strictObject({
-  format: z.enum(["yaml", "json"], { error: "must be yaml or json" }).default("yaml"),
-});
-
 /** The policies' strategy for the admin routes. */
 export const policyAdmin: AdminKind<PolicyDocument> = {
   repository: (ctx) => ctx.repo.policies,
@@ -143,6 +138,6 @@ export const policyAdmin: AdminKind<PolicyDocument> = {
   exported(req, reply, list) {
     const q = parseOr400(exportQuery, req.query, "Invalid query");
     if (q.format === "json") return { version: 1, policies: list };
-    return reply.type("application/yaml; charset=utf-8").send(exportPolicyFile(list));
+    return sendYaml(reply, exportPolicyFile(list));
   },
 };

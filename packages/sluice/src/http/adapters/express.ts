@@ -15,14 +15,7 @@
 import type { NextFunction, Request, Response } from "express";
 import type { Decision } from "../../decision.js";
 import { RateLimitCore } from "../core.js";
-import {
-  disconnectSignal,
-  nodeHeader,
-  pathOf,
-  sendNodeReject,
-  setNodeHeaders,
-  whenDone,
-} from "../node-io.js";
+import { nodeRequestInput, settleNodeOutcome } from "../node-io.js";
 import type { RateLimitOptions } from "../types.js";
 
 export * from "../index.js";
@@ -44,38 +37,24 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
   const core = new RateLimitCore<Request, ExpressFallback>(options);
   const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const route = req.route as { path?: unknown } | undefined;
-    const outcome = await core.handle({
-      method: req.method,
-      path: pathOf(req.originalUrl ?? req.url),
-      route: typeof route?.path === "string" ? `${req.baseUrl ?? ""}${route.path}` : undefined,
-      header: nodeHeader(req),
-      peer: req.socket.remoteAddress,
-      raw: req,
-      signal: core.waits ? disconnectSignal(res) : undefined,
-    });
-    switch (outcome.kind) {
-      case "skip":
-        next();
-        return;
-      case "pass":
-        setNodeHeaders(res, outcome.headers);
-        res.locals.rateLimit = outcome.decision;
-        whenDone(res, outcome.finish);
-        next();
-        return;
-      case "reject":
-      case "error":
-        sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
-        return;
-      case "degrade":
-        setNodeHeaders(res, outcome.headers);
-        res.locals.rateLimit = outcome.decision;
-        await outcome.fallback(req, res, outcome.decision);
-        return;
-      case "aborted":
-        res.destroy();
-        return;
-    }
+    const outcome = await core.handle(
+      nodeRequestInput(core.waits, {
+        req,
+        res,
+        raw: req,
+        url: req.originalUrl ?? req.url,
+        route: typeof route?.path === "string" ? `${req.baseUrl ?? ""}${route.path}` : undefined,
+      }),
+    );
+    const go = await settleNodeOutcome(
+      outcome,
+      res,
+      (fallback, decision) => fallback(req, res, decision),
+      (decision) => {
+        res.locals.rateLimit = decision;
+      },
+    );
+    if (go) next();
   };
   return (req, res, next) => {
     // Express 4 ignores a returned promise: route every failure to the error handlers ourselves.

@@ -16,7 +16,7 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from "fastify";
 import fp from "fastify-plugin";
 import type { Decision } from "../../decision.js";
 import { RateLimitCore } from "../core.js";
-import { disconnectSignal, nodeHeader, pathOf, whenDone } from "../node-io.js";
+import { nodeRequestInput, whenDone } from "../node-io.js";
 import type { HeaderList } from "../headers.js";
 import type { RateLimitOptions } from "../types.js";
 
@@ -89,15 +89,15 @@ const plugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, opti
     if (cfg === false) return;
     const core = cfg ? coreFor(cfg) : globalCore;
     if (!core) return;
-    const outcome = await core.handle({
-      method: request.method,
-      path: pathOf(request.url),
-      route: request.routeOptions.url,
-      header: nodeHeader(request.raw),
-      peer: request.raw.socket.remoteAddress,
-      raw: request,
-      signal: core.waits ? disconnectSignal(reply.raw) : undefined,
-    });
+    const outcome = await core.handle(
+      nodeRequestInput(core.waits, {
+        req: request.raw,
+        res: reply.raw,
+        raw: request,
+        url: request.url,
+        route: request.routeOptions.url,
+      }),
+    );
     switch (outcome.kind) {
       case "skip":
         return;

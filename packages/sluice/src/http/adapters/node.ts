@@ -11,14 +11,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Decision } from "../../decision.js";
 import { RateLimitCore } from "../core.js";
-import {
-  disconnectSignal,
-  nodeHeader,
-  pathOf,
-  sendNodeReject,
-  setNodeHeaders,
-  whenDone,
-} from "../node-io.js";
+import { nodeRequestInput, settleNodeOutcome } from "../node-io.js";
 import type { RateLimitOptions } from "../types.js";
 
 export * from "../index.js";
@@ -55,34 +48,10 @@ export interface NodeRateLimit {
 export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
   const core = new RateLimitCore<IncomingMessage, NodeFallback>(options);
   const check = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
-    const outcome = await core.handle({
-      method: req.method ?? "GET",
-      path: pathOf(req.url),
-      route: undefined,
-      header: nodeHeader(req),
-      peer: req.socket.remoteAddress,
-      raw: req,
-      signal: core.waits ? disconnectSignal(res) : undefined,
-    });
-    switch (outcome.kind) {
-      case "skip":
-        return true;
-      case "pass":
-        setNodeHeaders(res, outcome.headers);
-        whenDone(res, outcome.finish);
-        return true;
-      case "reject":
-      case "error":
-        sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
-        return false;
-      case "degrade":
-        setNodeHeaders(res, outcome.headers);
-        await outcome.fallback(req, res, outcome.decision);
-        return false;
-      case "aborted":
-        res.destroy();
-        return false;
-    }
+    const outcome = await core.handle(
+      nodeRequestInput(core.waits, { req, res, raw: req, url: req.url, route: undefined }),
+    );
+    return settleNodeOutcome(outcome, res, (fallback, decision) => fallback(req, res, decision));
   };
   const wrap = (handler: NodeHandler): NodeHandler => {
     return async (req, res) => {
