@@ -13,25 +13,7 @@ export type {
   SetCountOptions,
   SyncLimiter,
 } from "./limiter.js";
-export {
-  ALLOTMENT_ALGORITHMS,
-  LEASE_ALGORITHMS,
-  definePolicy,
-  policyCapacity,
-  policyToInput,
-} from "./policy.js";
-export type {
-  AllotmentInput,
-  AllotmentSettings,
-  LeaseInput,
-  LeaseSettings,
-  Policy,
-  PolicyInput,
-  RuleInput,
-  OnStoreError,
-  Refill,
-  WindowStart,
-} from "./policy.js";
+export * from "./policy-exports.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
 export { isSyncStore } from "./store.js";

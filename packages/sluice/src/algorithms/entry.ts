@@ -44,25 +44,7 @@ export type {
 } from "./index.js";
 export { evaluate } from "../evaluate.js";
 export type { Evaluation, KeyState } from "../evaluate.js";
-export {
-  ALLOTMENT_ALGORITHMS,
-  LEASE_ALGORITHMS,
-  definePolicy,
-  policyCapacity,
-  policyToInput,
-} from "../policy.js";
-export type {
-  AllotmentInput,
-  AllotmentSettings,
-  LeaseInput,
-  LeaseSettings,
-  OnStoreError,
-  Policy,
-  PolicyInput,
-  Refill,
-  RuleInput,
-  WindowStart,
-} from "../policy.js";
+export * from "../policy-exports.js";
 export { parseDuration, formatDuration } from "../duration.js";
 export type { Duration } from "../duration.js";
 export { ERROR_CODES, SluiceError, ValidationError, isSluiceError } from "../errors.js";
