@@ -38,7 +38,7 @@ import { type KeyState, adjustState, evaluate, releaseState, setCountState } fro
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
 import { monoNow } from "./redis-health.js";
-import { type Queued, RemoteCalls } from "./remote-calls.js";
+import { type Queued, RemoteCalls, errorMessage } from "./remote-calls.js";
 import {
   OP_ADJUST,
   OP_DECIDE,
@@ -157,12 +157,12 @@ export class SluiceDurableObject {
     try {
       batch = readBatch(await request.json());
     } catch (err) {
-      return Response.json({ error: `bad batch: ${message(err)}` }, { status: 400 });
+      return Response.json({ error: `bad batch: ${errorMessage(err)}` }, { status: 400 });
     }
     try {
       return Response.json(await this.exclusive(() => this.run(batch)));
     } catch (err) {
-      return Response.json({ error: message(err) }, { status: 500 });
+      return Response.json({ error: errorMessage(err) }, { status: 500 });
     }
   }
 
@@ -364,10 +364,6 @@ function readBatch(body: unknown): WireBatch {
   return b as WireBatch;
 }
 
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 // ─── the store ───
 
 /** The part of a Durable Object stub (`namespace.get(id)`) the store uses. */
@@ -491,7 +487,7 @@ export class DurableObjectStore implements Store {
         failure: (err) =>
           err instanceof ExpiredError
             ? { kind: "expired", cause: "the object got the call after its deadline" }
-            : { kind: "failed", cause: message(err) },
+            : { kind: "failed", cause: errorMessage(err) },
       },
     );
   }

@@ -16,7 +16,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "df39ef80398b3036c4af7445efda662a8ce6711f",
+  "sluice.lua": "492b7e41eb76c6be0ddf0f673cd1a5e415d17733",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 

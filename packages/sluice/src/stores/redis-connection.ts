@@ -108,10 +108,10 @@ export class RedisConnection<Q extends Queued> implements Gate<Q> {
       : due;
   }
 
-  /** A call of `slot` was answered at `at` (the first connection's budget ends for it). */
-  answered(slot: number, at: number): void {
+  /** A call of `slot` was answered now (the first connection's budget ends for it). */
+  answered(slot: number): void {
     if (this.warmUntil === 0) return;
-    if (at < this.warmUntil) this.slotsAnswered.add(slot);
+    if (monoNow() < this.warmUntil) this.slotsAnswered.add(slot);
     else {
       this.warmUntil = 0;
       this.slotsAnswered.clear();

@@ -260,6 +260,27 @@ export function causeOf(err: unknown): string {
 export const SLOW_CALL_MS = 100;
 export const SLOW_CALL_FACTOR = 8;
 
+/**
+ * The usual time of an answered call (a moving average, ms), and from it how long a call may go
+ * unanswered before its slot is taken to be moving ({@link SLOW_CALL_MS},
+ * {@link SLOW_CALL_FACTOR}). A sample counts for at most the threshold of the moment, so that
+ * one call that waited out a move raises the usual time by a little, not eightfold.
+ */
+export class CallTimes {
+  private usual = 0;
+
+  /** An answered call took `ms`. */
+  sample(ms: number): void {
+    const taken = Math.min(ms, this.slowMs);
+    this.usual = this.usual === 0 ? taken : this.usual + (taken - this.usual) / 16;
+  }
+
+  /** How long a call may go unanswered before its slot is thought to be moving (ms). */
+  get slowMs(): number {
+    return Math.max(SLOW_CALL_MS, SLOW_CALL_FACTOR * this.usual);
+  }
+}
+
 /** How long a slot stays "moving" after the last sign of it (ms). */
 export const MOVING_MS = 1000;
 

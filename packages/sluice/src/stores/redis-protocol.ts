@@ -113,10 +113,11 @@ export function luaProtocol(): string {
   lines.push("-- Algorithm codes of a spec:");
   for (const a of SCRIPT_ALGORITHM_CODES) lines.push(`--   ${a.code}  ${a.summary}`);
   const fixed = SCRIPT_ALGORITHM_CODES.filter((a) => a.fixedSize)
-    .map((a) => `${a.code} = true`)
-    .join(", ");
+    .map((a) => a.code)
+    .join("");
+  // A string, not a table: the script's body runs on every call, and a table is built each time.
   lines.push("-- Those whose state is one key read and written whole (the fast path's):");
-  lines.push(`local FIXED_SIZE = { ${fixed} }`);
+  lines.push(`local FIXED_SIZE = '${fixed}'`);
   lines.push(LUA_PROTOCOL_END);
   return lines.join("\n") + "\n";
 }

@@ -156,12 +156,6 @@ interface Pending extends Operation {
   readonly resolve: (value: StoreDecision | boolean | AllotmentReply) => void;
 }
 
-/** What a call answers: the script's reply, and the local time it was sent at (deny cache). */
-interface Answer {
-  readonly reply: unknown;
-  readonly sentAt: number;
-}
-
 /**
  * A Cluster's answers that refuse a call before it runs, because its slot is moving — as Redis
  * says it, or as ioredis reports it after retrying (`Too many Cluster redirections. Last error:
@@ -220,7 +214,7 @@ export class RedisStore implements Store {
     this.cluster = this.port.cluster;
     this.offsets = new ClockOffsets(this.cluster);
     this.deny = this.o.denyCache
-      ? new DenyCache(this.o.now ?? systemClock, this.o.denyCacheSize)
+      ? new DenyCache(this.o.now ?? monoNow, this.o.denyCacheSize)
       : undefined;
     this.conn = new RedisConnection(this.port, this.o);
     this.calls = new RemoteCalls<Pending>(
@@ -462,8 +456,8 @@ export class RedisStore implements Store {
       unavailable: () => this.conn.unavailable(),
       dueOf: (slot, due, now) => this.conn.dueOf(slot, due, now),
       call: (batch, slot, due, waiting) => this.call(batch, slot, due, waiting),
-      settle: (batch, answer, slot) => this.settle(batch, answer as Answer, slot),
-      late: (batch, answer) => this.late(batch, (answer as Answer).reply),
+      settle: (batch, reply, slot, sentAt) => this.settle(batch, reply, slot, sentAt),
+      late: (batch, reply, slot) => this.late(batch, reply, slot),
       failure: (err, slot) => this.failure(err, slot),
     };
   }
@@ -473,12 +467,12 @@ export class RedisStore implements Store {
    * clock, so that Redis never runs it after the caller stopped waiting (lua/sluice.lua,
    * ARGV[4]); every reply carries the server's time, which the clock offsets learn from.
    */
-  private async call(
+  private call(
     batch: Pending[],
     slot: number,
     due: number,
     waiting: () => boolean,
-  ): Promise<Answer> {
+  ): Promise<unknown> {
     // Injected time: the batch is decided at the latest time one of its operations was asked at
     // — not the time it is sent, which a clock moved meanwhile (a call waiting for a free
     // connection) would put in a later window than the caller's.
@@ -489,14 +483,10 @@ export class RedisStore implements Store {
       ttlPadMs: this.o.ttlPadMs,
       shiftMs: this.shiftMs(),
       deadline: this.offsets.deadline(slot, due),
-      epochKey: this.epochKey(slot),
+      // Only allotment operations carry it (and in a Cluster, finding a slot's tag takes a search).
+      epochKey: this.allotments === undefined ? "" : this.epochKey(slot),
     });
-    // Taken before the script runs, so that a denial it remembers never outlasts the real one.
-    const sentAt = this.deny ? this.localNow() : 0;
-    const reply = await this.script(SLUICE_LUA, keys, argv, waiting);
-    const serverMs = serverTimeOf(reply);
-    if (serverMs !== undefined) this.offsets.sample(slot, serverMs, monoNow());
-    return { reply, sentAt };
+    return this.script(SLUICE_LUA, keys, argv, waiting);
   }
 
   /** What a failed call means (and the clock offset an expired one tells). */
@@ -511,10 +501,14 @@ export class RedisStore implements Store {
     return { kind: "failed", cause: causeOf(err) };
   }
 
-  /** Settles each operation of an answered call with its own result. */
-  private settle(batch: Pending[], answer: Answer, slot: number): void {
-    this.conn.answered(slot, monoNow());
-    const results = decodeReply(batch, answer.reply);
+  /**
+   * Settles each operation of an answered call with its own result (`sentAt`: monoNow when it
+   * went). Every reply carries the server's time, which the clock offsets learn from.
+   */
+  private settle(batch: Pending[], reply: unknown, slot: number, sentAt: number): void {
+    this.sampleOffset(reply, slot);
+    this.conn.answered(slot);
+    const results = decodeReply(batch, reply);
     if (results instanceof StoreError) {
       this.calls.rejectAll(batch, results);
       return;
@@ -533,8 +527,17 @@ export class RedisStore implements Store {
             continue;
           }
         } else if (p.cacheable && r.blockedForMs === 0)
-          // A reset or refund made while this call was in flight keeps its denial out.
-          this.deny?.remember(p.policy, p.key, p.cost, r.rules, answer.sentAt, p.generation);
+          // A reset or refund made while this call was in flight keeps its denial out. Remembered
+          // from before the script ran (injected time: when it was asked), so that it never
+          // outlasts the real one.
+          this.deny?.remember(
+            p.policy,
+            p.key,
+            p.cost,
+            r.rules,
+            this.o.now ? p.askedAt : sentAt,
+            p.generation,
+          );
       }
       p.resolve(r);
     }
@@ -545,7 +548,8 @@ export class RedisStore implements Store {
    * before its deadline, but the answer arrived too late. A concurrency permit it took is given
    * back (nobody holds its id); charges of the other algorithms stay (docs/redis.md: the bound).
    */
-  private late(batch: readonly Pending[], reply: unknown): void {
+  private late(batch: readonly Pending[], reply: unknown, slot: number): void {
+    this.sampleOffset(reply, slot);
     const results = decodeReply(batch, reply);
     if (results instanceof StoreError) return;
     batch.forEach((p, b) => {
@@ -582,7 +586,7 @@ export class RedisStore implements Store {
     script: LuaScript,
     keys: string[],
     argv: Array<string | number>,
-    waiting: () => boolean = () => true,
+    waiting: () => boolean,
   ): Promise<unknown> {
     try {
       return await this.port.script("EVALSHA", script.sha, keys, argv);
@@ -644,8 +648,10 @@ export class RedisStore implements Store {
 
   // ─── time and policies ───
 
-  private localNow(): number {
-    return (this.o.now ?? systemClock)();
+  /** The server's time a reply carries, for the clock offsets. */
+  private sampleOffset(reply: unknown, slot: number): void {
+    const serverMs = serverTimeOf(reply);
+    if (serverMs !== undefined) this.offsets.sample(slot, serverMs, monoNow());
   }
 
   /**

@@ -15,14 +15,7 @@
 import type { Logger } from "../logger.js";
 import { StoreError } from "../errors.js";
 import { unrefTimer } from "../platform.js";
-import {
-  Breakers,
-  Outage,
-  SLOW_CALL_FACTOR,
-  SLOW_CALL_MS,
-  SlotCalls,
-  monoNow,
-} from "./redis-health.js";
+import { Breakers, CallTimes, Outage, SlotCalls, monoNow } from "./redis-health.js";
 
 /** An operation in the queue: its budget's end and how to answer it with an error. */
 export interface Queued {
@@ -145,7 +138,8 @@ export class RemoteCalls<Q extends Queued> {
   private holdTimer: Deadline | undefined;
   private closed = false;
   /** How long calls usually take to come back (ms; a moving average of the answered ones). */
-  private usualMs = 0;
+  /** How long answered calls usually take (grouped stores whose slots move). */
+  private readonly callTimes = new CallTimes();
 
   constructor(
     private readonly o: EngineOptions,
@@ -213,7 +207,7 @@ export class RemoteCalls<Q extends Queued> {
       else list.push(p);
     }
     const now = monoNow();
-    const slowMs = Math.max(SLOW_CALL_MS, SLOW_CALL_FACTOR * this.usualMs);
+    const slowMs = this.callTimes.slowMs;
     for (const [g, list] of byGroup) {
       // A call unanswered for long: the slot is likely moving (see `SlotCalls`).
       if (this.o.slotsMove && this.groups.stuck(g, now, slowMs)) this.groups.moved(g, now);
@@ -299,51 +293,57 @@ export class RemoteCalls<Q extends Queued> {
         ),
       );
     });
-    this.transport
-      .call(batch, group, due, () => !answered)
-      .then(
-        (reply) => {
-          if (answered) {
-            this.transport.late(batch, reply, group);
-            return;
-          }
-          answered = true;
-          timer.cancel();
-          this.ended(group, now);
-          this.breakers.success(group);
-          // Over once no breaker is open (grouped: every group's).
-          if (this.outage.down && !this.breakers.anyOpen) this.outage.ended(monoNow());
-          this.transport.settle(batch, reply, group, now);
-        },
-        (err: unknown) => {
-          const { kind, cause } = this.transport.failure(err, group);
-          if (answered) return;
-          answered = true;
-          timer.cancel();
-          this.ended(group, now);
-          if (kind === "refused" && this.o.slotsMove) {
-            this.refused(batch, group);
-            return;
-          }
-          this.failed(group, monoNow(), cause);
-          this.rejectAll(
-            batch,
-            kind === "expired"
-              ? new StoreError(
-                  "SLUICE_ERR_STORE_TIMEOUT",
-                  `${this.o.what} ran the call after its deadline (${this.o.timeoutMs} ms); it changed nothing`,
-                  { cause: err },
-                )
-              : new StoreError(
-                  "SLUICE_ERR_STORE",
-                  `${this.o.what} call failed: ${errorMessage(err)}`,
-                  {
-                    cause: err,
-                  },
-                ),
-          );
-        },
-      );
+    let call: Promise<unknown>;
+    try {
+      call = this.transport.call(batch, group, due, () => !answered);
+    } catch (err) {
+      // A transport that throws instead of rejecting fails this call, never the flush.
+      call = Promise.reject(err);
+    }
+    call.then(
+      (reply) => {
+        if (answered) {
+          this.transport.late(batch, reply, group);
+          return;
+        }
+        answered = true;
+        timer.cancel();
+        this.ended(group, now);
+        if (this.o.slotsMove) this.callTimes.sample(monoNow() - now);
+        this.breakers.success(group);
+        // Over once no breaker is open (grouped: every group's).
+        if (this.outage.down && !this.breakers.anyOpen) this.outage.ended(monoNow());
+        this.transport.settle(batch, reply, group, now);
+      },
+      (err: unknown) => {
+        const { kind, cause } = this.transport.failure(err, group);
+        if (answered) return;
+        answered = true;
+        timer.cancel();
+        this.ended(group, now);
+        if (kind === "refused" && this.o.slotsMove) {
+          this.refused(batch, group);
+          return;
+        }
+        this.failed(group, monoNow(), cause);
+        this.rejectAll(
+          batch,
+          kind === "expired"
+            ? new StoreError(
+                "SLUICE_ERR_STORE_TIMEOUT",
+                `${this.o.what} ran the call after its deadline (${this.o.timeoutMs} ms); it changed nothing`,
+                { cause: err },
+              )
+            : new StoreError(
+                "SLUICE_ERR_STORE",
+                `${this.o.what} call failed: ${errorMessage(err)}`,
+                {
+                  cause: err,
+                },
+              ),
+        );
+      },
+    );
   }
 
   /**

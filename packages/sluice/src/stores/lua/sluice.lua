@@ -95,7 +95,7 @@ local OPS_PER_SPEC = 8
 --   l  sliding-log (a ZSET)
 --   c  concurrency (a ZSET of permits)
 -- Those whose state is one key read and written whole (the fast path's):
-local FIXED_SIZE = { g = true, t = true, i = true, f = true, F = true, s = true }
+local FIXED_SIZE = 'gtifFs'
 -- ─── end of protocol ───
 
 local EPS = 1e-6
@@ -137,7 +137,7 @@ for s = 1, tonumber(ARGV[5]) do
   -- Its decisions are answered in the compact form (see the header).
   spec.compact = spec.n == 1 and spec.blockMs == 0
   -- Decided by the fast path: one rule, no penalty, fixed-size state (one key, not a ZSET).
-  spec.fast = spec.compact and FIXED_SIZE[alg] == true
+  spec.fast = spec.compact and string.find(FIXED_SIZE, alg, 1, true) ~= nil
   has[alg] = true
   specs[s] = spec
 end
@@ -158,7 +158,6 @@ local function num(x)
 end
 
 local CORRUPT = {}
-local EMPTY = {}
 
 -- A string key holding `count` space-separated numbers (t, i, s and the penalty block).
 local function read_string(key, count)
@@ -635,6 +634,7 @@ if has.c then
 end
 
 if has.l or has.c then
+  local EMPTY = {}
   -- A ZSET member: the time (sliding-log) or permit id (concurrency), with ":cost" when cost > 1.
   entry = function(x, c)
     if type(x) == 'number' then x = num(x) end
