@@ -501,10 +501,12 @@ function registerErrorAnswers(app: FastifyInstance): void {
 
 /** The requests in flight (a gauge), and one log line per answered request. */
 function countRequests(app: FastifyInstance, ctx: ServiceContext): void {
+  const { inFlight } = ctx.metrics;
+  // "close" fires once, when the response is finished or the connection dropped.
+  const leave = () => inFlight.dec();
   app.addHook("onRequest", (_req, reply, done) => {
-    ctx.metrics.inFlight.inc();
-    // "close" fires once, when the response is finished or the connection dropped.
-    reply.raw.once("close", () => ctx.metrics.inFlight.dec());
+    inFlight.inc();
+    reply.raw.once("close", leave);
     done();
   });
   app.addHook("onResponse", (req, reply, done) => {

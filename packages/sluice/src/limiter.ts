@@ -323,12 +323,11 @@ class PolicyLimiter implements Limiter {
     const commit = face !== "peek" && face !== "peekSync";
     const sync = this.sync;
     if (sync !== undefined) {
-      // The synchronous faces let a store failure throw.
-      if (face !== "limit" && face !== "peek")
-        return this.answer(this.askSync(sync, key, cost, commit), cost, commit);
       try {
         return this.answer(this.askSync(sync, key, cost, commit), cost, commit);
       } catch (err) {
+        // The synchronous faces let a store failure throw.
+        if (face !== "limit" && face !== "peek") throw err;
         return this.onStoreFailure(err, key, cost, commit);
       }
     }

@@ -2,7 +2,7 @@
  * Where sluice says the few things it says on its own: a store that can no longer decide (and
  * when it can again), a client outside the tested range. One line each, never one per call.
  */
-import { type OptionField, option } from "./options.js";
+import { type OptionField, hasShape, option } from "./options.js";
 
 /**
  * What sluice writes to: any object with `warn(message)` — `console` (the default), a pino or
@@ -18,33 +18,16 @@ export const consoleLogger: Logger = {
   warn: (message) => console.warn(message),
 };
 
-/** The message of a `logger` option that is not a {@link Logger} or `false`. */
-export const LOGGER_MESSAGE = "must be an object with a warn(message) method, or false";
-
-/**
- * A `logger` option resolved: the logger, `undefined` for `false` (silent), or the string
- * {@link LOGGER_MESSAGE} when it is neither.
- */
-export function resolveLogger(option: unknown): Logger | undefined | string {
-  if (option === undefined) return consoleLogger;
-  if (option === false) return undefined;
-  if (
-    typeof option === "object" &&
-    option !== null &&
-    typeof (option as Logger).warn === "function"
-  )
-    return option as Logger;
-  return LOGGER_MESSAGE;
-}
-
 /**
  * The `logger` option of a store's options schema (options.ts): a {@link Logger}, or `false`
  * for silence; the console when absent.
  */
 export const loggerOption: OptionField<Logger | undefined> = option.custom<Logger | undefined>(
-  (v) => {
-    const l = resolveLogger(v);
-    return typeof l === "string" ? { problem: LOGGER_MESSAGE } : l;
-  },
+  (v) =>
+    v === false
+      ? undefined
+      : hasShape(v, { warn: "function" })
+        ? (v as Logger)
+        : { problem: "must be an object with a warn(message) method, or false" },
   consoleLogger,
 );

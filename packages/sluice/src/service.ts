@@ -29,15 +29,8 @@ export type {
   TakenDraftStats,
   WithDraft,
 } from "./policies/live-document.js";
-export {
-  decideLive,
-  disabledDecision,
-  livePolicy,
-  policyLiveKind,
-  policyInputOf,
-} from "./policies/live.js";
+export { decideLive, disabledDecision, policyLiveKind, policyInputOf } from "./policies/live.js";
 export type {
-  DecideLiveHooks,
   LiveDraft,
   LivePolicy,
   ManagedPolicyDocument,

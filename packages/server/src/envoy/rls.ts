@@ -296,16 +296,11 @@ export class RateLimitService {
 
   /** The request counters of a domain (of unknown domains when undefined), labelled once. */
   private countersOf(domain: CompiledDomain | undefined): RequestCounters {
-    const metrics = this.options.metrics;
-    const make = (label: string): RequestCounters => ({
-      ok: metrics?.request(label, "ok"),
-      overLimit: metrics?.request(label, "over_limit"),
-      invalid: metrics?.request(label, "invalid"),
-    });
-    if (domain === undefined) return (this.unknownCounters ??= make(UNKNOWN_DOMAIN));
+    if (domain === undefined)
+      return (this.unknownCounters ??= requestCounters(this.options.metrics, UNKNOWN_DOMAIN));
     let c = this.requestCounters.get(domain);
     if (c === undefined) {
-      c = make(domain.domain);
+      c = requestCounters(this.options.metrics, domain.domain);
       this.requestCounters.set(domain, c);
     }
     return c;
@@ -721,6 +716,15 @@ function answerable(req: RlsRequest): boolean {
 /** Whether a response allows the request (what a draft's counts compare). */
 function allows(res: RlsResponse): boolean {
   return res.overallCode !== CODE.OVER_LIMIT;
+}
+
+/** The request metric's counters of one domain label (made once per domain, on a cache miss). */
+function requestCounters(metrics: RlsMetrics | undefined, label: string): RequestCounters {
+  return {
+    ok: metrics?.request(label, "ok"),
+    overLimit: metrics?.request(label, "over_limit"),
+    invalid: metrics?.request(label, "invalid"),
+  };
 }
 
 /** Counts a request's response in its domain's request metric. */

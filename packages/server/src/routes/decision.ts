@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import type { HeaderList } from "sluice/http";
-import { type DecideLiveHooks, decideLive, disabledDecision } from "sluice/service";
+import { type DraftHooks, decideLive, disabledDecision } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import {
   batchRequestSchema,
@@ -84,7 +84,7 @@ class Decisions {
   /** `sluice_decisions_total`'s child for (policy, outcome, reason), labelled once. */
   private readonly counted = new Map<string, { inc(): void }>();
   /** What a draft's evaluation tells the metrics and the log, per policy (made once). */
-  private readonly hooks = new Map<string, DecideLiveHooks>();
+  private readonly hooks = new Map<string, DraftHooks>();
 
   constructor(private readonly ctx: ServiceContext) {}
 
@@ -170,7 +170,7 @@ class Decisions {
   }
 
   /** The hooks that count a policy's draft decisions and log its failures. */
-  private draftHooks(policy: string): DecideLiveHooks {
+  private draftHooks(policy: string): DraftHooks {
     let h = this.hooks.get(policy);
     if (h === undefined) {
       const { metrics, logger } = this.ctx;

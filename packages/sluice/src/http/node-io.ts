@@ -16,7 +16,7 @@ export function nodeHeader(req: IncomingMessage): (name: string) => string | und
 }
 
 /** The path of a request URL, without the query string. */
-export function pathOf(url: string | undefined): string {
+function pathOf(url: string | undefined): string {
   if (!url) return "/";
   const q = url.indexOf("?");
   return q < 0 ? url : url.slice(0, q);
@@ -44,13 +44,13 @@ export function whenDone(res: ServerResponse, finish: Finish): void {
 }
 
 /** Sets every header of the list, unless the headers are already sent. */
-export function setNodeHeaders(res: ServerResponse, headers: HeaderList): void {
+function setNodeHeaders(res: ServerResponse, headers: HeaderList): void {
   if (res.headersSent) return;
   for (const [name, value] of headers) res.setHeader(name, value);
 }
 
 /** Writes a rejection (status, headers, body) and ends the response. */
-export function sendNodeReject(
+function sendNodeReject(
   res: ServerResponse,
   status: number,
   headers: HeaderList,
@@ -66,25 +66,20 @@ export function sendNodeReject(
   res.end(body);
 }
 
-/** Where a request stands, for {@link nodeRequestInput}: what the framework knows of it. */
-export interface NodeRequestParts<Raw> {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  /** The framework's request object (the options' functions get it). */
-  readonly raw: Raw;
-  /** The URL as the framework sees it (Express: `originalUrl`, below a mount point too). */
-  readonly url: string | undefined;
-  /** The route pattern, when the framework knows it. */
-  readonly route: string | undefined;
-}
-
 /**
  * The request as the core takes it, read from node:http: method, path, headers and peer; the
- * disconnect signal only when the core may make the request wait (`waits`).
+ * disconnect signal only when the core may make the request wait (`waits`). `raw` is the
+ * framework's request object (the options' functions get it), `url` the URL as the framework
+ * sees it (Express: `originalUrl`, below a mount point too), `route` the route pattern when the
+ * framework knows it.
  */
 export function nodeRequestInput<Raw>(
   waits: boolean,
-  { req, res, raw, url, route }: NodeRequestParts<Raw>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  raw: Raw,
+  url: string | undefined,
+  route: string | undefined,
 ): RequestInput<Raw> {
   return {
     method: req.method ?? "GET",
@@ -97,24 +92,29 @@ export function nodeRequestInput<Raw>(
   };
 }
 
+/** A `degrade` fallback of the node:http adapters (node, Express): `(req, res, decision)`. */
+type NodeOutcomeFallback<Req, Res> = (req: Req, res: Res, decision: Decision) => unknown;
+
 /**
  * Carries out the core's outcome on a node:http response: `true` when the request goes on to its
  * handler (skipped, or passed with its headers set), `false` when it was answered here (rejected,
- * a failed option function, the fallback, or the client gone). `expose` hears the decision of a
- * pass or a fallback before either goes on (Express: `res.locals.rateLimit`).
+ * a failed option function, the fallback, or the client gone). Only the fallback is waited for:
+ * that answer alone is a promise, so a request that passes or is rejected pays for none. `expose`
+ * hears the decision of a pass or a fallback before either goes on (Express:
+ * `res.locals.rateLimit`).
  */
-export async function settleNodeOutcome<Fallback>(
-  outcome: Outcome<Fallback>,
-  res: ServerResponse,
-  serveFallback: (fallback: Fallback, decision: Decision) => unknown,
-  expose: (decision: Decision) => void = () => undefined,
-): Promise<boolean> {
+export function settleNodeOutcome<Req, Res extends ServerResponse>(
+  outcome: Outcome<NodeOutcomeFallback<Req, Res>>,
+  req: Req,
+  res: Res,
+  expose?: (res: Res, decision: Decision) => void,
+): boolean | Promise<boolean> {
   switch (outcome.kind) {
     case "skip":
       return true;
     case "pass":
       setNodeHeaders(res, outcome.headers);
-      expose(outcome.decision);
+      expose?.(res, outcome.decision);
       whenDone(res, outcome.finish);
       return true;
     case "reject":
@@ -122,12 +122,24 @@ export async function settleNodeOutcome<Fallback>(
       sendNodeReject(res, outcome.status, outcome.headers, outcome.body);
       return false;
     case "degrade":
-      setNodeHeaders(res, outcome.headers);
-      expose(outcome.decision);
-      await serveFallback(outcome.fallback, outcome.decision);
-      return false;
+      return serveFallback(outcome.fallback, req, res, outcome.headers, outcome.decision, expose);
     case "aborted":
       res.destroy();
       return false;
   }
+}
+
+/** The `degrade` branch of {@link settleNodeOutcome}: headers, `expose`, then the fallback, waited for. */
+async function serveFallback<Req, Res extends ServerResponse>(
+  fallback: NodeOutcomeFallback<Req, Res>,
+  req: Req,
+  res: Res,
+  headers: HeaderList,
+  decision: Decision,
+  expose: ((res: Res, decision: Decision) => void) | undefined,
+): Promise<false> {
+  setNodeHeaders(res, headers);
+  expose?.(res, decision);
+  await fallback(req, res, decision);
+  return false;
 }

@@ -1,13 +1,13 @@
 /**
  * The policy kind of the live document: what a policy's live form holds, the draft's own keys,
- * the draft's shadow counts under `decideLive`, and the deprecated `livePolicy` (the same build).
+ * and the draft's shadow counts under `decideLive`.
  */
 import { describe, expect, it } from "vitest";
 import { type Limiter, createLimiter } from "../limiter.js";
 import type { Policy } from "../policy.js";
 import { MemoryStore } from "../stores/memory.js";
 import { buildLive, emptyDraftStats } from "./live-document.js";
-import { type ManagedPolicyDocument, decideLive, livePolicy, policyLiveKind } from "./live.js";
+import { type ManagedPolicyDocument, decideLive, policyLiveKind } from "./live.js";
 
 const doc = (limit: number, extra: Partial<ManagedPolicyDocument> = {}): ManagedPolicyDocument => ({
   name: "api",
@@ -68,16 +68,5 @@ describe("the policy kind", () => {
       wouldDenyNewly: 2,
       wouldAllowNewly: 0,
     });
-  });
-});
-
-describe("livePolicy (deprecated)", () => {
-  it("keeps the previous form for the same version and name, and builds anew for another name", () => {
-    const { made, limiterFor } = limiters();
-    const first = livePolicy(doc(2), 1, undefined, undefined, limiterFor);
-    expect(livePolicy(doc(2), 1, undefined, first, limiterFor)).toBe(first);
-    const renamed = livePolicy(doc(2, { name: "other" }), 1, undefined, first, limiterFor);
-    expect(renamed.policy.name).toBe("other");
-    expect(made).toEqual(["api", "other"]);
   });
 });

@@ -13,12 +13,10 @@ import type { Limiter } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import {
   type DraftHooks,
-  type DraftSource,
   type LiveDocument,
   type LiveDocumentDraft,
   type LiveKind,
   NO_DRAFT_HOOKS,
-  buildLive,
   draftPolicyName,
   shadowDraft,
 } from "./live-document.js";
@@ -98,31 +96,6 @@ export function policyLiveKind<D extends ManagedPolicyDocument>(
     }),
   };
 }
-
-/**
- * Builds the live form of one policy version: {@link buildLive} with the policy kind
- * ({@link policyLiveKind}), `previous` kept only for the same policy name.
- *
- * @deprecated Build with `buildLive` (or `buildLiveSet`) and a kind made once by
- * `policyLiveKind`, as the registry and `connectPolicies` do.
- */
-export function livePolicy<D extends ManagedPolicyDocument>(
-  doc: D,
-  version: number,
-  draft: DraftSource<D> | undefined,
-  previous: LivePolicy<D> | undefined,
-  limiterFor: (policy: Policy) => Limiter,
-): LivePolicy<D> {
-  const before = previous?.policy.name === doc.name ? previous : undefined;
-  return buildLive(policyLiveKind<D>(limiterFor), { name: doc.name, doc, version, draft }, before);
-}
-
-/**
- * What {@link decideLive} tells its caller besides the decision.
- *
- * @deprecated The same as `DraftHooks` (every kind's draft tells the same).
- */
-export type DecideLiveHooks = DraftHooks;
 
 /**
  * Decides one request under a live policy, as the service does: a disabled policy allows it

@@ -38,26 +38,26 @@ export function rateLimit(options: ExpressRateLimitOptions): ExpressMiddleware {
   const run = async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const route = req.route as { path?: unknown } | undefined;
     const outcome = await core.handle(
-      nodeRequestInput(core.waits, {
+      nodeRequestInput(
+        core.waits,
         req,
         res,
-        raw: req,
-        url: req.originalUrl ?? req.url,
-        route: typeof route?.path === "string" ? `${req.baseUrl ?? ""}${route.path}` : undefined,
-      }),
+        req,
+        req.originalUrl ?? req.url,
+        typeof route?.path === "string" ? `${req.baseUrl ?? ""}${route.path}` : undefined,
+      ),
     );
-    const go = await settleNodeOutcome(
-      outcome,
-      res,
-      (fallback, decision) => fallback(req, res, decision),
-      (decision) => {
-        res.locals.rateLimit = decision;
-      },
-    );
-    if (go) next();
+    // Only a fallback answers with a promise: the other outcomes go on without another await.
+    const go = settleNodeOutcome(outcome, req, res, exposeDecision);
+    if (go === true || (go !== false && (await go))) next();
   };
   return (req, res, next) => {
     // Express 4 ignores a returned promise: route every failure to the error handlers ourselves.
     run(req, res, next).catch(next);
   };
+}
+
+/** Hands the decision of a pass or a fallback to later handlers as `res.locals.rateLimit`. */
+function exposeDecision(res: Response, decision: Decision): void {
+  res.locals.rateLimit = decision;
 }

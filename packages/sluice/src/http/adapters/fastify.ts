@@ -90,13 +90,14 @@ const plugin: FastifyPluginAsync<FastifyRateLimitOptions> = async (fastify, opti
     const core = cfg ? coreFor(cfg) : globalCore;
     if (!core) return;
     const outcome = await core.handle(
-      nodeRequestInput(core.waits, {
-        req: request.raw,
-        res: reply.raw,
-        raw: request,
-        url: request.url,
-        route: request.routeOptions.url,
-      }),
+      nodeRequestInput(
+        core.waits,
+        request.raw,
+        reply.raw,
+        request,
+        request.url,
+        request.routeOptions.url,
+      ),
     );
     switch (outcome.kind) {
       case "skip":

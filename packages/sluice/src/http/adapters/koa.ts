@@ -15,7 +15,7 @@
 import type { Context, Middleware, Next } from "koa";
 import type { Decision } from "../../decision.js";
 import { RateLimitCore } from "../core.js";
-import { disconnectSignal, whenDone } from "../node-io.js";
+import { disconnectSignal, nodeHeader, whenDone } from "../node-io.js";
 import type { RateLimitOptions } from "../types.js";
 
 export * from "../index.js";
@@ -35,10 +35,7 @@ export function rateLimit(options: KoaRateLimitOptions): Middleware {
       method: ctx.method,
       path: ctx.path,
       route: typeof matched === "string" ? matched : undefined,
-      header: (name) => {
-        const v = ctx.req.headers[name.toLowerCase()];
-        return Array.isArray(v) ? v.join(", ") : v;
-      },
+      header: nodeHeader(ctx.req),
       peer: ctx.req.socket.remoteAddress,
       raw: ctx,
       signal: core.waits ? disconnectSignal(ctx.res) : undefined,

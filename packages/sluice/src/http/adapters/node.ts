@@ -49,9 +49,9 @@ export function rateLimit(options: NodeRateLimitOptions): NodeRateLimit {
   const core = new RateLimitCore<IncomingMessage, NodeFallback>(options);
   const check = async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const outcome = await core.handle(
-      nodeRequestInput(core.waits, { req, res, raw: req, url: req.url, route: undefined }),
+      nodeRequestInput(core.waits, req, res, req, req.url, undefined),
     );
-    return settleNodeOutcome(outcome, res, (fallback, decision) => fallback(req, res, decision));
+    return settleNodeOutcome(outcome, req, res);
   };
   const wrap = (handler: NodeHandler): NodeHandler => {
     return async (req, res) => {
