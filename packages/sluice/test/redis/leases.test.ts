@@ -26,27 +26,27 @@ import {
 } from "../../src/index.js";
 import { identifierTag, slotOfTag, tagForSlot } from "../../src/stores/redis-keys.js";
 import { waitFor } from "../../../../test/support/ports.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { redisAndClusterForSuite } from "../../../../test/support/redis-suite.js";
 import { type Workers, startWorkers } from "./workers.js";
 
 const run = Date.now().toString(36);
 const LEASED: readonly AlgorithmName[] = ["gcra", "token-bucket", "fixed-window", "concurrency"];
 
-let server: RedisServer;
-let cluster: RedisCluster;
+const redis = redisAndClusterForSuite();
 let admin: Redis;
 let clusterAdmin: Cluster;
 let standalone: Workers;
 let clustered: Workers;
 
+// After redisAndClusterForSuite's beforeAll (hooks run in order); the clients and workers stop
+// before Redis does (afterAll hooks run last registered first).
 beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster()]);
-  admin = new Redis(server.url);
-  clusterAdmin = new Cluster([...cluster.startupNodes]);
-  const nodes = JSON.stringify(cluster.startupNodes);
+  admin = new Redis(redis.server.url);
+  clusterAdmin = new Cluster([...redis.cluster.startupNodes]);
+  const nodes = JSON.stringify(redis.cluster.startupNodes);
   [standalone, clustered] = await Promise.all([
-    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: server.url }))),
+    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: redis.server.url }))),
     startWorkers(Array.from({ length: 4 }, () => ({ CLUSTER_NODES: nodes }))),
   ]);
 }, 120_000);
@@ -55,7 +55,6 @@ afterAll(async () => {
   await Promise.all([standalone?.stop(), clustered?.stop()]);
   admin?.disconnect();
   clusterAdmin?.disconnect();
-  await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
 /**
@@ -131,7 +130,7 @@ describe("one process", () => {
   let store: RedisStore;
 
   beforeAll(() => {
-    client = new Redis(server.url);
+    client = new Redis(redis.server.url);
     const call = client.call.bind(client);
     // Counts the script calls.
     client.call = ((command: string, args: Array<string | number>) => {
