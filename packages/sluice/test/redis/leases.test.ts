@@ -165,7 +165,7 @@ describe("one process", () => {
       expect([alg, calls / (decisions / 1000)]).toEqual([alg, expect.any(Number)]);
       expect(calls / (decisions / 1000), alg).toBeLessThanOrEqual(2);
     }
-    const c = store.leaseCounters!;
+    const c = store.allotmentCounters!;
     expect(c.local).toBeGreaterThan(c.remote * 10);
   });
 
@@ -196,10 +196,10 @@ describe("one process", () => {
       store,
       policy: { ...policyFor("gcra", `lc${run}`, 1_000_000), lease: true },
     });
-    const taken = store.leaseCounters!.taken;
+    const taken = store.allotmentCounters!.taken;
     for (let i = 0; i < 20_000; i += 500)
       await Promise.all(Array.from({ length: 500 }, (_, j) => limiter.limit(`c${i + j}`)));
-    expect(store.leaseCounters!.taken).toBe(taken);
+    expect(store.allotmentCounters!.taken).toBe(taken);
   });
 
   it("a hot key among a flood of cold keys (20,000) still takes its lease", async () => {
@@ -208,7 +208,7 @@ describe("one process", () => {
       store,
       policy: { ...policyFor("gcra", `lf${run}`, 1_000_000), lease: true },
     });
-    const taken = store.leaseCounters?.taken ?? 0;
+    const taken = store.allotmentCounters?.taken ?? 0;
     // More new keys at once than a node counts (10,000): counting must go on after them.
     await Promise.all(Array.from({ length: 12_000 }, (_, j) => limiter.limit(`g${j}`)));
     // Each round: 500 new keys, then the hot key 25 times (more than `hotAfter` in the same
@@ -218,7 +218,7 @@ describe("one process", () => {
         ...Array.from({ length: 500 }, (_, j) => limiter.limit(`f${i + j}`)),
         ...Array.from({ length: 25 }, () => limiter.limit("hot")),
       ]);
-    expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
+    expect(store.allotmentCounters!.taken).toBeGreaterThan(taken);
     expect(limiter.tryLimitSync("hot")?.allowed).toBe(true);
   });
 
@@ -299,20 +299,20 @@ describe("Redis killed while leases are held", () => {
       await waitFor(async () => (await limiter.limit("k")).reason === "store-error", 10_000, 50);
       restarted = await startRedis([], own.port);
       await waitFor(async () => (await limiter.limit("k")).reason === undefined, 10_000, 50);
-      const taken = store.leaseCounters!.taken;
+      const taken = store.allotmentCounters!.taken;
       // The restarted Redis has a new epoch: no lease for one lease lifetime.
       for (let i = 0; i < 20; i++) {
         const d = await limiter.limit("k");
         expect(d.reason).toBeUndefined();
       }
-      expect(store.leaseCounters!.taken).toBe(taken);
+      expect(store.allotmentCounters!.taken).toBe(taken);
       const epoch = Number(await client.get("sl:lease-epoch"));
       expect(epoch).toBeGreaterThan(0);
       // Then leases again.
       await waitFor(
         async () => {
           await limiter.limit("k");
-          return store.leaseCounters!.taken > taken;
+          return store.allotmentCounters!.taken > taken;
         },
         10_000,
         50,
