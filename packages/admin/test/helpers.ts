@@ -4,7 +4,7 @@
  * Chromium driven through playwright-core — pages that record the script errors and 404s they
  * meet, and a sign-in as the console's users make it.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, type Page, chromium } from "playwright-core";
@@ -91,7 +91,6 @@ export async function createUser(
 export interface Served {
   /** `http://127.0.0.1:<port>`. */
   readonly base: string;
-  readonly child: ChildProcess;
   /** What it printed so far (stdout and stderr). */
   log(): string;
   /** Calls its API ({@link callApi}). */
@@ -127,7 +126,6 @@ export async function startServe(options: {
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   const served: Served = {
     base,
-    child,
     log: () => log,
     api: (method, path, o) => callApi(base, method, path, o),
     async stop() {
@@ -160,32 +158,29 @@ export function answers(path: string): (served: Served) => Promise<boolean> {
   return async (served) => (await fetch(`${served.base}${path}`)).ok;
 }
 
-/** One headless Chromium for a test file, and what its pages met. */
+/** One headless Chromium for a test file. */
 export interface Chromium {
   readonly browser: Browser;
-  /** Every script error a page of {@link Chromium.newPage} threw. */
-  readonly pageErrors: string[];
-  /** Every request such a page saw answered 404 (the console should provoke none). */
-  readonly notFound: string[];
-  /** A page in a context of its own (a role), recording errors and 404s. */
+  /** A page in a context of its own (a role), recording errors and 404s into the test's lists. */
   newPage(width?: number, height?: number): Promise<Page>;
 }
 
-/** Launches {@link CHROMIUM} headless; its pages record into the test's lists, if given. */
-export async function launchChromium(
-  { pageErrors, notFound }: Pick<Chromium, "pageErrors" | "notFound"> = {
-    pageErrors: [],
-    notFound: [],
-  },
-): Promise<Chromium> {
+/** Launches {@link CHROMIUM} headless; its pages record what they meet into the test's lists. */
+export async function launchChromium({
+  pageErrors,
+  notFound,
+}: {
+  /** Every script error a page of {@link Chromium.newPage} throws. */
+  pageErrors: string[];
+  /** Every request such a page sees answered 404 (the console should provoke none). */
+  notFound: string[];
+}): Promise<Chromium> {
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
   });
   return {
     browser,
-    pageErrors,
-    notFound,
     async newPage(width = 1280, height = 860) {
       const context = await browser.newContext({ viewport: { width, height } });
       const p = await context.newPage();

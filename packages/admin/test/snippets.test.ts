@@ -15,7 +15,7 @@
  * browser test (admin.test.ts) shows them on the page.
  */
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,7 +34,15 @@ import {
   expressSnippet,
   expressViaServiceSnippet,
 } from "../src/snippets.js";
-import { CLI, type Served, answers, callApi, createUser, startServe } from "./helpers.js";
+import {
+  CLI,
+  type Served,
+  answers,
+  callApi,
+  createUser,
+  requireFiles,
+  startServe,
+} from "./helpers.js";
 
 const doc: PolicyDoc = {
   name: "api.search",
@@ -221,8 +229,7 @@ async function policy(name: string, apps: string[] = ["web"]): Promise<void> {
 
 describe("every console snippet, run against sluice serve with a good and a bad credential", () => {
   beforeAll(async () => {
-    if (!existsSync(CLI))
-      throw new Error(`missing ${CLI}: needs the built packages (npm run build)`);
+    requireFiles([[CLI, "npm run build"]]);
     redis = await startRedis();
     dataDir = mkdtempSync(join(tmpdir(), "sluice-snippets-data-"));
     appsDir = mkdtempSync(join(ROOT, "node_modules", ".sluice-snippets-run-"));

@@ -5,7 +5,7 @@
  */
 import {
   type Decision,
-  LEASE_ALGORITHMS,
+  ALLOTMENT_ALGORITHMS,
   type Limiter,
   type Store,
   type SyncLimiter,
@@ -23,7 +23,7 @@ export const T0 = 1_700_006_400_000;
  */
 export function leaseRefusal(scenario: Scenario): string | undefined {
   const alg = scenario.policy.algorithm ?? "gcra";
-  if (!LEASE_ALGORITHMS.includes(alg)) return `no leases for ${alg}`;
+  if (!ALLOTMENT_ALGORITHMS.includes(alg)) return `no leases for ${alg}`;
   if (scenario.policy.blockDuration !== undefined) return "no leases with blockDuration";
   if (scenario.policy.windowStart === "first-request")
     return "no leases with first-request windows";

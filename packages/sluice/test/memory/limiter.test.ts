@@ -14,7 +14,7 @@ import {
 
 const T0 = 1_700_006_400_000;
 
-/** A decision without its lease id (each store numbers its own leases). */
+/** A decision without its permit id, `leaseId` (each store numbers its own permits). */
 function strip(d: Decision): Omit<Decision, "leaseId"> {
   const { leaseId: _, ...rest } = d;
   return rest;

@@ -6,9 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ALGORITHMS, type AlgorithmName, type PolicyInput } from "../../src/index.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { CLIENTS } from "../../../../test/support/redis-clients.js";
-import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { redisAndClusterForSuite } from "../../../../test/support/redis-suite.js";
 import { type Workers, startWorkers } from "./workers.js";
 
 const run = Date.now().toString(36);
@@ -24,25 +23,25 @@ function policyFor(alg: AlgorithmName, name: string): PolicyInput {
   return { name, algorithm: alg, rules: [{ limit: 5, period }], onStoreError: "deny" };
 }
 
-let server: RedisServer;
-let cluster: RedisCluster;
+const redis = redisAndClusterForSuite();
 let standalone: Workers;
 let clustered: Workers;
 let skewed: Workers;
 
+// After redisAndClusterForSuite's beforeAll (hooks run in order); the workers stop before
+// Redis does (afterAll hooks run last registered first).
 beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster()]);
-  const nodes = JSON.stringify(cluster.startupNodes);
+  const url = redis.server.url;
+  const nodes = JSON.stringify(redis.cluster.startupNodes);
   [standalone, clustered, skewed] = await Promise.all([
-    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: server.url }))),
+    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: url }))),
     startWorkers(Array.from({ length: 4 }, () => ({ CLUSTER_NODES: nodes }))),
-    startWorkers([{ REDIS_URL: server.url }, { REDIS_URL: server.url, SKEW_MS: "5000" }]),
+    startWorkers([{ REDIS_URL: url }, { REDIS_URL: url, SKEW_MS: "5000" }]),
   ]);
 }, 120_000);
 
 afterAll(async () => {
   await Promise.all([standalone?.stop(), clustered?.stop(), skewed?.stop()]);
-  await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
 describe.each([

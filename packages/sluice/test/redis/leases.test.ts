@@ -26,27 +26,27 @@ import {
 } from "../../src/index.js";
 import { identifierTag, slotOfTag, tagForSlot } from "../../src/stores/redis-keys.js";
 import { waitFor } from "../../../../test/support/ports.js";
-import { type RedisCluster, startCluster } from "../../../../test/support/redis-cluster.js";
 import { type RedisServer, startRedis } from "../../../../test/support/redis.js";
+import { redisAndClusterForSuite } from "../../../../test/support/redis-suite.js";
 import { type Workers, startWorkers } from "./workers.js";
 
 const run = Date.now().toString(36);
 const LEASED: readonly AlgorithmName[] = ["gcra", "token-bucket", "fixed-window", "concurrency"];
 
-let server: RedisServer;
-let cluster: RedisCluster;
+const redis = redisAndClusterForSuite();
 let admin: Redis;
 let clusterAdmin: Cluster;
 let standalone: Workers;
 let clustered: Workers;
 
+// After redisAndClusterForSuite's beforeAll (hooks run in order); the clients and workers stop
+// before Redis does (afterAll hooks run last registered first).
 beforeAll(async () => {
-  [server, cluster] = await Promise.all([startRedis(), startCluster()]);
-  admin = new Redis(server.url);
-  clusterAdmin = new Cluster([...cluster.startupNodes]);
-  const nodes = JSON.stringify(cluster.startupNodes);
+  admin = new Redis(redis.server.url);
+  clusterAdmin = new Cluster([...redis.cluster.startupNodes]);
+  const nodes = JSON.stringify(redis.cluster.startupNodes);
   [standalone, clustered] = await Promise.all([
-    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: server.url }))),
+    startWorkers(Array.from({ length: 4 }, () => ({ REDIS_URL: redis.server.url }))),
     startWorkers(Array.from({ length: 4 }, () => ({ CLUSTER_NODES: nodes }))),
   ]);
 }, 120_000);
@@ -55,7 +55,6 @@ afterAll(async () => {
   await Promise.all([standalone?.stop(), clustered?.stop()]);
   admin?.disconnect();
   clusterAdmin?.disconnect();
-  await Promise.all([server?.stop(), cluster?.stop()]);
 });
 
 /**
@@ -131,7 +130,7 @@ describe("one process", () => {
   let store: RedisStore;
 
   beforeAll(() => {
-    client = new Redis(server.url);
+    client = new Redis(redis.server.url);
     const call = client.call.bind(client);
     // Counts the script calls.
     client.call = ((command: string, args: Array<string | number>) => {
@@ -166,7 +165,7 @@ describe("one process", () => {
       expect([alg, calls / (decisions / 1000)]).toEqual([alg, expect.any(Number)]);
       expect(calls / (decisions / 1000), alg).toBeLessThanOrEqual(2);
     }
-    const c = store.leaseCounters!;
+    const c = store.allotmentCounters!;
     expect(c.local).toBeGreaterThan(c.remote * 10);
   });
 
@@ -197,10 +196,10 @@ describe("one process", () => {
       store,
       policy: { ...policyFor("gcra", `lc${run}`, 1_000_000), lease: true },
     });
-    const taken = store.leaseCounters!.taken;
+    const taken = store.allotmentCounters!.taken;
     for (let i = 0; i < 20_000; i += 500)
       await Promise.all(Array.from({ length: 500 }, (_, j) => limiter.limit(`c${i + j}`)));
-    expect(store.leaseCounters!.taken).toBe(taken);
+    expect(store.allotmentCounters!.taken).toBe(taken);
   });
 
   it("a hot key among a flood of cold keys (20,000) still takes its lease", async () => {
@@ -209,7 +208,7 @@ describe("one process", () => {
       store,
       policy: { ...policyFor("gcra", `lf${run}`, 1_000_000), lease: true },
     });
-    const taken = store.leaseCounters?.taken ?? 0;
+    const taken = store.allotmentCounters?.taken ?? 0;
     // More new keys at once than a node counts (10,000): counting must go on after them.
     await Promise.all(Array.from({ length: 12_000 }, (_, j) => limiter.limit(`g${j}`)));
     // Each round: 500 new keys, then the hot key 25 times (more than `hotAfter` in the same
@@ -219,7 +218,7 @@ describe("one process", () => {
         ...Array.from({ length: 500 }, (_, j) => limiter.limit(`f${i + j}`)),
         ...Array.from({ length: 25 }, () => limiter.limit("hot")),
       ]);
-    expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
+    expect(store.allotmentCounters!.taken).toBeGreaterThan(taken);
     expect(limiter.tryLimitSync("hot")?.allowed).toBe(true);
   });
 
@@ -300,20 +299,20 @@ describe("Redis killed while leases are held", () => {
       await waitFor(async () => (await limiter.limit("k")).reason === "store-error", 10_000, 50);
       restarted = await startRedis([], own.port);
       await waitFor(async () => (await limiter.limit("k")).reason === undefined, 10_000, 50);
-      const taken = store.leaseCounters!.taken;
+      const taken = store.allotmentCounters!.taken;
       // The restarted Redis has a new epoch: no lease for one lease lifetime.
       for (let i = 0; i < 20; i++) {
         const d = await limiter.limit("k");
         expect(d.reason).toBeUndefined();
       }
-      expect(store.leaseCounters!.taken).toBe(taken);
+      expect(store.allotmentCounters!.taken).toBe(taken);
       const epoch = Number(await client.get("sl:lease-epoch"));
       expect(epoch).toBeGreaterThan(0);
       // Then leases again.
       await waitFor(
         async () => {
           await limiter.limit("k");
-          return store.leaseCounters!.taken > taken;
+          return store.allotmentCounters!.taken > taken;
         },
         10_000,
         50,

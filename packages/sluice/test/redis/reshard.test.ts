@@ -317,7 +317,7 @@ describe("operations under load", () => {
       if (s < lo || s >= lo + SLOTS) ids.push(`o${i}`);
     }
     await agedEpochs(ids);
-    const taken = store.leaseCounters?.taken ?? 0;
+    const taken = store.allotmentCounters?.taken ?? 0;
     const t = traffic(limiters, ids);
     await waitFor(() => t.decisions > 5000, 30_000, 20);
     await reshard(from, to, SLOTS, ["--cluster-pipeline", "1"]);
@@ -332,7 +332,7 @@ describe("operations under load", () => {
     expect(t.failures).toEqual([]);
     expect(missing).toEqual([0, 0, 0]);
     expect(t.reasons.get("store-error") ?? 0).toBe(0);
-    expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
+    expect(store.allotmentCounters!.taken).toBeGreaterThan(taken);
     expect((await ownerOfSlot(redis.cluster.nodes[0]!.port, lo)).port).toBe(to.port);
   }, 180_000);
 
@@ -472,7 +472,7 @@ describe("operations under load", () => {
     );
     const ids = Array.from({ length: 300 }, (_, i) => `f${i}`);
     await agedEpochs(ids);
-    const taken = store.leaseCounters?.taken ?? 0;
+    const taken = store.allotmentCounters?.taken ?? 0;
     const t = traffic(limiters, ids);
     await waitFor(() => t.decisions > 5000, 30_000, 20);
     const master = (await clusterMasters(redis.cluster.nodes[0]!.port))[2]!;
@@ -496,7 +496,7 @@ describe("operations under load", () => {
     expect(t.failures).toEqual([]);
     expect(missing).toEqual([0, 0, 0]);
     expect(t.reasons.get("store-error") ?? 0).toBe(0);
-    expect(store.leaseCounters!.taken).toBeGreaterThan(taken);
+    expect(store.allotmentCounters!.taken).toBeGreaterThan(taken);
   }, 180_000);
 });
 
