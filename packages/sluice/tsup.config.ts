@@ -34,6 +34,11 @@ export default defineConfig({
   // Shared chunks, so `sluice` and `sluice/express` share one copy of the core (and of its
   // error classes, for `instanceof`).
   splitting: true,
+  // CommonJS has no `import.meta`: telemetry.ts reads `__filename` there instead.
+  esbuildOptions(options, context) {
+    if (context.format === "cjs")
+      options.define = { ...options.define, "import.meta.url": "undefined" };
+  },
   // fastify-plugin is tiny and CJS-only: bundle it into `sluice/fastify` so users need not install it.
   noExternal: ["fastify-plugin"],
 });

@@ -8,12 +8,27 @@ export type {
   LimiterOptions,
   LimitOptions,
   Lease,
+  NearLimitEvent,
   Permit,
   Reservation,
   SetCountOptions,
   SyncLimiter,
 } from "./limiter.js";
 export * from "./policy-exports.js";
+export {
+  RATELIMIT_ATTRIBUTES,
+  RATELIMIT_METRICS,
+  TIMED_PER_SECOND,
+  annotateSpan,
+  useOpenTelemetry,
+} from "./telemetry.js";
+export type {
+  MeterLike,
+  ObservableLike,
+  OpenTelemetryApi,
+  SpanLike,
+  TelemetryAttributes,
+} from "./telemetry.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
 export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
 export { isSyncStore } from "./store.js";

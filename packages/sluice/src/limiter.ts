@@ -10,6 +10,13 @@ import {
 } from "./policy.js";
 import { type Store, type StoreDecision, type SyncStore, isSyncStore } from "./store.js";
 import { MemoryStore } from "./stores/memory.js";
+import {
+  RATELIMIT_METRICS,
+  type Tally,
+  activeSpan,
+  annotateActiveSpan,
+  tallyFor,
+} from "./telemetry.js";
 
 /** Options of {@link createLimiter}. */
 export interface LimiterOptions {
@@ -19,6 +26,29 @@ export interface LimiterOptions {
   policy: PolicyInput | Policy;
   /** Called when the store fails and `onStoreError` decided instead (for logs and metrics). */
   onError?: (error: unknown, policy: Policy) => void;
+  /**
+   * Warn when a key's use of a rule crosses this share of its capacity (0 < warnAt ≤ 1, e.g.
+   * 0.8): once each time it crosses from below (for a window algorithm, once per window). The
+   * warning is the span event `ratelimit.near_limit` on the active span and a call of
+   * `onNearLimit`. Default: no warnings.
+   */
+  warnAt?: number;
+  /** Told when a key crosses `warnAt`. Default: one line on `console.warn`. */
+  onNearLimit?: (event: NearLimitEvent) => void;
+}
+
+/** A key crossing its policy's `warnAt` share of a rule (see {@link LimiterOptions.warnAt}). */
+export interface NearLimitEvent {
+  /** The policy's name. */
+  readonly policy: string;
+  /** The key (never in metrics; it is in this event, for the app's logs). */
+  readonly key: string;
+  /** The index of the rule whose share was crossed. */
+  readonly rule: number;
+  /** The share of the rule's capacity in use after the decision (0–1). */
+  readonly used: number;
+  /** The decision that crossed it. */
+  readonly decision: Decision;
 }
 
 /** Options of one call. */
@@ -144,7 +174,11 @@ export function createLimiter(options: LimiterOptions): Limiter {
     ]);
   }
   const policy = isResolvedPolicy(options.policy) ? options.policy : definePolicy(options.policy);
-  return new PolicyLimiter(policy, options.store ?? new MemoryStore(), options.onError);
+  const warnings =
+    options.warnAt === undefined
+      ? undefined
+      : nearLimitWarnings(policy, options.warnAt, options.onNearLimit);
+  return new PolicyLimiter(policy, options.store ?? new MemoryStore(), options.onError, warnings);
 }
 
 class PolicyLimiter implements Limiter {
@@ -154,13 +188,22 @@ class PolicyLimiter implements Limiter {
   /** The insurance limiter, built for `instances` sharing the limit; rebuilt when that changes. */
   private insurance: { store: MemoryStore; policy: Policy; instances: number } | undefined;
 
+  /** This policy's decisions on this kind of store, for OpenTelemetry (telemetry.ts). */
+  private readonly tally: Tally;
+
   constructor(
     readonly policy: Policy,
     readonly store: Store,
     private readonly onError: ((error: unknown, policy: Policy) => void) | undefined,
+    private readonly warnings?: NearLimitWarnings,
   ) {
     this.capacity = policyCapacity(policy);
     this.sync = isSyncStore(store) ? store : undefined;
+    this.tally = tallyFor(policy.name, store.kind);
+    if (store.allotmentsHeld !== undefined) {
+      const name = policy.name;
+      this.tally.allotments = () => store.allotmentsHeld?.(name) ?? 0;
+    }
   }
 
   ready(): Promise<void> {
@@ -226,6 +269,7 @@ class PolicyLimiter implements Limiter {
           { path: "leaseId", message: "must be a non-empty string" },
         ]);
       }
+      this.tally.permitReleased(leaseId);
       return this.store.release(this.policy, key, leaseId);
     } catch (err) {
       return Promise.reject(err);
@@ -321,14 +365,16 @@ class PolicyLimiter implements Limiter {
     const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
     checkKey(key);
     const commit = face !== "peek" && face !== "peekSync";
+    // A decision is counted (and, in a sample, timed); a peek is not.
+    const started = commit ? this.tally.begin() : NOT_COUNTED;
     const sync = this.sync;
     if (sync !== undefined) {
       try {
-        return this.answer(this.askSync(sync, key, cost, commit), cost, commit);
+        return this.answer(this.askSync(sync, key, cost, commit), key, cost, started);
       } catch (err) {
         // The synchronous faces let a store failure throw.
         if (face !== "limit" && face !== "peek") throw err;
-        return this.onStoreFailure(err, key, cost, commit);
+        return this.onStoreFailure(err, key, cost, started);
       }
     }
     if (face === "limitSync" || face === "peekSync") {
@@ -339,7 +385,7 @@ class PolicyLimiter implements Limiter {
     }
     if (face === "tryLimitSync") {
       const sd = this.store.decideLocal?.(this.policy, key, cost);
-      return sd === undefined ? undefined : this.finish(sd, cost);
+      return sd === undefined ? undefined : this.counted(this.finish(sd, cost), key, started);
     }
     let pending: Promise<StoreDecision>;
     try {
@@ -347,11 +393,11 @@ class PolicyLimiter implements Limiter {
       pending = commit ? this.store.decide(req) : this.store.peek(req);
     } catch (err) {
       // A store that throws instead of rejecting is a store failure all the same.
-      return this.onStoreFailure(err, key, cost, commit);
+      return this.onStoreFailure(err, key, cost, started);
     }
     return pending.then(
-      (sd) => this.answer(sd, cost, commit),
-      (err: unknown) => this.onStoreFailure(err, key, cost, commit),
+      (sd) => this.answer(sd, key, cost, started),
+      (err: unknown) => this.onStoreFailure(err, key, cost, started),
     );
   }
 
@@ -360,9 +406,26 @@ class PolicyLimiter implements Limiter {
     return commit ? sync.decideSync(this.policy, key, cost) : sync.peekSync(this.policy, key, cost);
   }
 
-  /** The decision of a store's answer: a decision's, or a peek's. */
-  private answer(sd: StoreDecision, cost: number, commit: boolean): Decision {
-    return commit ? this.finish(sd, cost) : this.peeked(sd, cost);
+  /** The decision of a store's answer: a decision's (counted), or a peek's. */
+  private answer(sd: StoreDecision, key: string, cost: number, started: number): Decision {
+    return started === NOT_COUNTED
+      ? this.peeked(sd, cost)
+      : this.counted(this.finish(sd, cost), key, started);
+  }
+
+  /**
+   * A decision made: counted in the policy's tally (timed when `started` ≥ 0), its permit
+   * remembered, and a denial marked on the active span (an allowed one is the door's to mark:
+   * the bare limiter's hot path stays a counter).
+   */
+  private counted(d: Decision, key: string, started: number): Decision {
+    const tally = this.tally;
+    tally.count(d, started);
+    if (d.leaseId !== undefined && d.allowed)
+      tally.permitTaken(d.leaseId, this.policy.rules[0]!.periodMs);
+    if (!d.allowed || d.reason === "shadow") annotateActiveSpan(d);
+    if (this.warnings !== undefined && d.allowed) this.warnings(key, d);
+    return d;
   }
 
   private checkCost(cost: unknown, field: string): number {
@@ -405,8 +468,15 @@ class PolicyLimiter implements Limiter {
   }
 
   /** The decision when the store failed, by `onStoreError`; throws a `ValidationError` on. */
-  private onStoreFailure(err: unknown, key: string, cost: number, commit: boolean): Decision {
+  private onStoreFailure(err: unknown, key: string, cost: number, started: number): Decision {
     if (err instanceof ValidationError) throw err;
+    const commit = started !== NOT_COUNTED;
+    const d = this.failedDecision(err, key, cost, commit);
+    return commit ? this.counted(d, key, started) : d;
+  }
+
+  /** {@link PolicyLimiter.onStoreFailure}'s decision. */
+  private failedDecision(err: unknown, key: string, cost: number, commit: boolean): Decision {
     try {
       this.onError?.(err, this.policy);
     } catch {
@@ -502,6 +572,9 @@ class PolicyLimiter implements Limiter {
 type AwaitedFace = "limit" | "peek";
 type SyncFace = "limitSync" | "peekSync";
 type Face = AwaitedFace | SyncFace | "tryLimitSync";
+
+/** `started` of a peek: not a decision, so neither counted nor timed. */
+const NOT_COUNTED = -2;
 
 function checkKey(key: unknown): asserts key is string {
   if (typeof key !== "string" || key.length === 0) {
@@ -626,4 +699,57 @@ export function permitOf(
       return release(decision.leaseId!);
     },
   };
+}
+
+/** The `warnAt` check of a limiter: told every allowed decision, warns on a crossing. */
+type NearLimitWarnings = (key: string, d: Decision) => void;
+
+/** The `warnAt` check (see {@link LimiterOptions.warnAt}); throws a `ValidationError` for a bad share. */
+function nearLimitWarnings(
+  policy: Policy,
+  warnAt: unknown,
+  onNearLimit: ((event: NearLimitEvent) => void) | undefined,
+): NearLimitWarnings {
+  if (typeof warnAt !== "number" || !(warnAt > 0 && warnAt <= 1)) {
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [
+      { path: "warnAt", message: `must be a number above 0 and at most 1 (got ${String(warnAt)})` },
+    ]);
+  }
+  const spec = algorithmOf(policy);
+  const thresholds = policy.rules.map((r) => warnAt * spec.capacity(r));
+  const tell = onNearLimit ?? defaultNearLimit;
+  return (key, d) => {
+    for (let i = 0; i < d.rules.length; i++) {
+      const r = d.rules[i]!;
+      const capacity = spec.capacity(policy.rules[i]!);
+      const used = capacity - r.remaining;
+      // Crossed by this decision: below the share before it, at or above it after.
+      if (used >= thresholds[i]! && used - d.cost < thresholds[i]!) {
+        const event: NearLimitEvent = {
+          policy: d.policy,
+          key,
+          rule: i,
+          used: used / capacity,
+          decision: d,
+        };
+        activeSpan()?.addEvent(RATELIMIT_METRICS.NEAR_LIMIT_EVENT, {
+          "ratelimit.policy": d.policy,
+          "ratelimit.rule": i,
+          "ratelimit.used": event.used,
+        });
+        try {
+          tell(event);
+        } catch {
+          // A throwing hook must not turn a decision into a crash.
+        }
+        return;
+      }
+    }
+  };
+}
+
+function defaultNearLimit(e: NearLimitEvent): void {
+  console.warn(
+    `sluice: key "${e.key}" of policy "${e.policy}" has used ${Math.round(e.used * 100)}% of rule ${e.rule}`,
+  );
 }

@@ -70,6 +70,11 @@ export interface Store {
    * without it cannot serve a limiter's `setCount`.
    */
   setCount?(policy: Policy, key: string, count: number, windowMs: number): Promise<void>;
+  /**
+   * How many allotments (local shares of a policy's counters) this process holds for the
+   * policy now, for the `ratelimit.allotments` gauge. Optional: only stores that take them.
+   */
+  allotmentsHeld?(policy: string): number;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */

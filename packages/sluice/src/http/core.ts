@@ -5,6 +5,7 @@
 import type { Decision } from "../decision.js";
 import { MiddlewareError, type MiddlewareStage } from "../errors.js";
 import type { Limiter } from "../limiter.js";
+import { annotateActiveSpan, tallyFor } from "../telemetry.js";
 import { type HeaderList, rateLimitHeaders, retryAfterSeconds } from "./headers.js";
 import { cidrContains, formatIp, ipIdentity, parseIp, resolveClientIp } from "./ip.js";
 import { type ResolvedOptions, isLimiter, resolveRateLimitOptions } from "./options.js";
@@ -216,12 +217,16 @@ export class RateLimitCore<Raw, Fallback = never> {
       request: req,
     });
 
+    // The limiter marks its denials on the active span; the door marks what passes.
+    if (d.allowed && d.reason !== "shadow") annotateActiveSpan(d);
     if (d.allowed) {
       this.emit(event(d.reason === "shadow" ? "shadowed" : queued ? "waited" : "allowed"));
       if (d.reason === "shadow" && s.type === "shadow") safe(() => s.onDeny(event("shadowed")));
       return { kind: "pass", headers, decision: d, finish: this.finisher(limiter, key, cost, d) };
     }
     if (s.type === "shadow") {
+      // Counted as a shadow denial: "would have denied" is one query (docs/observability.md).
+      tallyFor(d.policy, limiter.store.kind).shadowed(d);
       const e = event("shadowed");
       this.emit(e);
       safe(() => s.onDeny(e));

@@ -11,6 +11,7 @@ import type { Decision, RuleDecision } from "../decision.js";
 import { ValidationError } from "../errors.js";
 import type { Limiter } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
+import { tallyFor } from "../telemetry.js";
 import {
   type DraftHooks,
   type LiveDocument,
@@ -110,7 +111,11 @@ export function decideLive(
   cost: number,
   hooks: DraftHooks = NO_DRAFT_HOOKS,
 ): Promise<Decision> {
-  if (!live.enabled) return Promise.resolve(disabledDecision(live.policy, cost));
+  if (!live.enabled) {
+    const d = disabledDecision(live.policy, cost);
+    tallyFor(live.policy.name, live.limiter.store.kind).count(d, -1);
+    return Promise.resolve(d);
+  }
   // No options object for the common cost of 1 (the hot path).
   const options = cost === 1 ? undefined : { cost };
   const draft = live.draft;

@@ -158,6 +158,16 @@ export class AllotmentBook {
     this.heatOrigin = calls.now();
   }
 
+  /** Allotments of the policy in force now: unexpired, with units left or slots in use. */
+  heldCount(policy: string): number {
+    const m = this.held.get(policy);
+    if (m === undefined) return 0;
+    const now = this.calls.now();
+    let n = 0;
+    for (const h of m.values()) if (h.expires > now && (h.units > 0 || h.inUse.size > 0)) n++;
+    return n;
+  }
+
   private heldOf(policy: Policy): Map<string, Held> {
     let m = this.held.get(policy.name);
     if (m === undefined) this.held.set(policy.name, (m = new Map()));

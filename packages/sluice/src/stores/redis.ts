@@ -355,6 +355,10 @@ export class RedisStore implements Store {
     this.deny?.clear();
   }
 
+  allotmentsHeld(policy: string): number {
+    return this.allotments?.heldCount(policy) ?? 0;
+  }
+
   /** Counts of this store's allotments (for metrics): taken, returned, expired, decisions local and remote. */
   get allotmentCounters(): Readonly<AllotmentCounters> | undefined {
     return this.allotments?.counters;

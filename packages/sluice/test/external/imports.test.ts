@@ -3,6 +3,7 @@
  * exports, from CommonJS, ESM and TypeScript.
  */
 import { execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -56,6 +57,49 @@ describe("importing the built package", () => {
         ),
       ),
     ).toBe("true,true,false");
+  });
+
+  // OpenTelemetry (issue 33): the built package finds the app's @opentelemetry/api at once,
+  // from either build, so even the first decision is counted and timed.
+  const telemetryProgram = (load: string) => {
+    const resolve = (id: string) =>
+      JSON.stringify(createRequire(join(root, "package.json")).resolve(id));
+    return `${load}
+const { metrics } = require(${resolve("@opentelemetry/api")});
+const { MeterProvider, MetricReader } = require(${resolve("@opentelemetry/sdk-metrics")});
+class Reader extends MetricReader { onForceFlush() { return Promise.resolve(); } onShutdown() { return Promise.resolve(); } }
+const reader = new Reader();
+metrics.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+(async () => {
+  const { createLimiter } = await sluice();
+  const limiter = createLimiter({ policy: { name: "api", rules: [{ limit: 2, period: "1m" }] } });
+  for (let i = 0; i < 3; i++) await limiter.limit("k");
+  const { resourceMetrics } = await reader.collect();
+  const out = {};
+  for (const m of resourceMetrics.scopeMetrics.flatMap((s) => s.metrics))
+    out[m.descriptor.name] = m.dataPoints.map((p) => p.value.count ?? p.value).join(",");
+  console.log(JSON.stringify(out));
+})();`;
+  };
+
+  it.each([
+    [
+      "CommonJS",
+      "t.cjs",
+      `const sluice = async () => require(${JSON.stringify(join(root, "node_modules/sluice"))});`,
+    ],
+    [
+      "ESM",
+      "t.mjs",
+      `import { createRequire } from "node:module";
+const require = createRequire(import.meta.url);
+const sluice = () => import(${JSON.stringify(join(root, "node_modules/sluice/dist/index.js"))});`,
+    ],
+  ])("OpenTelemetry from %s: every decision counted and timed", (_kind, file, load) => {
+    expect(JSON.parse(run(file, telemetryProgram(load)))).toEqual({
+      "ratelimit.decisions": "2,1",
+      "ratelimit.decision.duration": "3",
+    });
   });
 
   it("from ESM by package name", () => {
