@@ -189,7 +189,7 @@ class PolicyLimiter implements Limiter {
   private insurance: { store: MemoryStore; policy: Policy; instances: number } | undefined;
 
   /** This policy's decisions on this kind of store, for OpenTelemetry (telemetry.ts). */
-  private readonly tally: Tally;
+  readonly tally: Tally;
 
   constructor(
     readonly policy: Policy,
@@ -199,7 +199,7 @@ class PolicyLimiter implements Limiter {
   ) {
     this.capacity = policyCapacity(policy);
     this.sync = isSyncStore(store) ? store : undefined;
-    this.tally = tallyFor(policy.name, store.kind);
+    this.tally = tallyFor(policy.name, store.kind, !COUNTING_POLICIES.has(policy));
     if (store.allotmentsHeld !== undefined) {
       const name = policy.name;
       this.tally.allotments = () => store.allotmentsHeld?.(name) ?? 0;
@@ -703,6 +703,19 @@ export function permitOf(
 
 /** The `warnAt` check of a limiter: told every allowed decision, warns on a crossing. */
 type NearLimitWarnings = (key: string, d: Decision) => void;
+
+/**
+ * The faces' counting policies (compat/shared.ts's `counterPolicy`): their limiters only count
+ * (the face decides and tells its verdict to telemetry), so their answers are not decisions.
+ */
+export const COUNTING_POLICIES = new WeakSet<Policy>();
+
+/** The tally a limiter counts in (its own, for sluice's limiters: no look-up). */
+export function tallyOf(limiter: Limiter): Tally {
+  return limiter instanceof PolicyLimiter
+    ? limiter.tally
+    : tallyFor(limiter.policy.name, limiter.store.kind);
+}
 
 /** The `warnAt` check (see {@link LimiterOptions.warnAt}); throws a `ValidationError` for a bad share. */
 function nearLimitWarnings(

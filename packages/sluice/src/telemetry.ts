@@ -153,6 +153,11 @@ export class Tally {
   allotments: (() => number) | undefined;
   /** Denials count with reason `shadow` (a draft's policy: it only ever reports). */
   readonly shadow: boolean;
+  /**
+   * False for a face's counting policy (compat/shared.ts): its "decisions" only count, the face
+   * decides, and counts its verdict with {@link Tally.verdict}.
+   */
+  readonly counting: boolean;
   private budget = TIMED_PER_SECOND;
   private countdown = 0;
   private stride = 1;
@@ -163,7 +168,9 @@ export class Tally {
     readonly policy: string,
     readonly store: string,
     shadow: boolean,
+    counting = true,
   ) {
+    this.counting = counting;
     this.attributes = {
       [RATELIMIT_ATTRIBUTES.POLICY]: policy,
       [RATELIMIT_ATTRIBUTES.STORE]: store,
@@ -176,6 +183,7 @@ export class Tally {
    * counter and a compare.
    */
   begin(): number {
+    if (!this.counting) return -1;
     this.seen++;
     if (this.budget > 0) {
       this.budget--;
@@ -197,6 +205,7 @@ export class Tally {
 
   /** Counts a decision (and records its duration when {@link Tally.begin} timed it). */
   count(d: Decision, started: number): void {
+    if (!this.counting) return;
     if (started >= 0) state.otel?.duration.record((now() - started) / 1000, this.attributes);
     const reason = d.reason;
     if (reason === undefined && !(this.shadow && !d.allowed)) {
@@ -205,6 +214,12 @@ export class Tally {
       return;
     }
     this.countOther(d.allowed && reason !== "shadow", reason ?? "shadow", d.rule);
+  }
+
+  /** A face's verdict on a counting policy's answer (rule 0: faces have one). */
+  verdict(allowed: boolean): void {
+    if (allowed) this.allowed++;
+    else this.denied[0] = (this.denied[0] ?? 0) + 1;
   }
 
   /** A denial the HTTP `shadow` strategy let through: moved to reason `shadow`. */
@@ -286,11 +301,11 @@ const DRAFT_PREFIX = "sluice.draft.";
  * The tally of a policy on a kind of store, made on first use. Also binds the instruments to the
  * app's meter provider when it has changed (an SDK registered after the first limiter).
  */
-export function tallyFor(policy: string, store: string): Tally {
+export function tallyFor(policy: string, store: string, counting = true): Tally {
   const id = `${store}\u0000${policy}`;
   let t = state.tallies.get(id);
   if (t === undefined) {
-    t = new Tally(policy, store, policy.startsWith(DRAFT_PREFIX));
+    t = new Tally(policy, store, policy.startsWith(DRAFT_PREFIX), counting);
     state.tallies.set(id, t);
   }
   connect();

@@ -28,6 +28,7 @@ import type { RedisClient } from "../stores/redis-client.js";
 import {
   STORE_OPTIONS,
   counterPolicy,
+  countVerdict,
   countOf,
   policyNameOption,
   sluiceKey,
@@ -128,6 +129,11 @@ export class SluiceStore {
   private windowMs = 0;
   /** With `algorithm` and `skipFailedRequests`: keys' denied hits, which a decrement must not refund. */
   private uncounted: Map<string, number> | undefined;
+  /**
+   * express-rate-limit's `limit` when it is a number (counting mode): what telemetry compares a
+   * count with to tell the verdict express-rate-limit makes. Undefined for a function.
+   */
+  private verdictLimit: number | undefined;
   /** The last store failure (what `increment` rejects with, as express-rate-limit's stores do). */
   private lastError: unknown;
   private readonly onError = (err: unknown): void => {
@@ -167,6 +173,7 @@ export class SluiceStore {
         policy: counterPolicy(this.prefix, this.windowMs),
         onError: this.onError,
       });
+      this.verdictLimit = typeof options.limit === "number" ? options.limit : undefined;
       return;
     }
     const limit = options.limit;
@@ -215,7 +222,9 @@ export class SluiceStore {
     if (counter !== undefined && typeof key === "string") {
       // In memory: the store's counting path (the same count, no decision to build).
       const c = this.count;
-      counter.countSync((this.limiter ?? this.ready()).policy, key, 1, c);
+      const limiter = this.limiter ?? this.ready();
+      counter.countSync(limiter.policy, key, 1, c);
+      if (this.verdictLimit !== undefined) countVerdict(limiter, c.count <= this.verdictLimit);
       return { totalHits: c.count, resetTime: this.dateOf(c.nowMs + c.resetAfterMs) };
     }
     const limiter = this.ready();
@@ -226,7 +235,11 @@ export class SluiceStore {
     // Rejected as express-rate-limit's stores reject: its `passOnStoreError` then decides.
     if (d.reason === "store-error")
       throw this.lastError ?? new Error("SluiceStore: the store failed");
-    if (this.options.algorithm === undefined) return this.info(countOf(d), d.resetAfterMs);
+    if (this.options.algorithm === undefined) {
+      const hits = countOf(d);
+      if (this.verdictLimit !== undefined) countVerdict(limiter, hits <= this.verdictLimit);
+      return this.info(hits, d.resetAfterMs);
+    }
     return this.decided(key, d);
   }
 

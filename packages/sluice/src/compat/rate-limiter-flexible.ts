@@ -31,6 +31,7 @@ import {
   FOREVER_MS,
   counterPolicy,
   countOf,
+  countVerdict,
   isStore,
   policyName,
   redisStoreOf,
@@ -582,6 +583,7 @@ export class RateLimiterMemory extends RateLimiterAbstract {
       return Promise.reject(err);
     }
     return this.change(key, points, options, pointsToConsume).then(async (res) => {
+      countVerdict(this.counter, res.consumedPoints <= this.points);
       if (res.consumedPoints > this.points) {
         // Block only the first time the count passes `points`.
         if (this.blockDuration > 0 && res.consumedPoints <= this.points + points) {
@@ -674,10 +676,14 @@ export class RateLimiterRedis extends RateLimiterAbstract {
   ): Promise<RateLimiterRes> {
     const k = String(key);
     const blockedFor = this.inMemoryBlockedFor(k);
-    if (blockedFor > 0) return Promise.reject(new RateLimiterRes(0, blockedFor));
+    if (blockedFor > 0) {
+      countVerdict(this.counter, false);
+      return Promise.reject(new RateLimiterRes(0, blockedFor));
+    }
     return this.guard("consume", [key, pointsToConsume, options], async () => {
       const points = this.pointsOf(pointsToConsume);
       const res = await this.change(key, points, options, pointsToConsume);
+      countVerdict(this.counter, res.consumedPoints <= this.points);
       if (
         this.inMemoryBlockOnConsumed > 0 &&
         !(this.inMemoryBlockDuration > 0) &&

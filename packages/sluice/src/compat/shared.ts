@@ -11,6 +11,7 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError } from "../errors.js";
+import { COUNTING_POLICIES, type Limiter, tallyOf } from "../limiter.js";
 import { type OptionField, hasShape, option } from "../options.js";
 import { MAX_LIMIT, type Policy, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
@@ -38,12 +39,22 @@ const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
  * `windowStart: "first-request"` uses, so the face and sluice's own middleware share counts.
  */
 export function counterPolicy(name: string, periodMs: number): Policy {
-  return definePolicy({
+  const policy = definePolicy({
     name,
     algorithm: "fixed-window",
     windowStart: "first-request",
     rules: [{ limit: COUNTER_LIMIT, period: periodMs }],
   });
+  COUNTING_POLICIES.add(policy);
+  return policy;
+}
+
+/**
+ * Counts a face's verdict for its policy (`ratelimit.decisions`): a counting policy's answers
+ * are not decisions; the face decides against its own limit.
+ */
+export function countVerdict(limiter: Limiter, allowed: boolean): void {
+  tallyOf(limiter).verdict(allowed);
 }
 
 /** The count a counting policy's decision shows. */

@@ -21,14 +21,21 @@
  */
 import type { Decision } from "../decision.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
-import { type Limiter, createLimiter, toDecision } from "../limiter.js";
+import { COUNTING_POLICIES, type Limiter, createLimiter, toDecision } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import type { Store } from "../store.js";
 import { MemoryStore } from "../stores/memory.js";
 import type { RedisStore } from "../stores/redis.js";
 import { type RedisClient, clientPort } from "../stores/redis-client.js";
 import { type UpstashRedisLike, upstashStore } from "../stores/upstash.js";
-import { COUNTER_LIMIT, countOf, isStore, redisStoreOf, sluiceKey } from "./shared.js";
+import {
+  COUNTER_LIMIT,
+  countOf,
+  countVerdict,
+  isStore,
+  redisStoreOf,
+  sluiceKey,
+} from "./shared.js";
 
 /** A duration as Upstash writes it: `"10 s"`, `"500ms"`, `"1.5 m"` (units ms, s, m, h, d, w). */
 export type Duration = `${number} ${Unit}` | `${number}${Unit}`;
@@ -379,7 +386,8 @@ export class Ratelimit {
     // An identifier the cache holds blocked is answered before the rate is read, as Upstash does.
     if (this.cache !== undefined && rate > 0 && a.kind !== "cachedFixedWindow") {
       const { blocked, reset } = this.cache.isBlocked(key);
-      if (blocked)
+      if (blocked) {
+        countVerdict(this.limiter, false);
         return {
           success: false,
           limit: a.tokens,
@@ -388,6 +396,7 @@ export class Ratelimit {
           pending: Promise.resolve(),
           reason: "cacheBlock",
         };
+      }
     }
     if (typeof rate !== "number" || !Number.isSafeInteger(rate))
       throw new ValidationError("SLUICE_ERR_COST", "Invalid rate", [
@@ -399,6 +408,7 @@ export class Ratelimit {
     else if (a.kind === "fixedWindow") {
       const d = await this.charge(identifier, rate);
       const used = countOf(d);
+      if (rate > 0) countVerdict(this.limiter, used <= a.tokens);
       res = this.answer(used <= a.tokens, Math.max(0, a.tokens - used), this.windowEnd());
     } else {
       // A look or a refund succeeds while the window is not over its limit (cost-0 look), as
@@ -425,12 +435,14 @@ export class Ratelimit {
       // A refund takes the count no lower than 0, as the store's does (Upstash's goes negative).
       if (count < 0) cache.set(bucketKey, (count = 0));
       const success = count <= tokens;
+      if (rate > 0) countVerdict(this.limiter, success);
       const pending = success ? this.charge(identifier, rate) : Promise.resolve();
       return { success, limit: tokens, remaining: tokens - count, reset, pending };
     }
     const used = countOf(await this.charge(identifier, rate));
     cache.set(bucketKey, used);
     const remaining = tokens - used;
+    if (rate > 0) countVerdict(this.limiter, remaining >= 0);
     return { success: remaining >= 0, limit: tokens, remaining, reset, pending: Promise.resolve() };
   }
 
@@ -580,6 +592,8 @@ function algorithm(
 /** The sluice policy of an algorithm. */
 function policyOf(a: Algorithm, name: string): Policy {
   let input: PolicyInput;
+  // A counter (the face decides against `tokens` and counts its verdict for telemetry).
+  let counting = false;
   switch (a.kind) {
     case "fixedWindow":
     case "cachedFixedWindow":
@@ -589,6 +603,7 @@ function policyOf(a: Algorithm, name: string): Policy {
         algorithm: "fixed-window",
         rules: [{ limit: COUNTER_LIMIT, period: a.windowMs }],
       };
+      counting = true;
       break;
     case "slidingWindow":
       input = {
@@ -606,7 +621,9 @@ function policyOf(a: Algorithm, name: string): Policy {
       };
       break;
   }
-  return definePolicy(input);
+  const policy = definePolicy(input);
+  if (counting) COUNTING_POLICIES.add(policy);
+  return policy;
 }
 
 /** A policy name from Upstash's prefix: other characters become `.`, trimmed; long ones hashed. */

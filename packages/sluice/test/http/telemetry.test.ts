@@ -26,7 +26,11 @@ import {
   memoryStore,
   RATELIMIT_METRICS,
 } from "sluice";
+import { SluiceStore } from "sluice/compat/express-rate-limit";
+import { RateLimiterMemory } from "sluice/compat/rate-limiter-flexible";
+import { Ratelimit } from "sluice/compat/upstash";
 import { type ExpressRateLimitOptions, rateLimit } from "sluice/express";
+import { buildLive, decideLive, policyLiveKind } from "sluice/service";
 
 const T0 = 1_700_000_000_000;
 let nowMs = T0;
@@ -310,5 +314,71 @@ describe("OpenTelemetry through sluice/express", () => {
     await limiter.limit("k");
     const decisions = await points(RATELIMIT_METRICS.DECISIONS, "otel-peek");
     expect(valueOf(decisions, {})).toBe(1);
+  });
+
+  it("a face counts through the same limiter: rate-limiter-flexible's consume", async () => {
+    const face = new RateLimiterMemory({ keyPrefix: "otel-face", points: 2, duration: 60 });
+    await face.consume("k");
+    await face.consume("k");
+    await expect(face.consume("k")).rejects.toMatchObject({ remainingPoints: 0 });
+    const decisions = await points(RATELIMIT_METRICS.DECISIONS, "otel-face");
+    expect(valueOf(decisions, { "ratelimit.result": "allowed" })).toBe(2);
+    expect(valueOf(decisions, { "ratelimit.result": "denied" })).toBe(1);
+  });
+
+  it("faces that count (express-rate-limit's store, Upstash's fixedWindow) count the verdict, not the count", async () => {
+    const erl = new SluiceStore({ prefix: "otel-erl" });
+    erl.init({ windowMs: 60_000, limit: 2 });
+    for (let i = 0; i < 3; i++) await erl.increment("k");
+    const a = await points(RATELIMIT_METRICS.DECISIONS, "otel-erl");
+    expect(valueOf(a, { "ratelimit.result": "allowed" })).toBe(2);
+    expect(valueOf(a, { "ratelimit.result": "denied" })).toBe(1);
+
+    const upstash = new Ratelimit({
+      redis: memoryStore(),
+      prefix: "otel-upstash",
+      limiter: Ratelimit.fixedWindow(2, "1 m"),
+    });
+    const results: boolean[] = [];
+    for (let i = 0; i < 3; i++) results.push((await upstash.limit("k")).success);
+    expect(results).toEqual([true, true, false]);
+    const b = await points(RATELIMIT_METRICS.DECISIONS, "otel-upstash");
+    expect(valueOf(b, { "ratelimit.result": "allowed" })).toBe(2);
+    expect(valueOf(b, { "ratelimit.result": "denied" })).toBe(1);
+  });
+
+  it("managed policies (connectPolicies, the service): a disabled policy counts allowed/disabled; a draft's denials count as shadow on its own policy", async () => {
+    const store = memoryStore({ now: clock });
+    const kind = policyLiveKind((policy) => createLimiter({ store, policy }));
+    const off = buildLive(
+      kind,
+      {
+        name: "otel-off",
+        doc: { name: "otel-off", rules: [{ limit: 1, period: "1m" }], enabled: false },
+        version: 1,
+        draft: undefined,
+      },
+      undefined,
+    );
+    for (let i = 0; i < 3; i++) expect((await decideLive(off, "k", 1)).reason).toBe("disabled");
+    const a = await points(RATELIMIT_METRICS.DECISIONS, "otel-off");
+    expect(valueOf(a, { "ratelimit.result": "allowed", "ratelimit.reason": "disabled" })).toBe(3);
+
+    const drafted = buildLive(
+      kind,
+      {
+        name: "otel-drafted",
+        doc: { name: "otel-drafted", rules: [{ limit: 5, period: "1m" }] },
+        version: 1,
+        draft: { id: 4242, doc: { name: "otel-drafted", rules: [{ limit: 1, period: "1m" }] } },
+      },
+      undefined,
+    );
+    for (let i = 0; i < 3; i++) expect((await decideLive(drafted, "k", 1)).allowed).toBe(true);
+    const live = await points(RATELIMIT_METRICS.DECISIONS, "otel-drafted");
+    expect(valueOf(live, { "ratelimit.result": "allowed" })).toBe(3);
+    const draft = await points(RATELIMIT_METRICS.DECISIONS, "sluice.draft.4242");
+    expect(valueOf(draft, { "ratelimit.result": "allowed" })).toBe(1);
+    expect(valueOf(draft, { "ratelimit.result": "denied", "ratelimit.reason": "shadow" })).toBe(2);
   });
 });
