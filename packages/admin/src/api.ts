@@ -99,6 +99,9 @@ export type KeyWindow = NonNullable<z.input<typeof schemas.topKeysQuerySchema>["
 /** What a key has left under a policy (and its draft). */
 export type KeyState = z.infer<typeof schemas.keyStateSchema>;
 
+/** Why a key is (or is not) limited under a policy, with the draft's answer. */
+export type Explanation = z.infer<typeof schemas.explanationSchema>;
+
 /** A decision of the library, as the service sends it. */
 export type Decision = z.infer<typeof schemas.decisionSchema>;
 
@@ -252,6 +255,12 @@ export class Api {
   /** What a key has left under a policy (charges nothing). */
   keyState(policy: string, key: string): Promise<KeyState> {
     return this.request("GET", `/policies/${enc(policy)}/key?key=${enc(key)}`);
+  }
+  /** Why a key is (or is not) limited under a policy, now (charges nothing). */
+  explain(policy: string, key: string, cost?: number): Promise<Explanation> {
+    const p = new URLSearchParams({ policy, key });
+    if (cost !== undefined) p.set("cost", String(cost));
+    return this.request("GET", `/explain?${p.toString()}`);
   }
   /** Unblocks a key: resets its counters (audited). */
   resetKey(policy: string, key: string): Promise<KeyState> {

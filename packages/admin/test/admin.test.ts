@@ -505,12 +505,29 @@ describe("the console in Chromium", () => {
     const result = page.locator("#lookup-result .decision").first();
     await expect.poll(() => result.getAttribute("data-allowed")).toBe("false");
     expect(await result.locator(".remaining").getAttribute("data-remaining")).toBe("0");
+    // Why: the one rule (4 a minute) denies, and frees when the next decision would say.
+    const why = page.locator("#explain-live");
+    await expect.poll(() => why.getAttribute("data-allowed-now")).toBe("false");
+    expect(await why.getAttribute("data-denying-rule")).toBe("0");
+    expect(await why.getAttribute("data-denying-now")).toBe("true");
+    expect(await why.getAttribute("data-answered-by")).toBe("store");
+    expect(Number(await why.getAttribute("data-frees-in-ms"))).toBeGreaterThan(0);
+    expect(await why.locator(".verdict").textContent()).toMatch(
+      /^Denied by rule 1 \(4 per 60 s\) · frees in /,
+    );
+    expect(await why.locator('tr[data-rule="0"]').getAttribute("data-denies")).toBe("true");
+    expect(await why.locator('tr[data-rule="0"]').textContent()).toContain("0 of 4");
+    expect(await page.$("#explain-draft")).toBeNull();
     await page.click("#unblock-key");
     expect(await page.textContent("#unblock-key")).toBe("Click again to unblock");
     await page.click("#unblock-key");
     await expect.poll(() => page.textContent("#lookup-result")).toContain('Unblocked "user-1"');
     expect(await result.getAttribute("data-allowed")).toBe("true");
     expect(await result.locator(".remaining").getAttribute("data-remaining")).toBe("4");
+    expect(await why.getAttribute("data-allowed-now")).toBe("true");
+    expect(await why.locator(".verdict").textContent()).toBe(
+      "Passes · rule 1 (4 per 60 s) will deny first (4 left)",
+    );
     expect((await decide(apiKey, POLICY, "user-1")).allowed).toBe(true);
     // On the Keys page a lookup goes into the address: a reload shows the same key.
     await page.goto(`${base}/admin/#/keys?policy=${POLICY}`);
@@ -618,6 +635,21 @@ describe("the console in Chromium", () => {
     const enforced = page.locator("#lookup-result .decision").first();
     await expect.poll(() => enforced.textContent()).toContain("2 of 5 left");
     expect(await enforced.textContent()).toContain("fully replenished in");
+    // Why, beside each other: the enforced version passes; the draft (1 a minute, on its own
+    // keys) denies by its one rule.
+    const live = page.locator("#explain-live");
+    const draft = page.locator("#explain-draft");
+    await expect.poll(() => draft.getAttribute("data-allowed-now")).toBe("false");
+    expect(await live.getAttribute("data-allowed-now")).toBe("true");
+    expect(await live.locator(".verdict").textContent()).toBe(
+      "Passes · rule 1 (100 per 60 min) will deny first (2 left)",
+    );
+    expect(await draft.getAttribute("data-denying-rule")).toBe("0");
+    expect(await draft.locator("h3").textContent()).toMatch(/^Draft #\d+$/);
+    expect(await draft.locator(".verdict").textContent()).toMatch(
+      /^Denied by rule 1 \(1 per 60 s\) · frees in /,
+    );
+    expect(await draft.locator('tr[data-rule="0"]').getAttribute("data-denies")).toBe("true");
     // Untouched: everything left is "full", with no replenish time.
     await page.fill("#lookup-key", "fresh");
     await page.click("#lookup");

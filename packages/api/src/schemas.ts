@@ -428,6 +428,18 @@ export const keyQuerySchema = z.strictObject({ key });
 /** `POST /v1/admin/policies/:name/key/reset`. */
 export const keyResetRequestSchema = z.strictObject({ key });
 
+/** Query of `GET /v1/admin/explain`: why a key is (or is not) limited under a policy. */
+export const explainQuerySchema = z.strictObject({
+  policy: policyName,
+  key,
+  cost: z.coerce
+    .number({ error: "must be a positive integer" })
+    .int({ error: "must be a positive integer" })
+    .positive({ error: "must be a positive integer" })
+    .optional()
+    .meta({ description: "The cost explained (default 1)." }),
+});
+
 /** A path's version number. */
 export const versionParamSchema = z.coerce
   .number({ error: "must be a version number" })
@@ -650,6 +662,69 @@ export const keyResetSchema = keyStateSchema.extend({
   reset: z.literal(true),
 });
 
+/** One rule's state in an explanation. */
+const ruleExplanationSchema = z.strictObject({
+  index: z.number().int(),
+  limit: z.number(),
+  periodMs: z.number(),
+  burst: z.number(),
+  remaining: z
+    .number()
+    .meta({ description: "Requests of cost 1 this rule admits now (before the request)." }),
+  resetAfterMs: z.number(),
+  retryAfterMs: z.number().meta({ description: "0 when this rule admits the request." }),
+  denies: z
+    .boolean()
+    .meta({ description: "Whether this rule alone would deny a request of the cost now." }),
+});
+
+/** What sluice's `limiter.explain` answers (the Explanation type), without a draft. */
+const explanationCoreSchema = z.strictObject({
+  policy: z.string(),
+  key: z.string(),
+  cost: z.number().int(),
+  allowedNow: z
+    .boolean()
+    .meta({ description: "Whether a request of the cost would pass now (shadow: it passes)." }),
+  reason: z.enum(["blocked", "deny-cache", "shadow", "disabled"]).optional().meta({
+    description: "What limit() would give as its reason now.",
+  }),
+  rules: z.array(ruleExplanationSchema),
+  denyingRule: z.number().int().meta({
+    description:
+      "The rule that denies now (the longest wait), or when all pass the rule that will deny first (least remaining, ties to the longer period).",
+  }),
+  denyingNow: z.boolean().meta({ description: "Whether denyingRule denies now." }),
+  freesInMs: z.number().meta({
+    description: "0 when allowed; else the wait until a request of the cost would pass.",
+  }),
+  blockedForMs: z
+    .number()
+    .meta({ description: "> 0 while a penalty block is in force: the time until it ends." }),
+  answeredBy: z.enum(["store", "deny-cache", "allotment"]).meta({
+    description:
+      "What would answer the next decision: the counter store, the Redis store's deny cache on the node that answered, or an allotment that node holds.",
+  }),
+});
+
+/** `GET /v1/admin/explain`: why a key is (or is not) limited, charging nothing. */
+export const explanationSchema = explanationCoreSchema.extend({
+  enabled: z
+    .boolean()
+    .meta({ description: "A disabled policy allows every request without counting." }),
+  draft: z
+    .strictObject({
+      id: z.number().int(),
+      allowedNow: z.boolean(),
+      explanation: explanationCoreSchema.optional().meta({
+        description:
+          "The draft's explanation on its own keys (sluice.draft.<id>); absent when the cost can never fit the draft.",
+      }),
+    })
+    .optional()
+    .meta({ description: "The draft's answer, beside the enforced version's." }),
+});
+
 /** A policy document as an app receives it: the stored document without its grants. */
 export const servedPolicySchema = storedPolicySchema.omit({ apps: true });
 
@@ -739,6 +814,7 @@ export const namedSchemas = {
   KeyResetRequest: keyResetRequestSchema,
   KeyState: keyStateSchema,
   KeyReset: keyResetSchema,
+  Explanation: explanationSchema,
   PolicySet: policySetSchema,
   PolicyReport: policyReportSchema,
   PolicyReportAnswer: policyReportAnswerSchema,

@@ -274,6 +274,37 @@ export function buildOpenApi(): Json {
           ok: "KeyState",
         }),
       }),
+      "/v1/admin/explain": {
+        get: {
+          ...admin(
+            "Why a key is (or is not) limited under a policy, now: each rule's state, the rule that denies (or will deny first) and when it frees, a penalty block, what answers, and the draft's answer; nothing charged",
+            { ok: "Explanation", errs: [400, 401, 404, 503] },
+          ),
+          parameters: [
+            {
+              name: "policy",
+              in: "query",
+              required: true,
+              schema: { type: "string" },
+              description: "The policy's name.",
+            },
+            {
+              name: "key",
+              in: "query",
+              required: true,
+              schema: { type: "string" },
+              description: "The identifier your app sends as key.",
+            },
+            {
+              name: "cost",
+              in: "query",
+              required: false,
+              schema: { type: "integer", minimum: 1 },
+              description: "The cost explained (default 1).",
+            },
+          ],
+        },
+      },
       "/v1/admin/policies/{name}/key/reset": withName({
         post: admin(
           "Unblock a key: reset its counters (audited; admin, or owner of a granted app)",

@@ -11,6 +11,7 @@ import {
   auditListSchema,
   clientListSchema,
   draftSchema,
+  explanationSchema,
   importResultSchema,
   keyResetSchema,
   keyStateSchema,
@@ -241,6 +242,7 @@ describe("admin API answers match their schemas", () => {
     const top = await answer(topKeysSchema, "GET", "/v1/admin/traffic/keys?policy=api");
     expect(top.busiest[0]).toEqual({ key: "u1", count: 3, overcount: 0 });
     await answer(keyStateSchema, "GET", "/v1/admin/policies/api/key?key=u1");
+    await answer(explanationSchema, "GET", "/v1/admin/explain?policy=api&key=u1");
     await answer(keyResetSchema, "POST", "/v1/admin/policies/api/key/reset", { key: "u1" });
     expect(await answer(setupStatusSchema, "GET", "/v1/admin/setup")).toEqual({
       needed: false,

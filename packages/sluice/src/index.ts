@@ -30,7 +30,8 @@ export type {
   TelemetryAttributes,
 } from "./telemetry.js";
 export type { Decision, DecisionReason, RuleDecision } from "./decision.js";
-export type { Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
+export type { AnsweredBy, DraftExplanation, Explanation, RuleExplanation } from "./explain.js";
+export type { LocalAnswer, Store, StoreDecision, StoreRequest, SyncStore } from "./store.js";
 export { isSyncStore } from "./store.js";
 export { memoryStore, MemoryStore } from "./stores/memory.js";
 export type { MemoryStoreOptions } from "./stores/memory.js";

@@ -1,5 +1,6 @@
 import { type Decision, type DecisionReason, type RuleDecision, ruleDecision } from "./decision.js";
 import { SluiceError, ValidationError, type ValidationIssue } from "./errors.js";
+import { type Explanation, explainOn } from "./explain.js";
 import {
   type Policy,
   type PolicyInput,
@@ -116,6 +117,14 @@ export interface Limiter {
   limit(key: string, options?: LimitOptions): Promise<Decision>;
   /** What `limit` would answer (for `cost`, default 1) without charging; `remaining` is what is left now. */
   peek(key: string, options?: LimitOptions): Promise<Decision>;
+  /**
+   * Why `key` is (or is not) limited now, for a request of `cost` (default 1), charging nothing:
+   * each rule's state, the rule that denies (or will deny first) and when it frees, a penalty
+   * block, and what would answer the next decision (the store, the Redis store's deny cache, an
+   * allotment this process holds). Built on `peek`. Rejects with a `ValidationError` naming
+   * `key` or `cost` on bad input, and with the store's error when the store fails.
+   */
+  explain(key: string, options?: LimitOptions): Promise<Explanation>;
   /** Forget the key's counters and penalty. */
   reset(key: string): Promise<void>;
   /** Give back `cost` units charged earlier (e.g. to count only failed requests). */
@@ -238,6 +247,16 @@ class PolicyLimiter implements Limiter {
 
   peekSync(key: string, options?: LimitOptions): Decision {
     return this.decideWith(key, options, "peekSync");
+  }
+
+  explain(key: string, options?: LimitOptions): Promise<Explanation> {
+    try {
+      const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+      checkKey(key);
+      return explainOn(this.policy, this.store, key, cost);
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   async reset(key: string): Promise<void> {

@@ -30,6 +30,7 @@ export type {
   WithDraft,
 } from "./policies/live-document.js";
 export { decideLive, disabledDecision, policyLiveKind, policyInputOf } from "./policies/live.js";
+export { explainLive } from "./policies/live-explain.js";
 export type {
   LiveDraft,
   LivePolicy,

@@ -11,6 +11,13 @@ export interface StoreRequest {
   readonly cost: number;
 }
 
+/**
+ * A structure in the process, in front of a store's backend, that answers some decisions by
+ * itself (see {@link Store.explainLocal}): the Redis store's deny cache, or an allotment of a
+ * hot key's capacity that this process holds.
+ */
+export type LocalAnswer = "deny-cache" | "allotment";
+
 /** What a store decided: the combined verdict and every rule's outcome. */
 export interface StoreDecision {
   readonly allowed: boolean;
@@ -46,6 +53,14 @@ export interface Store {
    * undefined: the caller then calls `decide`. Optional.
    */
   decideLocal?(policy: Policy, key: string, cost: number): StoreDecision | undefined;
+  /**
+   * Which of the store's local structures would answer a `decide` of `cost` for the key now,
+   * without asking its backend — `"deny-cache"` (a denial it remembers), `"allotment"` (capacity
+   * this process holds) — or undefined when the backend would. Charges nothing and changes
+   * nothing (no counter, no heat, no expiry). Optional: a store without it answers every
+   * decision itself (the limiter's `explain` reports `"store"`).
+   */
+  explainLocal?(policy: Policy, key: string, cost: number): LocalAnswer | undefined;
   /** Evaluate as `decide` would, without changing anything. */
   peek(req: StoreRequest): Promise<StoreDecision>;
   /** Charge `delta` units unconditionally (negative refunds) to every rule of the key. */

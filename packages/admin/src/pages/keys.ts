@@ -1,11 +1,13 @@
 /**
  * Keys: who is being limited. The heaviest keys of a policy (busiest, most denied — from every
  * node's heavy-hitter sketch, merged by the service), and one key looked up: what it has left
- * (a peek, nothing charged) and, for those who may change the policy, **Unblock** (a reset of
- * its counters, recorded in the audit log). `#/keys?policy=<name>&key=<key>` is the page; the
+ * (a peek, nothing charged), why it is limited (the explanation: each rule, the one that denies
+ * and when it frees, a penalty block, what answers, the draft's answer beside the live one) and,
+ * for those who may change the policy, **Unblock** (a reset of its counters, recorded in the
+ * audit log). `#/keys?policy=<name>&key=<key>` is the page; the
  * policy page embeds the same parts.
  */
-import type { Decision, KeyState, KeyWindow, PolicyRecord, TopKeys } from "../api.js";
+import type { Decision, Explanation, KeyState, KeyWindow, PolicyRecord, TopKeys } from "../api.js";
 import { type Child, h, mount } from "../dom.js";
 import { REFRESH_MS, every } from "../traffic-view.js";
 import {
@@ -88,6 +90,127 @@ function decisionView(d: Decision, what: string): HTMLElement {
   );
 }
 
+/** A rule in words: `3 per 1 min`. */
+function ruleWords(r: { limit: number; periodMs: number }): string {
+  return `${count(r.limit)} per ${ms(r.periodMs)}`;
+}
+
+/** What answers the next decision, in words. */
+const ANSWERED_BY: Record<Explanation["answeredBy"], string> = {
+  store: "the counter store",
+  "deny-cache": "the deny cache of the node you are connected to (Redis is not asked)",
+  allotment: "an allotment the node you are connected to holds (Redis is not asked)",
+};
+
+type Explained = Omit<Explanation, "enabled" | "draft">;
+
+/** The verdict of an explanation: which rule denies (or will deny first), and when it frees. */
+function verdict(ex: Explained): Child[] {
+  const rule = ex.rules[ex.denyingRule];
+  const which = rule ? `rule ${ex.denyingRule + 1} (${ruleWords(rule)})` : "";
+  const frees = ex.freesInMs > 0 ? ` · frees in ${ms(ex.freesInMs)}` : "";
+  if (ex.reason === "disabled")
+    return [h("strong", {}, "Passes"), " · the policy is disabled: nothing is counted"];
+  if (!ex.allowedNow) {
+    if (ex.denyingNow) return [h("strong", {}, "Denied"), ` by ${which}${frees}`];
+    return [h("strong", {}, "Denied"), ` by the penalty block${frees}`];
+  }
+  if (ex.denyingNow) return [h("strong", {}, "Passes"), ` (shadow) · ${which} would deny${frees}`];
+  return [
+    h("strong", {}, "Passes"),
+    ` · ${which} will deny first (${count(rule?.remaining ?? 0)} left)`,
+  ];
+}
+
+/** An explanation: the verdict, a penalty block and its end, what answers, every rule. */
+function explanationView(ex: Explained, what: string, id: string): HTMLElement {
+  const blockEnd = new Date(Date.now() + ex.blockedForMs).toLocaleTimeString("en-GB");
+  return h(
+    "div",
+    {
+      class: `decision explanation ${ex.allowedNow ? "ok" : "blocked"}`,
+      id,
+      "data-allowed-now": String(ex.allowedNow),
+      "data-denying-rule": ex.denyingRule,
+      "data-denying-now": String(ex.denyingNow),
+      "data-frees-in-ms": ex.freesInMs,
+      "data-answered-by": ex.answeredBy,
+    },
+    h("h3", {}, what),
+    h("p", { class: "verdict" }, ...verdict(ex)),
+    ex.blockedForMs > 0
+      ? h(
+          "p",
+          { class: "block", "data-blocked-for-ms": ex.blockedForMs },
+          `Penalty block: ${ms(ex.blockedForMs)} left, until ${blockEnd}`,
+        )
+      : null,
+    h("p", { class: "muted small answered-by" }, `Answered by ${ANSWERED_BY[ex.answeredBy]}.`),
+    scroller(
+      listTable(
+        { class: "list compact rules" },
+        ["Rule", "Left", "Retry in", "Replenished in", ""],
+        h(
+          "tbody",
+          {},
+          ex.rules.map((r) =>
+            h(
+              "tr",
+              {
+                "data-rule": r.index,
+                "data-denies": String(r.denies),
+                class: r.index === ex.denyingRule ? "current" : "",
+              },
+              h("td", {}, `${r.index + 1}: ${ruleWords(r)}`),
+              h("td", { class: "num" }, `${count(r.remaining)} of ${count(r.burst)}`),
+              h("td", { class: "num" }, r.denies ? ms(r.retryAfterMs) : "—"),
+              h("td", { class: "num" }, ms(r.resetAfterMs)),
+              h(
+                "td",
+                {},
+                r.denies
+                  ? h("span", { class: "tag off" }, "denies")
+                  : r.index === ex.denyingRule
+                    ? h("span", { class: "tag" }, "next to deny")
+                    : null,
+              ),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** "Why": the enforced version's explanation, and the draft's beside it. */
+function whyView(ex: Explanation): HTMLElement {
+  const draft = ex.draft;
+  return h(
+    "section",
+    { id: "explanation" },
+    h("h3", {}, "Why"),
+    h(
+      "div",
+      { class: draft ? "cols" : "" },
+      explanationView(ex, "Enforced version", "explain-live"),
+      draft
+        ? draft.explanation
+          ? explanationView(draft.explanation, `Draft #${draft.id}`, "explain-draft")
+          : h(
+              "div",
+              {
+                class: "decision explanation blocked",
+                id: "explain-draft",
+                "data-allowed-now": "false",
+              },
+              h("h3", {}, `Draft #${draft.id}`),
+              h("p", { class: "verdict" }, h("strong", {}, "Denied"), ": the cost can never fit"),
+            )
+        : null,
+    ),
+  );
+}
+
 /**
  * Looks up one key of `policy`: its state, and Unblock when the user may change the policy.
  * `preset` fills the key in (and looks it up at once); `onLookUp` hears of every lookup made.
@@ -106,12 +229,18 @@ export function keyLookup(
   });
   const result = h("div", { id: "lookup-result", "aria-live": "polite" });
   const mayReset = canEditPolicy(ctx, policy);
-  const show = (st: KeyState, done?: string) => {
+  /** The explanation of `key`, or what kept it from coming. */
+  const explained = (key: string): Promise<Explanation | string> =>
+    ctx.api.explain(policy.name, key).catch((err: unknown) => messageOf(err));
+  const show = (st: KeyState, ex: Explanation | string, done?: string) => {
     mount(
       result,
       done ? h("div", { class: "notice ok", role: "status" }, done) : null,
       decisionView(st.decision, "under the enforced version"),
       st.draft ? decisionView(st.draft, "under the draft") : null,
+      typeof ex === "string"
+        ? h("p", { class: "error-text" }, `Cannot explain: ${ex}`)
+        : whyView(ex),
       h(
         "p",
         { class: "muted small" },
@@ -130,6 +259,7 @@ export function keyLookup(
                   const after = await ctx.api.resetKey(policy.name, st.key);
                   show(
                     after,
+                    await explained(st.key),
                     `Unblocked "${st.key}": its counters under ${policy.name} start afresh (recorded in the audit log).`,
                   );
                 } catch (err) {
@@ -147,8 +277,8 @@ export function keyLookup(
     keyInput.value = key;
     onLookUp?.(key);
     try {
-      const st = await ctx.api.keyState(policy.name, key);
-      show(st);
+      const [st, ex] = await Promise.all([ctx.api.keyState(policy.name, key), explained(key)]);
+      show(st, ex);
     } catch (err) {
       mount(result);
       showIssues(form, err);
@@ -172,7 +302,7 @@ export function keyLookup(
     h(
       "p",
       { class: "muted" },
-      "What one identifier has left under this policy, right now (nothing is charged).",
+      "What one identifier has left under this policy, right now, and why it is limited (nothing is charged).",
     ),
     form,
     result,

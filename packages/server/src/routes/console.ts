@@ -1,12 +1,14 @@
 /**
  * The console's admin routes: traffic history (`/v1/admin/traffic…`, every node's counts from
- * the database) and one key of a policy — what it has left (peek) and unblocking it (reset,
- * audited). Registered beside the other admin routes (./admin.ts), with the same sessions.
+ * the database) and one key of a policy — what it has left (peek), why it is limited
+ * (`/v1/admin/explain`) and unblocking it (reset, audited). Registered beside the other admin routes (./admin.ts), with the same sessions.
  */
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Decision } from "sluice";
+import { explainLive } from "sluice/service";
 import {
+  explainQuerySchema,
   keyQuerySchema,
   keyResetRequestSchema,
   topKeysQuerySchema,
@@ -111,6 +113,15 @@ export function consoleRoutes(app: FastifyInstance, ctx: ServiceContext, auth: A
     const live = livePolicy(req);
     const { key } = parseOr400(keyQuerySchema, req.query ?? {}, "Invalid query");
     return state(live, key);
+  });
+
+  // Why a key is (or is not) limited: the look-up's guard (any session), nothing charged.
+  app.get("/v1/admin/explain", async (req) => {
+    await auth.session(req);
+    const q = parseOr400(explainQuerySchema, req.query ?? {}, "Invalid query");
+    const live = registry.get(q.policy);
+    if (!live) throw new ApiError("policy_not_found", `policy "${q.policy}" does not exist`);
+    return explainLive(live, q.key, q.cost === undefined ? undefined : { cost: q.cost });
   });
 
   app.post("/v1/admin/policies/:name/key/reset", async (req) => {

@@ -6,6 +6,7 @@
  */
 import type {
   Decision,
+  Explanation,
   LimitOptions,
   Limiter,
   Permit,
@@ -60,6 +61,9 @@ class RecordedLimiter implements SyncLimiter {
   }
   peekSync(key: string, options?: LimitOptions): Decision {
     return (this.inner as SyncLimiter).peekSync(key, options);
+  }
+  explain(key: string, options?: LimitOptions): Promise<Explanation> {
+    return this.inner.explain(key, options);
   }
   reset(key: string): Promise<void> {
     return this.inner.reset(key);

@@ -5,6 +5,7 @@
  */
 import type { Decision } from "../decision.js";
 import { type SluiceError, ValidationError } from "../errors.js";
+import type { Explanation } from "../explain.js";
 import {
   type LimitOptions,
   type Limiter,
@@ -18,6 +19,7 @@ import { type Policy, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
 import type { DraftHooks } from "./live-document.js";
 import { type LivePolicy, decideLive, disabledDecision } from "./live.js";
+import { explainLive } from "./live-explain.js";
 
 /** What a managed limiter asks of the client that made it. */
 export interface LimiterOwner {
@@ -104,6 +106,14 @@ export class ManagedLimiter implements Limiter {
         return Promise.resolve(disabledDecision(live.policy, cost));
       }
       return live.limiter.peek(key, options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  explain(key: string, options?: LimitOptions): Promise<Explanation> {
+    try {
+      return explainLive(this.current(), key, options);
     } catch (err) {
       return Promise.reject(err);
     }

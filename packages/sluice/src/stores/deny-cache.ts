@@ -67,6 +67,18 @@ export class DenyCache {
   }
 
   /**
+   * Whether {@link DenyCache.answer} would answer this request now; unlike it, changes nothing
+   * (an entry that has run out is left for `answer` to drop).
+   */
+  wouldAnswer(policy: Policy, key: string, cost: number): boolean {
+    if (this.denied.size === 0) return false;
+    const e = this.denied.get(`${policy.name}\u0000${key}`);
+    if (e === undefined || e.policy !== policy || e.cost !== cost) return false;
+    const now = this.now();
+    return now >= e.at && now < e.until;
+  }
+
+  /**
    * Remembers a denial Redis answered to a decision sent at `at` (by {@link DenyCache.now}),
    * unless a reset or adjustment came since it was sent (`generation` then).
    */

@@ -242,6 +242,43 @@ export class AllotmentBook {
   }
 
   /**
+   * Who would answer a decision of `cost` for the key now, changing nothing (the Redis store's
+   * `explainLocal`): `"allotment"` (what this node holds covers it), `"deny-cache"` (a denial
+   * Redis gave still holds for it), `"remote"` (Redis: an allotment call, for a key that is
+   * held, becomes hot with this decision, or waits for a call in flight), or `"cold"` (the key
+   * is not held and stays cold: the store decides it as any other key).
+   */
+  answerer(
+    policy: Policy,
+    key: string,
+    cost: number,
+  ): "allotment" | "deny-cache" | "remote" | "cold" {
+    const h = this.held.get(policy.name)?.get(key);
+    const now = this.calls.now();
+    if (h === undefined || h.policy !== policy)
+      return this.wouldBeHot(policy.name, key, policy.lease!.hotAfter, now) ? "remote" : "cold";
+    if (h.busy) return "remote";
+    if (now < h.expires) {
+      // Concurrency: the slots held less those in use (a permit that ran out frees its slot).
+      let free = h.units;
+      if (policy.algorithm === "concurrency")
+        for (const l of h.inUse.values()) if (l.expires > now) free -= l.cost;
+      if (free >= cost) return "allotment";
+    }
+    const dn = h.denied;
+    if (dn !== undefined && cost >= dn.cost && now >= dn.at && now < dn.until) return "deny-cache";
+    return "remote";
+  }
+
+  /** Whether {@link AllotmentBook.isHot} would find the key hot now, counting nothing. */
+  private wouldBeHot(policy: string, key: string, hotAfter: number, now: number): boolean {
+    if (hotAfter <= 1) return true;
+    const second = Math.floor((now - this.heatOrigin) / 1000);
+    const n = second === this.heatSecond ? (this.heat.get(policy)?.get(key) ?? 0) : 0;
+    return n + 1 >= hotAfter;
+  }
+
+  /**
    * The key's last denial, counted down, when it still holds for `cost` (no allotment can cover it
    * and Redis said no until then), else undefined.
    */

@@ -4,7 +4,7 @@ import { type Logger, loggerOption } from "../logger.js";
 import { option, resolveOptions } from "../options.js";
 import { randomId, unrefTimer } from "../platform.js";
 import type { Policy } from "../policy.js";
-import type { Store, StoreDecision, StoreRequest } from "../store.js";
+import type { LocalAnswer, Store, StoreDecision, StoreRequest } from "../store.js";
 import { DenyCache } from "./deny-cache.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
 import { type ClientPort, type RedisClient, clientPort } from "./redis-client.js";
@@ -265,6 +265,26 @@ export class RedisStore implements Store {
   decideLocal(policy: Policy, key: string, cost: number): StoreDecision | undefined {
     if (policy.lease === undefined || this.allotments === undefined) return undefined;
     return this.allotments.trySpend(policy, key, cost);
+  }
+
+  /**
+   * Which local structure would answer a `decide` of `cost` for the key now — an allotment this
+   * process holds, or the deny cache (for a key with an allotment, the denial it remembers) —
+   * or undefined when Redis would. Changes nothing: no heat counted, no entry dropped.
+   */
+  explainLocal(policy: Policy, key: string, cost: number): LocalAnswer | undefined {
+    if (this.closed) return undefined;
+    if (policy.lease !== undefined) {
+      // No book yet: the first decision makes it, and a key is hot at once with hotAfter 1.
+      const a =
+        this.allotments?.answerer(policy, key, cost) ??
+        (policy.lease.hotAfter <= 1 ? "remote" : "cold");
+      if (a === "allotment" || a === "deny-cache") return a;
+      if (a === "remote") return undefined;
+    }
+    const cached =
+      this.deny !== undefined && policy.algorithm !== "concurrency" && policy.blockMs === 0;
+    return cached && this.deny!.wouldAnswer(policy, key, cost) ? "deny-cache" : undefined;
   }
 
   peek(req: StoreRequest): Promise<StoreDecision> {
