@@ -24,6 +24,7 @@ const DOCS = [
   "docs/redis.md",
   "docs/platform.md",
   "docs/runtimes.md",
+  "docs/observability.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];
