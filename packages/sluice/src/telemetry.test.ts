@@ -14,38 +14,39 @@ function timed(t: Tally, n: number): number {
 }
 
 describe("Tally: the duration sample", () => {
-  it("times every decision up to TIMED_PER_SECOND a second, then one in a stride sized by the last second's rate", () => {
+  it("times every decision up to TIMED_PER_SECOND a second, then about one a millisecond", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const t = new Tally("p", "memory", false);
     expect(timed(t, TIMED_PER_SECOND)).toBe(TIMED_PER_SECOND);
-    // Over the budget within the same second: one more (the stride is still 1 until a second ends).
-    expect(timed(t, 10)).toBe(10);
-    vi.advanceTimersByTime(1000);
-    // The last second saw 1,011 decisions: the stride is 2 once this second's budget is spent.
-    expect(timed(t, 1)).toBe(1); // the decision that opened the second
-    expect(timed(t, TIMED_PER_SECOND - 1)).toBe(TIMED_PER_SECOND - 1);
-    expect(timed(t, 100_000)).toBe(50_000);
+    // A steady million a second (1,000 a millisecond) for the rest of the second: about one
+    // timed a millisecond.
+    let k = 0;
+    for (let ms = 1; ms < 1000; ms++) {
+      vi.advanceTimersByTime(1);
+      k += timed(t, 1000);
+    }
+    expect(k).toBeGreaterThan(500);
+    expect(k).toBeLessThan(2000);
+    // A burst of a million in one millisecond: a handful timed, not thousands.
+    const u = new Tally("q", "memory", false);
+    expect(timed(u, TIMED_PER_SECOND + 1_000_000)).toBeLessThan(TIMED_PER_SECOND + 20);
   });
 
-  it("a busy second makes a long stride; a quiet one brings it back to every decision", () => {
+  it("a new second times every decision again (the instruments' timer, or the next timed decision)", () => {
     vi.useFakeTimers({ toFake: ["performance"] });
     const t = new Tally("p", "memory", false);
-    timed(t, 1_000_000);
-    vi.advanceTimersByTime(1000);
-    const busy = timed(t, 1_000_000);
-    expect(busy).toBeLessThan(3 * TIMED_PER_SECOND);
-    vi.advanceTimersByTime(1000);
-    // Still the long stride until a timed decision sees the new second…
-    let k = 0;
-    while (t.begin() < 0) k++;
-    expect(k).toBeGreaterThan(100);
-    // …then, as the last second was long, strides stay long for one more second, and after a
-    // quiet second every decision is timed again.
-    vi.advanceTimersByTime(1000);
-    while (t.begin() < 0);
-    vi.advanceTimersByTime(1000);
-    while (t.begin() < 0);
+    timed(t, 100_000);
+    t.newSecond();
     expect(timed(t, 500)).toBe(500);
+    // Without the timer: a timed decision that sees the second has passed begins a new one.
+    const u = new Tally("q", "memory", false);
+    timed(u, TIMED_PER_SECOND);
+    expect(timed(u, 10)).toBe(1); // the stride after the budget, in the first millisecond
+    vi.advanceTimersByTime(1000);
+    let k = 0;
+    while (u.begin() < 0) k++;
+    expect(k).toBeLessThan(TIMED_PER_SECOND + 10);
+    expect(timed(u, 999)).toBe(999);
   });
 });
 

@@ -104,9 +104,9 @@ export interface OpenTelemetryApi {
 
 /**
  * Durations are timed for every decision until this many have been timed in a second, then for
- * one decision in a stride sized from the last second's rate: a histogram's shape needs no
- * more, and timing each of millions of in-memory decisions would cost more than deciding them.
- * The exact count is `ratelimit.decisions`.
+ * one decision in a stride sized from the second's rate so far (about one a millisecond): a
+ * histogram's shape needs no more, and timing each of millions of in-memory decisions would
+ * cost more than deciding them. The exact count is `ratelimit.decisions`.
  */
 export const TIMED_PER_SECOND = 1000;
 
@@ -158,9 +158,11 @@ export class Tally {
    * decides, and counts its verdict with {@link Tally.verdict}.
    */
   readonly counting: boolean;
+  /** Decisions still timed, each, in this second. */
   private budget = TIMED_PER_SECOND;
+  /** Decisions until the next timed one, once the budget is spent. */
   private countdown = 0;
-  private stride = 1;
+  /** Decisions this second, and when it began (ms). */
   private seen = 0;
   private windowStart = now();
 
@@ -191,16 +193,28 @@ export class Tally {
     }
     if (--this.countdown > 0) return -1;
     const t = now();
-    if (t - this.windowStart >= 1000) {
-      // A new second: time the first TIMED_PER_SECOND again, then one in (last second's rate
-      // over TIMED_PER_SECOND).
-      this.stride = Math.max(1, Math.ceil(this.seen / TIMED_PER_SECOND));
-      this.seen = 0;
-      this.windowStart = t;
-      this.budget = TIMED_PER_SECOND - 1;
+    const elapsed = t - this.windowStart;
+    if (elapsed >= 1000) {
+      this.newSecond(t);
+      this.budget--;
+      return t;
     }
-    this.countdown = this.stride;
+    // One in a stride: this second's decisions per ms so far (a first millisecond counts as
+    // one), so about one is timed a millisecond whatever the rate.
+    this.countdown = Math.max(1, Math.ceil(this.seen / Math.max(elapsed, 1)));
     return t;
+  }
+
+  /**
+   * A new second: time every decision again up to the budget. Called each second by the
+   * instruments' timer (so a rate that fell is noticed without waiting out a long stride), and
+   * by {@link Tally.begin} when it sees the second has passed.
+   */
+  newSecond(t = now()): void {
+    this.budget = TIMED_PER_SECOND;
+    this.countdown = 0;
+    this.seen = 0;
+    this.windowStart = t;
   }
 
   /** Counts a decision (and records its duration when {@link Tally.begin} timed it). */
@@ -284,6 +298,8 @@ interface TelemetryState {
   api: OpenTelemetryApi | undefined;
   otel: Instruments | undefined;
   importing: boolean;
+  /** The new-second timer (null where none could start). */
+  seconds?: unknown;
 }
 
 const STATE_KEY = Symbol.for("sluice.telemetry.1");
@@ -432,12 +448,31 @@ function bind(): void {
     },
     [decisions, permits, allotments],
   );
+  startSeconds();
   const duration = meter.createHistogram(RATELIMIT_METRICS.DURATION, {
     description: "Time to decide, sampled (see TIMED_PER_SECOND); the count is ratelimit.decisions",
     unit: "s",
     advice: { explicitBucketBoundaries: DURATION_BOUNDARIES },
   });
   state.otel = { provider, duration };
+}
+
+/**
+ * Starts, once per process, the timer that begins each tally's new second (unref'd: it never
+ * keeps a process alive). Where a timer cannot start here (a Worker's global scope), each tally
+ * notices a new second at its next timed decision instead.
+ */
+function startSeconds(): void {
+  if (state.seconds !== undefined) return;
+  try {
+    const timer = setInterval(() => {
+      for (const t of state.tallies.values()) t.newSecond();
+    }, 1000) as unknown as { unref?: () => void };
+    timer.unref?.();
+    state.seconds = timer;
+  } catch {
+    state.seconds = null;
+  }
 }
 
 /** Hands one tally's numbers over at collection. */
