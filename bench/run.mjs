@@ -5,7 +5,8 @@
 //   npm run bench:quick    tiny counts (< 1 min): checks that every case runs; writes nothing
 //
 // Options: --quick, --only=memory,memory-hot,memory-sync,memory-flood,heap,redis,redis-policies,
-//          ceiling,redis-memory,hot-key,service,compat,grpc (a comma-separated subset),
+//          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry (a subset, comma-
+//          separated),
 //          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode),
 //          --render=bench/RESULTS.md (render a saved run again, e.g. after changing lib/report.mjs).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own

@@ -152,6 +152,7 @@ export async function throughputSync({
 /** What the plan keeps of a drive result. */
 const pick = (r) => ({
   ops: r.ops,
+  count: r.count,
   nodeCpuUs: r.nodeCpuUs,
   bytesPerOp: r.bytesPerOp,
   errors: r.errors,

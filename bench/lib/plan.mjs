@@ -25,6 +25,7 @@ export const SECTIONS = [
   "compat",
   "leases",
   "grpc",
+  "telemetry",
 ];
 
 /** Every algorithm, in the order the tables list them. */
@@ -131,6 +132,9 @@ const FULL = {
   leases: { durationMs: 3000, warmupMs: 1000, inflight: 256, hotKeys: 100, coldKeys: 100_000 },
   // As issue 21 measured it: 4 connections × 32 calls in flight, three interleaved rounds.
   grpc: { durationS: 10, warmupS: 3, rounds: 3, clients: 4, streams: 32, workers: 2 },
+  // Issue 33: the memory and Redis rows (config.memory, config.redis at 256 in flight) without
+  // and with the app's OpenTelemetry SDK, collecting every 500 ms.
+  telemetry: { exportIntervalMs: 500, inflight: 256 },
 };
 
 const QUICK = {
@@ -163,6 +167,7 @@ const QUICK = {
   compat: { durationMs: 200, warmupMs: 50, keyCount: 10_000, inflight: 64 },
   leases: { durationMs: 200, warmupMs: 100, inflight: 256, hotKeys: 100, coldKeys: 10_000 },
   grpc: { durationS: 1, warmupS: 0, rounds: 1, clients: 2, streams: 8, workers: 2 },
+  telemetry: { exportIntervalMs: 50, inflight: 256 },
 };
 
 /**
@@ -181,15 +186,23 @@ export const LEASE_CONTESTANTS = {
   },
 };
 
+/**
+ * The telemetry figures (issue 33): each store's case, as the memory (gcra, awaited, round
+ * robin) and Redis (gcra, 256 in flight) rows measure it, without and with the SDK.
+ */
+export const TELEMETRY_STORES = ["memory", "redis"];
+
 /** sluice's Redis key for an identifier of `idLength` characters: `sl:b:{<id>}:g0`. */
 const sluiceKeyLength = (idLength) => "sl:b:{".length + idLength + "}:g0".length;
 
 /**
  * Builds the plan for one run. `plan.run()` resolves the results:
  * { memory, memoryRandom, memoryLoop, memoryHot, memorySync, memoryFlood, memoryFloodHeap, heap, redis,
- * redisPolicies, ceiling, redisMemory, hotKey, service, grpc, failures }, each figure the median
- * over the rounds. memorySync's peer is memory.rlf (RateLimiterMemory has no synchronous path);
- * memoryLoop is the awaited loop without a limiter.
+ * redisPolicies, ceiling, redisMemory, hotKey, service, compat, leases, grpc, telemetry,
+ * failures }, each figure the median over the rounds. memorySync's peer is memory.rlf
+ * (RateLimiterMemory has no synchronous path); memoryLoop is the awaited loop without a
+ * limiter. telemetry: { memory, redis }, each { none, sdk } (without and with the app's
+ * OpenTelemetry SDK, alternated within each round).
  */
 export function planFor({ quick, only, port, log }) {
   const config = quick ? QUICK : FULL;
@@ -218,6 +231,7 @@ export function planFor({ quick, only, port, log }) {
     compat: {},
     leases: {},
     grpc: undefined,
+    telemetry: {},
     failures: [],
   };
   const add = (section, label, fn, summary) => tasks.push({ section, label, fn, summary });
@@ -448,6 +462,39 @@ export function planFor({ quick, only, port, log }) {
         }
       }
     }
+    if (want("telemetry")) {
+      // Without the SDK, then with it, one after the other in each round (A B A B …): the
+      // ratio compares neighbours in time on this shared machine.
+      const c = config.telemetry;
+      const counts = (store) => {
+        if (store === "memory") return config.memory;
+        const { inflight: _, ...redis } = config.redis;
+        return { ...redis, port, inflight: c.inflight };
+      };
+      for (const store of TELEMETRY_STORES) {
+        for (const sdk of [false, true]) {
+          add(
+            "telemetry",
+            `telemetry, ${store === "memory" ? "memory gcra awaited" : `redis gcra @${c.inflight}`}: ${sdk ? "SDK registered" : "no SDK"}${tag}`,
+            async () => {
+              const r = await runCaseRetry("telemetry", "throughput", {
+                ...counts(store),
+                store,
+                sdk,
+                exportIntervalMs: c.exportIntervalMs,
+              });
+              keep(`telemetry:${store}:${sdk ? "sdk" : "none"}`, r);
+              return r;
+            },
+            (r) =>
+              `${store === "redis" ? lat(r) : rate(r)}` +
+              (r.sdk
+                ? `  ${r.collections} collection(s) in the run; exported ${fmtRate(r.exported)} decisions, ${fmtRate(r.timed)} durations`
+                : ""),
+          );
+        }
+      }
+    }
   }
 
   if (want("heap")) {
@@ -666,6 +713,16 @@ export function planFor({ quick, only, port, log }) {
           if (m) ((results.redisPolicies[policy] ??= {})[inflight] ??= {})[id] = m;
         }
       }
+    }
+    for (const store of TELEMETRY_STORES) {
+      const none = med(`telemetry:${store}:none`);
+      const sdk = med(`telemetry:${store}:sdk`);
+      if (!none && !sdk) continue;
+      const runs = samples.get(`telemetry:${store}:sdk`) ?? [];
+      if (sdk)
+        for (const k of ["collections", "exported", "timed"])
+          sdk[k] = median(runs.map((x) => x[k]));
+      results.telemetry[store] = { none, sdk };
     }
     return results;
   }

@@ -36,6 +36,15 @@ const bytes = (b) => (b === undefined || Number.isNaN(b) ? "–" : `${b.toFixed(
 /** Each algorithm's memory-store target, awaited, as a multiple of RateLimiterMemory. */
 export const MEMORY_TARGET = (algorithm) => (algorithm === "gcra" ? 1.5 : 1);
 
+/** Telemetry (issue 33): decisions/s with the app's SDK registered ÷ without, at least. */
+export const TELEMETRY_TARGET = 0.9;
+
+/** The telemetry rows' cases, by store (plan.mjs TELEMETRY_STORES). */
+const TELEMETRY_CASES = {
+  memory: "memory store, gcra, awaited, round robin",
+  redis: "Redis store, gcra, 256 in flight",
+};
+
 /** limitSync (gcra) vs RateLimiterMemory's awaited `consume`. */
 export const SYNC_TARGET = 3;
 
@@ -272,6 +281,36 @@ function evaluateTargets(r, config) {
       svc.sluiceWorkers,
       fastify,
     );
+
+  // Telemetry (issue 33): the app's SDK registered vs not, same run.
+  for (const [store, id, text] of [
+    [
+      "memory",
+      "telemetry-memory",
+      `Telemetry: memory store, awaited, SDK registered ≥ ${TELEMETRY_TARGET}× the same run without`,
+    ],
+    [
+      "redis",
+      "telemetry-redis",
+      `Telemetry: Redis GCRA 256 in flight, SDK registered ≥ ${TELEMETRY_TARGET}× without`,
+    ],
+  ]) {
+    const t = r.telemetry?.[store];
+    if (!t?.none || !t.sdk) {
+      notMeasured(id, text);
+      continue;
+    }
+    const x = t.sdk.ops / t.none.ops;
+    target(
+      id,
+      text,
+      x,
+      x >= TELEMETRY_TARGET,
+      ratioText(t.sdk.ops, t.none.ops),
+      `${((1 - x / TELEMETRY_TARGET) * 100).toFixed(0)}% short of ${TELEMETRY_TARGET}×`,
+      { limits: "telemetry", store },
+    );
+  }
 
   // Envoy over gRPC (issue 21), against the bare node:http2 server of the same run.
   const g = r.grpc && !r.grpc.skipped ? r.grpc.rows : {};
@@ -703,7 +742,62 @@ function sections(r, config) {
   }
   parts.push(compat(r.compat ?? {}, config));
   parts.push(leases(r.leases ?? {}, config));
+  parts.push(telemetry(r.telemetry ?? {}, config));
   return parts;
+}
+
+/** OpenTelemetry (issue 33): the memory and Redis GCRA rows without and with the app's SDK. */
+function telemetry(stores, config) {
+  const title = "Telemetry: the app's OpenTelemetry SDK registered vs not";
+  const c = config.telemetry;
+  if (!c || Object.keys(stores).length === 0) return notMeasured(title);
+  const rows = [];
+  for (const [store, { none, sdk }] of Object.entries(stores)) {
+    for (const [label, v] of [
+      ["no SDK", none],
+      ["SDK registered", sdk],
+    ]) {
+      if (!v) continue;
+      rows.push([
+        TELEMETRY_CASES[store] ?? store,
+        label,
+        `${fmtRate(v.ops)}/s`,
+        v === sdk && none ? fmtRatio(sdk.ops / none.ops) : "",
+        us(v.nodeCpuUs),
+        store === "memory" ? perDecision(v) : `${fmtMs(v.p50)} / ${fmtMs(v.p99)}`,
+        v === sdk && v.collections !== undefined ? String(v.collections) : "",
+        v === sdk && v.timed !== undefined
+          ? `${fmtRate(v.timed)} of ${fmtRate(v.exported)} (${percent(v.timed / v.exported)})`
+          : "",
+      ]);
+    }
+  }
+  const mem = config.memory;
+  return (
+    `### ${title}
+
+The memory round-robin row (gcra, \`await limiter.limit(key)\`, ${mem.keyCount.toLocaleString("en")} identifiers, ${mem.durationMs / 1000} s) ` +
+    `and the Redis GCRA row at ${c.inflight} in flight (${config.redis.keyCount.toLocaleString("en")} identifiers, ${config.redis.durationMs / 1000} s), each in a fresh process ` +
+    `without an SDK (\`@opentelemetry/api\` installed: its no-op instruments) and with the SDK an app registers before its first limiter: ` +
+    `\`MeterProvider\` with a \`PeriodicExportingMetricReader\` (in-memory exporter, every ${c.exportIntervalMs} ms) set globally, and a \`NodeTracerProvider\` ` +
+    `(\`BatchSpanProcessor\`, in-memory exporter; AsyncLocalStorage context) registered; no span is active around the calls. ` +
+    `Each SDK run fails unless the exporter saw \`ratelimit.decisions\` for every measured decision; the last column is that run's \`ratelimit.decision.duration\` count against its \`ratelimit.decisions\` (warm-up included), how many decisions were timed. ` +
+    `Collections in the run: periodic exports during the measured stretch (an awaited in-memory loop never yields to timers, so there the SDK collects only after it). ` +
+    `No SDK and SDK alternate within each round; median of ${config.rounds} round(s). Target (issue 33): SDK registered ≥ ${TELEMETRY_TARGET}× without.\n\n` +
+    table(
+      [
+        "case",
+        "OpenTelemetry",
+        "decisions/s",
+        "SDK ÷ no SDK",
+        "Node CPU per decision",
+        "allocated per decision / p50 / p99",
+        "collections in the run",
+        "durations recorded of decisions exported",
+      ],
+      rows,
+    )
+  );
 }
 
 /** Leases (docs/leases.md): hot and cold keys with and without, and rate-limiter-flexible. */
@@ -919,7 +1013,7 @@ export function renderReport({ results, meta }) {
   const markdown =
     `# sluice benchmarks\n\nGenerated by \`bench/run.mjs\`; see [docs/benchmarks.md](../docs/benchmarks.md) for the method. ` +
     `Every figure below was measured in the same run on the same machine; ratios compare figures of this run only.\n\n` +
-    `${env.join("\n")}\n\n## Targets (issues 10, 21 and 38)\n\n` +
+    `${env.join("\n")}\n\n## Targets (issues 10, 21, 33 and 38)\n\n` +
     table(["target", "measured", "result", "what limits it"], targetRows) +
     `\n\n## Figures\n\n${body.join("\n\n")}${failures}\n`;
   const consoleText =

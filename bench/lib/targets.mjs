@@ -152,6 +152,27 @@ export const LIMITS = {
       `${pct(svc.sluiceMemory)}). Profile the server under load to see which step costs most.`
     );
   },
+  telemetry: (r, t) => {
+    const { none = {}, sdk = {} } = r.telemetry?.[t.store] ?? {};
+    const extra = (a, b) => (a === undefined || b === undefined ? undefined : a - b);
+    const wall = (x) => (x.ops ? 1e9 / x.ops : undefined);
+    const cpu = (x) => (x.nodeCpuUs === undefined ? undefined : x.nodeCpuUs * 1000);
+    let text =
+      `Time per decision in this run: ${ns(wall(sdk))} with the SDK vs ${ns(wall(none))} ` +
+      `without (${ns(extra(wall(sdk), wall(none)))} more); Node CPU per decision ` +
+      `${ns(cpu(sdk))} vs ${ns(cpu(none))}`;
+    if (t.store === "memory" && sdk.bytesPerOp !== undefined && none.bytesPerOp !== undefined)
+      text += `, allocated ${sdk.bytesPerOp.toFixed(0)} B vs ${none.bytesPerOp.toFixed(0)} B`;
+    if (sdk.timed !== undefined && sdk.exported)
+      text +=
+        `. The SDK recorded ${fmtRate(sdk.timed)} durations for ${fmtRate(sdk.exported)} decisions ` +
+        `(warm-up included, ${pct(sdk.timed / sdk.exported)}): a recorded duration goes through ` +
+        `the SDK's histogram (attributes hashed, a bucket found, objects allocated), while counting ` +
+        `is a field increment with or without an SDK. A large share means the sampling ` +
+        `(TIMED_PER_SECOND, packages/sluice/src/telemetry.ts) timed most decisions of this run`;
+    text += `. Compare CPU profiles of the two runs (cases/telemetry.mjs). ${PROFILE}`;
+    return text;
+  },
   service: () => "",
   grpc: (r, t) => {
     const g = r.grpc?.rows ?? {};
