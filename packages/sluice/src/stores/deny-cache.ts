@@ -16,6 +16,14 @@ interface DenyEntry {
   readonly rules: readonly RuleDecision[];
 }
 
+/**
+ * Whether the deny cache may answer a policy's decisions: not concurrency (a permit's release
+ * frees it at any time) and not a policy with a penalty block (a denial may start one).
+ */
+export function denyCacheable(policy: Policy): boolean {
+  return policy.algorithm !== "concurrency" && policy.blockMs === 0;
+}
+
 /** The cache; see the file's comment. */
 export class DenyCache {
   private readonly denied = new Map<string, DenyEntry>();

@@ -20,7 +20,9 @@
 import type { RuleDecision } from "../decision.js";
 import type { Policy } from "../policy.js";
 import { policyCapacity } from "../policy.js";
-import type { StoreDecision } from "../store.js";
+import { unrefTimer } from "../platform.js";
+import type { LocalAnswer, StoreDecision } from "../store.js";
+import { type DenyCache, denyCacheable } from "./deny-cache.js";
 
 /** What Redis answered an allotment call: the request's decision and the units granted. */
 export interface AllotmentReply {
@@ -130,6 +132,9 @@ export interface AllotmentCounters {
  */
 export type LeaseCounters = AllotmentCounters;
 
+/** How often allotments are looked over: idle or expired ones give their units back (ms). */
+export const ALLOTMENT_SWEEP_MS = 100;
+
 /** The allotments of one Redis store. */
 export class AllotmentBook {
   /** What is held, by policy name and key. */
@@ -149,6 +154,7 @@ export class AllotmentBook {
   private seq = 0;
   /** Counts for metrics. */
   readonly counters: AllotmentCounters = { taken: 0, returned: 0, expired: 0, local: 0, remote: 0 };
+  private sweeper: ReturnType<typeof setInterval> | undefined;
 
   constructor(
     private readonly calls: AllotmentCalls,
@@ -511,6 +517,13 @@ export class AllotmentBook {
     return true;
   }
 
+  /** A peek's answer with what this node holds unspent for the key added to each rule. */
+  withUnspent(policy: Policy, key: string, d: StoreDecision): StoreDecision {
+    const extra = this.unspent(policy, key);
+    if (extra === 0) return d;
+    return { ...d, rules: d.rules.map((r) => ({ ...r, remaining: r.remaining + extra })) };
+  }
+
   /** Units this node holds unspent for the key (added to a peek's remaining). */
   unspent(policy: Policy, key: string): number {
     const h = this.held.get(policy.name)?.get(key);
@@ -589,8 +602,27 @@ export class AllotmentBook {
     return this.calls.giveBack(h.policy, h.key, ret, h.at, h.epoch, member).catch(() => undefined);
   }
 
+  /**
+   * Looks the allotments over every {@link ALLOTMENT_SWEEP_MS} while any is held (idle or expired
+   * ones give their units back); the timer stops when nothing is held. Called on each use.
+   */
+  keepSwept(): void {
+    if (this.sweeper !== undefined) return;
+    this.sweeper = setInterval(() => {
+      this.sweep();
+      if (this.empty) this.stopSweeping();
+    }, ALLOTMENT_SWEEP_MS);
+    unrefTimer(this.sweeper);
+  }
+
+  private stopSweeping(): void {
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
+  }
+
   /** Gives back everything (the store is closing). */
   async close(): Promise<void> {
+    this.stopSweeping();
     const all: Array<Promise<unknown>> = [];
     for (const byKey of this.held.values()) {
       for (const h of byKey.values()) {
@@ -606,4 +638,27 @@ export class AllotmentBook {
   get empty(): boolean {
     return this.held.size === 0;
   }
+}
+
+/**
+ * Which local structure would answer a Redis store's `decide` of `cost` for the key now — an
+ * allotment this node holds, or the deny cache (for a key with an allotment, the denial it
+ * remembers) — or undefined when Redis would. Changes nothing: no heat counted, no entry dropped.
+ */
+export function localAnswer(
+  book: AllotmentBook | undefined,
+  deny: DenyCache | undefined,
+  policy: Policy,
+  key: string,
+  cost: number,
+): LocalAnswer | undefined {
+  if (policy.lease !== undefined) {
+    // No book yet: the first decision makes it, and a key is hot at once with hotAfter 1.
+    const a = book?.answerer(policy, key, cost) ?? (policy.lease.hotAfter <= 1 ? "remote" : "cold");
+    if (a === "allotment" || a === "deny-cache") return a;
+    if (a === "remote") return undefined;
+  }
+  return deny !== undefined && denyCacheable(policy) && deny.wouldAnswer(policy, key, cost)
+    ? "deny-cache"
+    : undefined;
 }

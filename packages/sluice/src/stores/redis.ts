@@ -5,7 +5,7 @@ import { option, resolveOptions } from "../options.js";
 import { randomId, unrefTimer } from "../platform.js";
 import type { Policy } from "../policy.js";
 import type { LocalAnswer, Store, StoreDecision, StoreRequest } from "../store.js";
-import { DenyCache } from "./deny-cache.js";
+import { DenyCache, denyCacheable } from "./deny-cache.js";
 import { INSTANCES_LUA, type LuaScript, SLUICE_LUA } from "./lua-scripts.js";
 import { type ClientPort, type RedisClient, clientPort } from "./redis-client.js";
 import {
@@ -31,7 +31,12 @@ import {
   slotOfTag,
   tagForSlot,
 } from "./redis-keys.js";
-import { AllotmentBook, type AllotmentCounters, type AllotmentReply } from "./redis-allotments.js";
+import {
+  AllotmentBook,
+  type AllotmentCounters,
+  type AllotmentReply,
+  localAnswer,
+} from "./redis-allotments.js";
 import { type CallFailure, RemoteCalls, type Transport, errorMessage } from "./remote-calls.js";
 
 export type {
@@ -164,9 +169,6 @@ interface Pending extends Operation {
 const REFUSED =
   /^(?:Too many Cluster redirections\. Last error: (?:ReplyError: )?)?(?:TRYAGAIN|ASK |MOVED )/;
 
-/** How often allotments are looked over: idle or expired ones give their units back (ms). */
-const ALLOTMENT_SWEEP_MS = 100;
-
 /**
  * The Redis store: counters in Redis (standalone, Sentinel or Cluster), every decision one
  * atomic Lua evaluation (`lua/sluice.lua`, a port of `evaluate.ts` and the algorithms).
@@ -206,7 +208,6 @@ export class RedisStore implements Store {
   private closed = false;
   /** Allotments of hot keys (made with the first policy that takes them). */
   private allotments: AllotmentBook | undefined;
-  private allotmentTimer: ReturnType<typeof setInterval> | undefined;
 
   constructor(options: RedisStoreOptions) {
     this.o = resolveRedisOptions(options);
@@ -244,8 +245,7 @@ export class RedisStore implements Store {
       if (d !== undefined) return d instanceof Promise ? d : Promise.resolve(d);
       book.counters.remote++;
     }
-    const cached =
-      this.deny !== undefined && policy.algorithm !== "concurrency" && policy.blockMs === 0;
+    const cached = this.deny !== undefined && denyCacheable(policy);
     if (cached) {
       const hit = this.deny!.answer(policy, key, cost);
       if (hit) return Promise.resolve(hit);
@@ -267,24 +267,9 @@ export class RedisStore implements Store {
     return this.allotments.trySpend(policy, key, cost);
   }
 
-  /**
-   * Which local structure would answer a `decide` of `cost` for the key now — an allotment this
-   * process holds, or the deny cache (for a key with an allotment, the denial it remembers) —
-   * or undefined when Redis would. Changes nothing: no heat counted, no entry dropped.
-   */
+  /** Which local structure would answer a `decide` now (`localAnswer`); changes nothing. */
   explainLocal(policy: Policy, key: string, cost: number): LocalAnswer | undefined {
-    if (this.closed) return undefined;
-    if (policy.lease !== undefined) {
-      // No book yet: the first decision makes it, and a key is hot at once with hotAfter 1.
-      const a =
-        this.allotments?.answerer(policy, key, cost) ??
-        (policy.lease.hotAfter <= 1 ? "remote" : "cold");
-      if (a === "allotment" || a === "deny-cache") return a;
-      if (a === "remote") return undefined;
-    }
-    const cached =
-      this.deny !== undefined && policy.algorithm !== "concurrency" && policy.blockMs === 0;
-    return cached && this.deny!.wouldAnswer(policy, key, cost) ? "deny-cache" : undefined;
+    return this.closed ? undefined : localAnswer(this.allotments, this.deny, policy, key, cost);
   }
 
   peek(req: StoreRequest): Promise<StoreDecision> {
@@ -292,12 +277,7 @@ export class RedisStore implements Store {
     if (req.policy.lease === undefined || this.allotments === undefined) return p;
     // What this node holds unspent is not used: it is still there to spend.
     const allotments = this.allotments;
-    return p.then((d) => {
-      const extra = allotments.unspent(req.policy, req.key);
-      if (extra === 0) return d;
-      const rules = d.rules.map((r) => ({ ...r, remaining: r.remaining + extra }));
-      return { ...d, rules };
-    });
+    return p.then((d) => allotments.withUnspent(req.policy, req.key, d));
   }
 
   async adjust(policy: Policy, key: string, delta: number): Promise<void> {
@@ -348,8 +328,6 @@ export class RedisStore implements Store {
   /** Sends what is queued, stops the timers and leaves the instance count. Does not close the client. */
   async close(): Promise<void> {
     if (this.closed) return;
-    if (this.allotmentTimer) clearInterval(this.allotmentTimer);
-    this.allotmentTimer = undefined;
     // What allotments hold unspent goes back (before the queue is flushed one last time).
     const givingBack = this.allotments?.close();
     this.calls.flush();
@@ -375,6 +353,7 @@ export class RedisStore implements Store {
     this.deny?.clear();
   }
 
+  /** Allotments held for the policy now (the `ratelimit.allotments` gauge). */
   allotmentsHeld(policy: string): number {
     return this.allotments?.heldCount(policy) ?? 0;
   }
@@ -422,18 +401,7 @@ export class RedisStore implements Store {
         this.instanceId,
       );
     }
-    if (this.allotmentTimer === undefined) {
-      // Gives back what idle or expired allotments hold; stops when nothing is held.
-      this.allotmentTimer = setInterval(() => {
-        const book = this.allotments!;
-        book.sweep();
-        if (book.empty && this.allotmentTimer) {
-          clearInterval(this.allotmentTimer);
-          this.allotmentTimer = undefined;
-        }
-      }, ALLOTMENT_SWEEP_MS);
-      unrefTimer(this.allotmentTimer);
-    }
+    this.allotments.keepSwept();
     return this.allotments;
   }
 
@@ -550,18 +518,13 @@ export class RedisStore implements Store {
             p.resolve({ ...r, leaseId: p.member });
             continue;
           }
-        } else if (p.cacheable && r.blockedForMs === 0)
+        } else if (p.cacheable && r.blockedForMs === 0) {
           // A reset or refund made while this call was in flight keeps its denial out. Remembered
           // from before the script ran (injected time: when it was asked), so that it never
           // outlasts the real one.
-          this.deny?.remember(
-            p.policy,
-            p.key,
-            p.cost,
-            r.rules,
-            this.o.now ? p.askedAt : sentAt,
-            p.generation,
-          );
+          const at = this.o.now ? p.askedAt : sentAt;
+          this.deny?.remember(p.policy, p.key, p.cost, r.rules, at, p.generation);
+        }
       }
       p.resolve(r);
     }
