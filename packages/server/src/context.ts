@@ -3,6 +3,7 @@
  * traffic recorder and clock. Built once by `createService` (./service.ts) and handed to each
  * route module, which imports this type and nothing of the service's wiring.
  */
+import type { Tracer } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { Limiter } from "sluice";
 import type { ClientIp } from "./client-ip.js";
@@ -49,4 +50,9 @@ export interface ServiceContext {
   readonly metricsText?: ((registry: MetricsRegistry) => Promise<string>) | undefined;
   /** This process's number among the workers of `sluice serve --workers`. */
   readonly worker?: number | undefined;
+  /**
+   * The tracer of the decision doors' server spans (`ServiceOptions.tracer`); undefined: no
+   * spans, and no span work on any request.
+   */
+  readonly tracer?: Tracer | undefined;
 }

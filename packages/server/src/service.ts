@@ -2,6 +2,7 @@
  * `sluice serve`: wires the database, the counter store, the live registry and the Fastify
  * server, and shuts them down in order.
  */
+import type { Tracer } from "@opentelemetry/api";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -83,6 +84,14 @@ export interface ServiceOptions {
   metricsText?: (registry: MetricsRegistry) => Promise<string>;
   /** This process's number among the workers of `sluice serve --workers` (shown by `/readyz`). */
   worker?: number;
+  /**
+   * A tracer (`trace.getTracer("sluice", VERSION)` of an OpenTelemetry SDK): each request of
+   * the decision API and each Envoy `ShouldRateLimit` call is then a server span carrying its
+   * decision, a child of the caller's W3C `traceparent` when the API has a propagator that
+   * reads it. Unset (the default): no spans, and no span work on any request. `sluice serve`
+   * sets it when it exports traces (OTEL_* variables, docs/server.md#opentelemetry).
+   */
+  tracer?: Tracer;
 }
 
 /**
@@ -141,6 +150,7 @@ export async function createService(
       ? createRlsGrpcServer(context.envoy, logger, {
           maxMessageBytes: config.bodyLimit,
           requestTimeoutMs: config.requestTimeoutMs,
+          tracer: options.tracer,
         })
       : undefined;
     const database = opened.database!;
@@ -223,6 +233,7 @@ async function openContext(
     now,
     metricsText: options.metricsText,
     worker: options.worker,
+    tracer: options.tracer,
   };
 }
 

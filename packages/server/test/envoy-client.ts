@@ -46,6 +46,7 @@ interface RlsStub extends grpc.Client {
   ShouldRateLimit(req: TestRequest, cb: Callback<TestResponse>): grpc.ClientUnaryCall;
   ShouldRateLimit(
     req: TestRequest,
+    metadata: grpc.Metadata,
     options: grpc.CallOptions,
     cb: Callback<TestResponse>,
   ): grpc.ClientUnaryCall;
@@ -56,8 +57,14 @@ interface HealthStub extends grpc.Client {
 
 /** A client of one server. */
 export interface RlsClient {
-  /** Calls ShouldRateLimit; rejects with the gRPC error (`code`, `details`). */
-  shouldRateLimit(req: TestRequest, options?: { deadlineMs?: number }): Promise<TestResponse>;
+  /**
+   * Calls ShouldRateLimit (with `metadata`, e.g. a `traceparent`); rejects with the gRPC error
+   * (`code`, `details`).
+   */
+  shouldRateLimit(
+    req: TestRequest,
+    options?: { deadlineMs?: number; metadata?: Record<string, string> },
+  ): Promise<TestResponse>;
   /** grpc.health.v1 Check. */
   health(service?: string): Promise<string>;
   close(): void;
@@ -132,7 +139,9 @@ export function rlsClient(address: string, options: grpc.ChannelOptions = {}): R
     shouldRateLimit(req, options = {}) {
       return new Promise((resolve, reject) => {
         const deadline = new Date(Date.now() + (options.deadlineMs ?? 10_000));
-        stub.ShouldRateLimit(req, { deadline }, (err, value) =>
+        const metadata = new grpc.Metadata();
+        for (const [k, v] of Object.entries(options.metadata ?? {})) metadata.set(k, v);
+        stub.ShouldRateLimit(req, metadata, { deadline }, (err, value) =>
           err ? reject(err) : resolve(normalize(value!)),
         );
       });

@@ -10,6 +10,7 @@
  * Names: docs/observability.md (the convention we propose). Keys never become attributes.
  */
 import type { Decision } from "./decision.js";
+import { unrefTimer } from "./platform.js";
 import { VERSION } from "./version.js";
 
 /** The attribute names of the convention (docs/observability.md). */
@@ -467,8 +468,8 @@ function startSeconds(): void {
   try {
     const timer = setInterval(() => {
       for (const t of state.tallies.values()) t.newSecond();
-    }, 1000) as unknown as { unref?: () => void };
-    timer.unref?.();
+    }, 1000);
+    unrefTimer(timer);
     state.seconds = timer;
   } catch {
     state.seconds = null;

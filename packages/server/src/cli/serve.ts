@@ -1,11 +1,13 @@
 /**
  * `sluice serve`: starts the service, says where it listens (and how to make the first admin),
- * and shuts it down in order on SIGTERM or SIGINT within its deadline.
+ * and shuts it down in order on SIGTERM or SIGINT within its deadline. With OTEL_* variables
+ * that ask for it, OpenTelemetry's SDK is started first and shut down (flushed) last (../otel.ts).
  */
 import type { Command } from "commander";
 import type { Logger } from "pino";
 import { CONFIG_KEYS, type ServerConfig, redactUrl } from "../config.js";
 import type { LogDestination } from "../log-destination.js";
+import type { OpenTelemetry, OtelSettings } from "../otel.js";
 import type { Service } from "../service.js";
 import type { WorkerChannel } from "../workers.js";
 import { type Key, addConfigOptions, configFrom, sameDatabaseFlags } from "./options.js";
@@ -21,6 +23,10 @@ export function serveCommand(cli: Command): void {
 async function serve(opts: Record<string, unknown>): Promise<void> {
   outliveClosedOutput();
   const config = configFrom(opts, Object.keys(CONFIG_KEYS) as Key[]);
+  // Checked here, before anything starts (by the primary of --workers too): a bad value stops
+  // the start, naming the variable.
+  const { otelSettings, startOpenTelemetry } = await import("../otel.js");
+  const otel = otelSettings(process.env);
   const [{ pino }, { fdDestination }, workers] = await Promise.all([
     import("pino"),
     import("../log-destination.js"),
@@ -53,15 +59,46 @@ async function serve(opts: Record<string, unknown>): Promise<void> {
     },
     logs.stream,
   );
+  // Before the service makes its limiters: sluice binds its instruments to the meter provider
+  // registered when the first one is made.
+  const telemetry = otel ? await startTelemetry(otel, startOpenTelemetry, logger) : undefined;
   const service = await createService(config, {
     logger,
     ...(worker ? { metricsText: () => worker.metrics(), worker: worker.id } : {}),
+    ...(telemetry?.tracer ? { tracer: telemetry.tracer } : {}),
   });
   worker?.shareMetrics(service.context.metrics.registry);
   const admin = await firstAdmin(service, opts, logger, worker);
-  stopOnSignals(service, config.shutdownTimeoutMs, logger, logs, worker);
+  stopOnSignals(service, config.shutdownTimeoutMs, logger, logs, worker, telemetry);
   const url = await service.listen();
   announce(service, config, url, logger, admin, worker);
+}
+
+/** Starts OpenTelemetry's SDK as the OTEL_* variables ask, and says where it exports. */
+async function startTelemetry(
+  settings: OtelSettings,
+  start: (settings: OtelSettings, logger: Logger) => Promise<OpenTelemetry>,
+  logger: Logger,
+): Promise<OpenTelemetry> {
+  const telemetry = await start(settings, logger);
+  const { metrics, traces } = settings;
+  logger.info(
+    {
+      otel: {
+        ...(metrics
+          ? {
+              metrics: metrics.url,
+              metricsProtocol: metrics.protocol,
+              intervalMs: metrics.intervalMs,
+            }
+          : {}),
+        ...(traces ? { traces: traces.url, tracesProtocol: traces.protocol } : {}),
+        serviceName: settings.resource["service.name"],
+      },
+    },
+    `OpenTelemetry: exporting ${[metrics && "metrics", traces && "traces"].filter(Boolean).join(" and ")} over OTLP`,
+  );
+  return telemetry;
 }
 
 /**
@@ -107,7 +144,8 @@ async function firstAdmin(
 
 /**
  * Shuts the service down on SIGTERM (and SIGINT, outside a worker), within `timeoutMs`, and
- * exits. A second signal exits at once.
+ * exits. A second signal exits at once. OpenTelemetry's SDK, when on, exports what it still
+ * holds once the service has stopped (the last requests' spans and counts included).
  */
 function stopOnSignals(
   service: Service,
@@ -115,7 +153,12 @@ function stopOnSignals(
   logger: Logger,
   logs: LogDestination,
   worker: WorkerChannel | undefined,
+  telemetry: OpenTelemetry | undefined,
 ): void {
+  const flush = () =>
+    telemetry
+      ?.shutdown()
+      .catch((err: unknown) => logger.warn({ err }, "OpenTelemetry: the last export failed"));
   let stopping = false;
   const stop = (signal: string) => {
     // A worker may be told twice (by the primary, and by a service manager that signals every
@@ -137,12 +180,14 @@ function stopOnSignals(
     timer.unref();
     service.close().then(
       async () => {
+        await flush();
         logger.info("stopped");
         await logs.drain();
         process.exit(0);
       },
       async (err: unknown) => {
         logger.error({ err }, "shutdown failed");
+        await flush();
         await logs.drain();
         process.exit(1);
       },

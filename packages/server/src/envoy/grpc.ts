@@ -23,10 +23,16 @@
  *
  * Envoy lets a call that failed through (or fails it, with `failure_mode_deny`), as it does for
  * any error. A call the client cancels (RST_STREAM) is dropped when its answer is ready.
+ *
+ * With a tracer, each `ShouldRateLimit` call is a server span (../tracing.ts), a child of the
+ * `traceparent` of its metadata, ended when its stream closes with the status it was answered;
+ * without one, no span work is done.
  */
+import type { Span, Tracer } from "@opentelemetry/api";
 import http2 from "node:http2";
 import { gunzipSync, inflateSync } from "node:zlib";
 import type { Logger } from "pino";
+import { annotateDecisions, grpcServerSpan } from "../tracing.js";
 import { type RateLimitService, type RlsRequest, type RlsResponse, RlsInputError } from "./rls.js";
 import {
   SERVING_STATUS,
@@ -79,6 +85,8 @@ export interface RlsGrpcServerOptions {
   readonly maxMessageBytes: number;
   /** Longest wait for a call's request to arrive whole (headers to its last byte), ms. */
   readonly requestTimeoutMs: number;
+  /** The tracer of `ShouldRateLimit`'s server spans; undefined: no spans. */
+  readonly tracer?: Tracer | undefined;
 }
 
 /** A running gRPC server. */
@@ -107,6 +115,10 @@ interface Door {
   readonly pending: Set<Call>;
   /** Whether the health check answers SERVING (until the server closes). */
   serving: boolean;
+  /** The tracer of `ShouldRateLimit`'s spans, when there is one. */
+  readonly tracer: Tracer | undefined;
+  /** The span of each traced call, by its stream (only with a tracer). */
+  readonly spans: WeakMap<http2.ServerHttp2Stream, Span>;
   /**
    * The clock, read once per sweep: a call's start needs no finer time than the sweep's. A call
    * starts at most one sweep after `coarseNow`, so it is taken to start then: no call is cut
@@ -211,11 +223,29 @@ const answerRateLimit: Handler = (door, stream, body, start, end) => {
   }
   if (answer instanceof Promise)
     answer.then(
-      (r) => reply(stream, encodeRateLimitResponse(r)),
+      (r) => {
+        if (door.tracer !== undefined) annotateCall(door, stream, r);
+        reply(stream, encodeRateLimitResponse(r));
+      },
       (err: unknown) => rateLimitFailed(door, stream, err, request),
     );
-  else reply(stream, encodeRateLimitResponse(answer));
+  else {
+    if (door.tracer !== undefined) annotateCall(door, stream, answer);
+    reply(stream, encodeRateLimitResponse(answer));
+  }
 };
+
+/** A traced call's answer on its span: each descriptor's decision, and the deciding one's. */
+function annotateCall(door: Door, stream: http2.ServerHttp2Stream, r: RlsResponse): void {
+  const span = door.spans.get(stream);
+  if (span === undefined) return;
+  const outcomes = r.outcomes ?? [];
+  annotateDecisions(
+    span,
+    outcomes.map((o) => o.decision),
+    r.deciding,
+  );
+}
 
 /** A call the service could not answer: its input (INVALID_ARGUMENT), or a failure. */
 function rateLimitFailed(
@@ -306,6 +336,11 @@ function acceptCall(
   stream.on("error", ignore);
   const handler = handlerOf(stream, headers);
   if (handler === undefined) return;
+  if (door.tracer !== undefined && handler === answerRateLimit)
+    door.spans.set(
+      stream,
+      grpcServerSpan(door.tracer, RLS_SERVICE, "ShouldRateLimit", headers, stream),
+    );
   const encoding = encodingOf(stream, headers);
   if (encoding === undefined) return;
   const call: Call = {
@@ -514,6 +549,8 @@ export function createRlsGrpcServer(
     pending: new Set(),
     serving: true,
     coarseNow: Date.now(),
+    tracer: options.tracer,
+    spans: new WeakMap(),
   };
   const server = http2.createServer();
   server.on("stream", (stream, headers) => acceptCall(door, stream, headers));

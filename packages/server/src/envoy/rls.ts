@@ -104,6 +104,16 @@ export interface RlsResponse {
   readonly rawBody: Uint8Array | undefined;
   /** Over limit only because the counter store failed and the limits fail closed (`onStoreError: deny`). */
   readonly failedClosed: boolean;
+  /** What each descriptor came to, in the request's order (for its span). */
+  readonly outcomes?: readonly RlsOutcome[];
+  /** The decision the answer's headers come from: any over the limit, else the least remaining. */
+  readonly deciding?: Decision | undefined;
+}
+
+/** What one descriptor of a request came to, as its span shows it. */
+export interface RlsOutcome {
+  /** The limiter's decision (its policy is the limit's policy name); undefined: no limit decided. */
+  readonly decision: Decision | undefined;
 }
 
 /** A request that cannot be answered as sent: every problem, with its field. */
@@ -146,11 +156,9 @@ export interface RateLimitServiceOptions {
 }
 
 /** What one descriptor came to. */
-interface Outcome {
+interface Outcome extends RlsOutcome {
   readonly limit: CompiledLimit | undefined;
   readonly status: RlsStatus;
-  /** The limiter's decision (its policy is the limit's policy name, not its display name). */
-  readonly decision: Decision | undefined;
   /** OVER_LIMIT (a shadow limit never is). */
   readonly over: boolean;
   /** Over because the store failed and the limit fails closed. */
@@ -488,6 +496,8 @@ export class RateLimitService {
       responseHeadersToAdd: headers,
       rawBody,
       failedClosed,
+      outcomes,
+      deciding: chosen?.decision,
     };
   }
 

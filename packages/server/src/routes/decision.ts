@@ -6,12 +6,16 @@
  * `POST /v1/limit`, which apps call once per request they limit, is also served straight from
  * node:http ({@link FastRoute}): the same validation, grant and cost checks, decision, headers,
  * error bodies, metrics and log lines, without Fastify's routing, hooks and reply objects.
+ *
+ * With a tracer (`ServiceContext.tracer`), each request of these routes — through either door —
+ * is a server span carrying its decision (../tracing.ts); without one, no span work is done.
  */
+import type { Span, Tracer } from "@opentelemetry/api";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import type { HeaderList } from "sluice/http";
 import { type DraftHooks, decideLive, disabledDecision } from "sluice/service";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
 import {
   batchRequestSchema,
   limitRequestSchema,
@@ -32,6 +36,13 @@ import { decisionHeaders } from "../headers.js";
 import type { LivePolicy } from "../registry.js";
 import type { ServiceContext } from "../context.js";
 import { counterChild } from "../metrics.js";
+import {
+  annotateDecision,
+  annotateDecisions,
+  annotatePolicy,
+  decidingOf,
+  httpServerSpan,
+} from "../tracing.js";
 import { trafficOutcome } from "../traffic/recorder.js";
 import { appOfRequest, bearer } from "./auth.js";
 
@@ -192,13 +203,18 @@ function withHeaders(reply: FastifyReply, headers: HeaderList, d: Answer): Answe
   return d;
 }
 
-/** `POST /v1/limit` through Fastify (the {@link FastRoute} takes most of them first). */
+/**
+ * `POST /v1/limit` through Fastify (the {@link FastRoute} takes most of them first). Each route
+ * below puts what it answered on the request's `span`, when it has one.
+ */
 async function limitRoute(
   decisions: Decisions,
   req: FastifyRequest,
   reply: FastifyReply,
+  span?: Span,
 ): Promise<Answer> {
   const [live, d] = await decisions.limit(decisions.appOf(req), req.body);
+  if (span !== undefined) annotateDecision(span, d);
   return withHeaders(reply, decisions.headersOf(live, d), d);
 }
 
@@ -207,6 +223,7 @@ async function batchRoute(
   decisions: Decisions,
   maxBatch: number,
   req: FastifyRequest,
+  span?: Span,
 ): Promise<{ results: Answer[] }> {
   const appName = decisions.appOf(req);
   const body = parseOr400(batchRequestSchema, req.body, "Invalid batch request");
@@ -218,7 +235,9 @@ async function batchRoute(
       },
     ]);
   }
-  return { results: await decisions.batch(appName, body.requests) };
+  const results = await decisions.batch(appName, body.requests);
+  if (span !== undefined) annotateDecisions(span, results, decidingOf(results));
+  return { results };
 }
 
 /** `POST /v1/peek`: the answer a request would get now, counting nothing. */
@@ -226,13 +245,15 @@ async function peekRoute(
   decisions: Decisions,
   req: FastifyRequest,
   reply: FastifyReply,
+  span?: Span,
 ): Promise<Answer> {
   const appName = decisions.appOf(req);
   const body = parseOr400(peekRequestSchema, req.body, "Invalid peek request");
   const live = decisions.granted(appName, body.policy, "policy");
   // A peek decides nothing, so it counts in no metric (a disabled policy's neither).
-  if (!live.enabled) return disabledAnswer(live.policy, 1);
-  const d = await live.limiter.peek(body.key);
+  const d = live.enabled ? await live.limiter.peek(body.key) : disabledAnswer(live.policy, 1);
+  if (span !== undefined) annotateDecision(span, d);
+  if (!live.enabled) return d;
   return withHeaders(reply, decisions.headersOf(live, d), d);
 }
 
@@ -240,10 +261,12 @@ async function peekRoute(
 async function releaseRoute(
   decisions: Decisions,
   req: FastifyRequest,
+  span?: Span,
 ): Promise<{ released: boolean }> {
   const appName = decisions.appOf(req);
   const body = parseOr400(releaseRequestSchema, req.body, "Invalid release request");
   const live = decisions.granted(appName, body.policy, "policy");
+  if (span !== undefined) annotatePolicy(span, live.policy.name);
   if (live.policy.algorithm !== "concurrency") {
     throw invalid("Invalid release request", [
       {
@@ -285,7 +308,7 @@ function fastLimitRoute(
   decisions: Decisions,
   closing: () => boolean,
 ): FastRoute {
-  const { registry, metrics, config } = ctx;
+  const { registry, metrics, config, tracer } = ctx;
   // "close" fires once, when the response is finished or the connection dropped.
   const leave = () => metrics.inFlight.dec();
   return (req, res) => {
@@ -298,6 +321,9 @@ function fastLimitRoute(
     const started = performance.now();
     metrics.inFlight.inc();
     res.once("close", leave);
+    // Checked once per request: no span work at all without a tracer.
+    const span =
+      tracer === undefined ? undefined : httpServerSpan(tracer, "/v1/limit", req.headers, res);
     // Bytes, not text: a body that is not UTF-8 is refused as Fastify's parser refuses it.
     const chunks: Buffer[] = [];
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -305,7 +331,7 @@ function fastLimitRoute(
     req.on("error", ignore);
     req.once("end", () => {
       const bytes = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      answerFast(ctx, decisions, req, res, appName, bytes, started).catch((err: unknown) => {
+      answerFast(ctx, decisions, req, res, appName, bytes, started, span).catch((err: unknown) => {
         ctx.logger.error({ err, url: req.url }, "request failed");
         res.destroy();
       });
@@ -326,12 +352,14 @@ async function answerFast(
   appName: string,
   bytes: Buffer,
   started: number,
+  span: Span | undefined,
 ): Promise<void> {
   let status = 200;
   let json: string;
   const headers: string[] = [];
   try {
     const [live, d] = await decisions.limit(appName, parseJsonBytes(bytes));
+    if (span !== undefined) annotateDecision(span, d);
     json = JSON.stringify(d);
     // Lower-cased, as Fastify writes header names.
     for (const [name, value] of decisions.headersOf(live, d))
@@ -360,9 +388,45 @@ export function decisionRoutes(
   closing: () => boolean,
 ): FastRoute {
   const decisions = new Decisions(ctx);
-  app.post("/v1/limit", (req, reply) => limitRoute(decisions, req, reply));
-  app.post("/v1/limit/batch", (req) => batchRoute(decisions, ctx.config.maxBatch, req));
-  app.post("/v1/peek", (req, reply) => peekRoute(decisions, req, reply));
-  app.post("/v1/release", (req) => releaseRoute(decisions, req));
+  const maxBatch = ctx.config.maxBatch;
+  if (ctx.tracer !== undefined) {
+    tracedRoutes(app, decisions, maxBatch, ctx.tracer);
+  } else {
+    app.post("/v1/limit", (req, reply) => limitRoute(decisions, req, reply));
+    app.post("/v1/limit/batch", (req) => batchRoute(decisions, maxBatch, req));
+    app.post("/v1/peek", (req, reply) => peekRoute(decisions, req, reply));
+    app.post("/v1/release", (req) => releaseRoute(decisions, req));
+  }
   return fastLimitRoute(ctx, decisions, closing);
+}
+
+/**
+ * The routes of {@link decisionRoutes} when there is a tracer: each request's span opened by a
+ * hook of its route (so that a body refused before the handler has one too), and handed to the
+ * handler through its raw request.
+ */
+function tracedRoutes(
+  app: FastifyInstance,
+  decisions: Decisions,
+  maxBatch: number,
+  tracer: Tracer,
+): void {
+  const spans = new WeakMap<IncomingMessage, Span>();
+  const opens = (route: string): { onRequest: onRequestHookHandler } => ({
+    onRequest: (req, reply, done) => {
+      spans.set(req.raw, httpServerSpan(tracer, route, req.headers, reply.raw));
+      done();
+    },
+  });
+  const spanOf = (req: FastifyRequest) => spans.get(req.raw);
+  app.post("/v1/limit", opens("/v1/limit"), (req, reply) =>
+    limitRoute(decisions, req, reply, spanOf(req)),
+  );
+  app.post("/v1/limit/batch", opens("/v1/limit/batch"), (req) =>
+    batchRoute(decisions, maxBatch, req, spanOf(req)),
+  );
+  app.post("/v1/peek", opens("/v1/peek"), (req, reply) =>
+    peekRoute(decisions, req, reply, spanOf(req)),
+  );
+  app.post("/v1/release", opens("/v1/release"), (req) => releaseRoute(decisions, req, spanOf(req)));
 }
