@@ -288,7 +288,7 @@ class PolicyLimiter implements Limiter {
           { path: "leaseId", message: "must be a non-empty string" },
         ]);
       }
-      this.tally.permitReleased(leaseId);
+      this.tally.permitReleased();
       return this.store.release(this.policy, key, leaseId);
     } catch (err) {
       return Promise.reject(err);
@@ -440,8 +440,7 @@ class PolicyLimiter implements Limiter {
   private counted(d: Decision, key: string, started: number): Decision {
     const tally = this.tally;
     tally.count(d, started);
-    if (d.leaseId !== undefined && d.allowed)
-      tally.permitTaken(d.leaseId, this.policy.rules[0]!.periodMs);
+    if (d.leaseId !== undefined && d.allowed) tally.permitTaken(this.policy.rules[0]!.periodMs);
     if (!d.allowed || d.reason === "shadow") annotateActiveSpan(d);
     if (this.warnings !== undefined && d.allowed) this.warnings(key, d);
     return d;

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Decision } from "./decision.js";
-import { PERMITS_TRACKED, TIMED_PER_SECOND, Tally } from "./telemetry.js";
+import { PERMIT_SECONDS, TIMED_PER_SECOND, Tally } from "./telemetry.js";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -103,27 +103,29 @@ describe("Tally: counts", () => {
     expect([...t.other.values()][0]!.attributes["ratelimit.reason"]).toBe("shadow");
   });
 
-  it("permits lapse after their period", () => {
-    vi.useFakeTimers({ toFake: ["performance"] });
+  it("permits: taken and released in plain numbers, lapsing a whole period after their second", () => {
     const t = new Tally("p", "memory", false);
-    t.permitTaken("a", 1000);
-    t.permitTaken("b", 5000);
+    t.permitTaken(2000); // a 2 s period: a ring of 3 seconds
+    t.permitTaken(2000);
     expect(t.permitsHeld()).toBe(2);
-    vi.advanceTimersByTime(1000);
-    expect(t.permitsHeld()).toBe(1);
-    t.permitReleased("b");
+    t.newSecond();
+    t.permitTaken(2000);
+    t.permitReleased(); // the newest
+    expect(t.permitsHeld()).toBe(2);
+    t.newSecond();
+    expect(t.permitsHeld()).toBe(2);
+    t.newSecond(); // the first second's two lapse
+    expect(t.permitsHeld()).toBe(0);
+    t.permitReleased(); // nothing held: nothing to give back
     expect(t.permitsHeld()).toBe(0);
   });
-});
 
-describe("Tally: permits are bounded", () => {
-  it("past PERMITS_TRACKED held at once, the oldest is taken to have lapsed", () => {
+  it("a flood of permits never released is a count, not a heap", () => {
     const t = new Tally("p", "memory", false);
-    for (let i = 0; i < PERMITS_TRACKED + 5; i++) t.permitTaken(`id${i}`, 60_000);
-    expect(t.permitsHeld()).toBe(PERMITS_TRACKED);
-    t.permitReleased("id0"); // evicted already: nothing changes
-    expect(t.permitsHeld()).toBe(PERMITS_TRACKED);
-    t.permitReleased(`id${PERMITS_TRACKED + 4}`);
-    expect(t.permitsHeld()).toBe(PERMITS_TRACKED - 1);
+    for (let i = 0; i < 100_000; i++) t.permitTaken(60_000);
+    expect(t.permitsHeld()).toBe(100_000);
+    for (let s = 0; s <= 60; s++) t.newSecond();
+    expect(t.permitsHeld()).toBe(0);
+    expect(PERMIT_SECONDS).toBe(3600);
   });
 });

@@ -112,10 +112,10 @@ export interface OpenTelemetryApi {
 export const TIMED_PER_SECOND = 1000;
 
 /**
- * The permits a tally follows at most (about 1 MB): the `ratelimit.permits` gauge is exact up to
- * this many held at once per policy in one process.
+ * The longest life, in seconds, the permits gauge follows a permit for: a permit of a longer
+ * period is taken to lapse after it (unless released before).
  */
-export const PERMITS_TRACKED = 10_000;
+export const PERMIT_SECONDS = 3600;
 
 /** Bucket boundaries of the duration histogram (s): 1 µs to 1 s. */
 const DURATION_BOUNDARIES = [
@@ -146,8 +146,15 @@ export class Tally {
   readonly denied: number[] = [];
   /** Every other series (a reason, or a reason and a rule), by `result|reason|rule`. */
   readonly other = new Map<string, Series>();
-  /** Concurrency permits held: id → when it lapses (performance.now() ms). */
-  readonly permits = new Map<string, number>();
+  /**
+   * Concurrency permits held, in plain numbers: taken per second in a ring as long as a permit
+   * lives (its period, in whole seconds), the slot a second leaves behind lapsing; a release
+   * takes one from the newest second that has one. No per-permit state: a flood of permits
+   * never released costs nothing, and taking one is an increment.
+   */
+  private permitRing: number[] | undefined;
+  private permitSlot = 0;
+  private permitsInUse = 0;
   /** Whether this policy ever took a permit (its gauge is reported from then on, 0 included). */
   hasPermits = false;
   /** Reads the allotments held for this policy (set by a store that has them). */
@@ -212,6 +219,13 @@ export class Tally {
    * by {@link Tally.begin} when it sees the second has passed.
    */
   newSecond(t = now()): void {
+    const ring = this.permitRing;
+    if (ring !== undefined) {
+      // The slot a second moves onto held the permits taken a whole life ago: they lapse.
+      this.permitSlot = (this.permitSlot + 1) % ring.length;
+      this.permitsInUse -= ring[this.permitSlot]!;
+      ring[this.permitSlot] = 0;
+    }
     this.budget = TIMED_PER_SECOND;
     this.countdown = 0;
     this.seen = 0;
@@ -246,28 +260,34 @@ export class Tally {
   }
 
   /** A permit taken, held until it is released or its period lapses. */
-  permitTaken(id: string, periodMs: number): void {
-    this.hasPermits = true;
-    const permits = this.permits;
-    // Bounded: past PERMITS_TRACKED held at once, the oldest is taken to have lapsed (a flood
-    // of permits never released must not grow the heap).
-    if (permits.size >= PERMITS_TRACKED) {
-      const oldest = permits.keys().next();
-      if (oldest.done !== true) permits.delete(oldest.value);
+  permitTaken(periodMs: number): void {
+    let ring = this.permitRing;
+    if (ring === undefined) {
+      const life = Math.min(PERMIT_SECONDS, Math.max(1, Math.ceil(periodMs / 1000)));
+      ring = this.permitRing = new Array<number>(life + 1).fill(0);
+      this.hasPermits = true;
     }
-    permits.set(id, now() + periodMs);
+    ring[this.permitSlot]!++;
+    this.permitsInUse++;
   }
 
-  /** A permit given back. */
-  permitReleased(id: string): void {
-    this.permits.delete(id);
+  /** A permit given back (the newest still counted). */
+  permitReleased(): void {
+    const ring = this.permitRing;
+    if (ring === undefined || this.permitsInUse === 0) return;
+    for (let i = 0, j = this.permitSlot; i < ring.length; i++) {
+      if (ring[j]! > 0) {
+        ring[j]!--;
+        this.permitsInUse--;
+        return;
+      }
+      j = j === 0 ? ring.length - 1 : j - 1;
+    }
   }
 
-  /** Permits held now (lapsed ones are forgotten). */
+  /** Permits held now. */
   permitsHeld(): number {
-    const t = now();
-    for (const [id, until] of this.permits) if (until <= t) this.permits.delete(id);
-    return this.permits.size;
+    return this.permitsInUse;
   }
 
   private countOther(allowed: boolean, reason: string, rule: number): void {
