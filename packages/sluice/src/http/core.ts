@@ -4,8 +4,8 @@
  */
 import type { Decision } from "../decision.js";
 import { MiddlewareError, type MiddlewareStage } from "../errors.js";
-import type { Limiter } from "../limiter.js";
-import { annotateActiveSpan, tallyFor } from "../telemetry.js";
+import { type Limiter, tallyOf } from "../limiter.js";
+import { annotateActiveSpan } from "../telemetry.js";
 import { type HeaderList, rateLimitHeaders, retryAfterSeconds } from "./headers.js";
 import { cidrContains, formatIp, ipIdentity, parseIp, resolveClientIp } from "./ip.js";
 import { type ResolvedOptions, isLimiter, resolveRateLimitOptions } from "./options.js";
@@ -226,7 +226,7 @@ export class RateLimitCore<Raw, Fallback = never> {
     }
     if (s.type === "shadow") {
       // Counted as a shadow denial: "would have denied" is one query (docs/observability.md).
-      tallyFor(d.policy, limiter.store.kind).shadowed(d);
+      tallyOf(limiter).shadowed(d);
       const e = event("shadowed");
       this.emit(e);
       safe(() => s.onDeny(e));

@@ -9,9 +9,8 @@
  */
 import type { Decision, RuleDecision } from "../decision.js";
 import { ValidationError } from "../errors.js";
-import type { Limiter } from "../limiter.js";
+import { type Limiter, tallyOf } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
-import { tallyFor } from "../telemetry.js";
 import {
   type DraftHooks,
   type LiveDocument,
@@ -113,7 +112,7 @@ export function decideLive(
 ): Promise<Decision> {
   if (!live.enabled) {
     const d = disabledDecision(live.policy, cost);
-    tallyFor(live.policy.name, live.limiter.store.kind).count(d, -1);
+    tallyOf(live.limiter).count(d, -1);
     return Promise.resolve(d);
   }
   // No options object for the common cost of 1 (the hot path).
