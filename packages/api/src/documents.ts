@@ -3,7 +3,7 @@
  * granted it and `enabled`) and its rules, and the names of apps, users and roles. The schemas
  * describe; the service validates policy fields with sluice's own `definePolicy`.
  */
-import { ALGORITHMS } from "sluice/algorithms";
+import { ALGORITHMS, CALENDARS } from "sluice/algorithms";
 import { z } from "zod";
 
 /** Names of apps: letters, digits, `.`, `_`, `-`; 1–64 characters. */
@@ -26,13 +26,29 @@ export const ruleSchema = z.strictObject({
     .int()
     .positive()
     .meta({ description: "Requests (cost units) per period; for concurrency, permits in flight." }),
-  period: duration,
+  period: duration.optional().meta({
+    description: "The period (required unless the rule has a calendar).",
+  }),
   burst: z
     .number()
     .int()
     .positive()
     .optional()
     .meta({ description: "gcra and token-bucket: bucket capacity (default: limit)." }),
+  calendar: z.enum(CALENDARS).optional().meta({
+    description:
+      "fixed-window only, instead of period: count per day, ISO week, month or year between local midnights of timeZone.",
+  }),
+  timeZone: z
+    .string()
+    .optional()
+    .meta({
+      description: 'With calendar: an IANA time zone such as "Europe/Berlin" (default UTC).',
+    }),
+  anchor: z.union([z.number().int(), z.string()]).optional().meta({
+    description:
+      'With calendar: where a window starts — week: ISO weekday 1–7 (default 1, Monday); month: day 1–31, clamped to a shorter month\'s last day (default 1); year: "MM-DD" (default "01-01").',
+  }),
 });
 
 /** An app's name. */

@@ -21,6 +21,29 @@ describe("validatePolicyDocument", () => {
     expect(r.policy.rules[0]).toMatchObject({ limit: 10, periodMs: 60_000, burst: 10 });
   });
 
+  it("keeps a calendar rule's fields (quotas: docs/quotas.md)", () => {
+    const r = validatePolicyDocument({
+      name: "llm-budget",
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 60, period: "1m" },
+        { limit: 1_000_000, calendar: "month", timeZone: "Europe/Berlin", anchor: 15 },
+      ],
+    });
+    if ("issues" in r) throw new Error(JSON.stringify(r.issues));
+    expect(r.doc.rules).toEqual([
+      { limit: 60, period: "1m" },
+      { limit: 1_000_000, calendar: "month", timeZone: "Europe/Berlin", anchor: 15 },
+    ]);
+    expect(r.policy.rules[1]!.calendar).toMatchObject({ calendar: "month", anchor: 15 });
+    const bad = validatePolicyDocument({
+      name: "q",
+      algorithm: "fixed-window",
+      rules: [{ limit: 1, calendar: "month", timeZone: "Nowhere/Land" }],
+    });
+    expect("issues" in bad && bad.issues.map((i) => i.path)).toEqual(["rules.0.timeZone"]);
+  });
+
   it("reports every issue with its field, from sluice's validation and the service's own", () => {
     const r = validatePolicyDocument({
       name: "sluice.login",

@@ -94,11 +94,20 @@ export function validatePolicyDocument(
     name: policy.name,
     description: policy.description,
     algorithm: policy.algorithm,
-    rules: r.rules.map((x) => ({
-      limit: x.limit,
-      period: x.period,
-      ...(x.burst !== undefined ? { burst: x.burst } : {}),
-    })),
+    rules: r.rules.map((x) =>
+      x.calendar !== undefined
+        ? {
+            limit: x.limit,
+            calendar: x.calendar,
+            ...(x.timeZone !== undefined ? { timeZone: x.timeZone } : {}),
+            ...(x.anchor !== undefined ? { anchor: x.anchor } : {}),
+          }
+        : {
+            limit: x.limit,
+            period: x.period,
+            ...(x.burst !== undefined ? { burst: x.burst } : {}),
+          },
+    ),
     ...(r.blockDuration !== undefined ? { blockDuration: r.blockDuration } : {}),
     ...(r.onStoreError !== undefined ? { onStoreError: r.onStoreError } : {}),
     ...(r.insuranceInstances !== undefined ? { insuranceInstances: r.insuranceInstances } : {}),

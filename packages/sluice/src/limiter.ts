@@ -6,6 +6,7 @@ import {
   type PolicyInput,
   algorithmOf,
   definePolicy,
+  ruleToInput,
   isResolvedPolicy,
   policyCapacity,
 } from "./policy.js";
@@ -563,13 +564,13 @@ class PolicyLimiter implements Limiter {
       const policy = definePolicy({
         name: this.policy.name,
         algorithm: this.policy.algorithm,
-        rules: this.policy.rules.map((r) => ({
-          limit: share(r.limit),
-          period: r.periodMs,
-          ...(this.policy.algorithm === "gcra" || this.policy.algorithm === "token-bucket"
-            ? { burst: share(r.burst) }
-            : {}),
-        })),
+        rules: this.policy.rules.map((r) => {
+          const input = ruleToInput(r, false);
+          input.limit = share(r.limit);
+          if (this.policy.algorithm === "gcra" || this.policy.algorithm === "token-bucket")
+            input.burst = share(r.burst);
+          return input;
+        }),
         ...(this.policy.algorithm === "fixed-window"
           ? { windowStart: this.policy.windowStart }
           : {}),

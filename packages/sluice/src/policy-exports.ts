@@ -8,7 +8,10 @@ export {
   definePolicy,
   policyCapacity,
   policyToInput,
+  ruleToInput,
 } from "./policy.js";
+export { CALENDARS } from "./calendar.js";
+export type { CalendarUnit, CalendarWindow } from "./calendar.js";
 export type {
   AllotmentInput,
   AllotmentSettings,
@@ -19,5 +22,7 @@ export type {
   PolicyInput,
   Refill,
   RuleInput,
+  PeriodRuleInput,
+  CalendarRuleInput,
   WindowStart,
 } from "./policy.js";

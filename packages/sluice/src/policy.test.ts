@@ -222,6 +222,87 @@ describe("definePolicy", () => {
     expect(issuesOf(input)).toContainEqual({ path, message });
   });
 
+  it("calendar: fixed-window rules per day, week, month or year in a zone; validated and round-tripped", () => {
+    const input: PolicyInput = {
+      name: "quota",
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 100, period: 60_000 },
+        { limit: 5000, calendar: "month", timeZone: "America/New_York", anchor: 15 },
+        { limit: 900, calendar: "week" },
+      ],
+    };
+    const p = definePolicy(input);
+    expect(p.rules[1]!.calendar).toMatchObject({
+      calendar: "month",
+      timeZone: "America/New_York",
+      anchor: 15,
+    });
+    expect(p.rules[1]!.periodMs).toBe(31 * 86_400_000);
+    // Defaults: UTC, Monday.
+    expect(p.rules[2]!.calendar).toMatchObject({ calendar: "week", timeZone: "UTC", anchor: 1 });
+    expect(policyToInput(p).rules).toEqual(input.rules);
+    expect(definePolicy(policyToInput(p)).rules[1]!.calendar!.endAt(Date.UTC(2026, 0, 20))).toBe(
+      Date.UTC(2026, 1, 15, 5),
+    );
+    const one = (rule: Record<string, unknown>, extra: Record<string, unknown> = {}) =>
+      issuesOf({ name: "q", algorithm: "fixed-window", rules: [rule], ...extra });
+    expect(one({ limit: 1, calendar: "fortnight" })).toEqual([
+      { path: "rules.0.calendar", message: "calendar must be one of day, week, month, year" },
+    ]);
+    expect(one({ limit: 1, calendar: "day", timeZone: "Mars/Olympus" })).toEqual([
+      {
+        path: "rules.0.timeZone",
+        message:
+          'timeZone "Mars/Olympus" is not a time zone this runtime knows (an IANA name such as Europe/Berlin)',
+      },
+    ]);
+    expect(one({ limit: 1, calendar: "month", anchor: 32 })).toEqual([
+      {
+        path: "rules.0.anchor",
+        message: "anchor of a month must be a day of the month 1 to 31 (got 32)",
+      },
+    ]);
+    expect(one({ limit: 1, calendar: "year", anchor: "13-01" })).toEqual([
+      {
+        path: "rules.0.anchor",
+        message: 'anchor of a year must be a date "MM-DD" such as "04-01" (got "13-01")',
+      },
+    ]);
+    expect(one({ limit: 1, calendar: "day", period: "1d" })).toEqual([
+      {
+        path: "rules.0.calendar",
+        message: "a rule counts per period or per calendar window, not both: remove period",
+      },
+    ]);
+    expect(one({ limit: 1 })).toEqual([
+      { path: "rules.0.period", message: "is required (or a calendar)" },
+    ]);
+    expect(one({ limit: 1, period: "1d", timeZone: "UTC" })).toEqual([
+      { path: "rules.0.timeZone", message: "timeZone applies only with calendar" },
+    ]);
+    expect(
+      issuesOf({ name: "q", algorithm: "gcra", rules: [{ limit: 1, calendar: "day" }] }),
+    ).toEqual([
+      {
+        path: "rules.0.calendar",
+        message: "calendar windows apply only to fixed-window, not gcra",
+      },
+    ]);
+    expect(one({ limit: 1, calendar: "day" }, { windowStart: "first-request" })).toEqual([
+      {
+        path: "windowStart",
+        message: "calendar windows start at local midnights: windowStart must be aligned",
+      },
+    ]);
+    expect(one({ limit: 1, calendar: "day" }, { lease: true })).toEqual([
+      {
+        path: "lease",
+        message: "allotments and calendar windows do not go together (yet): remove lease",
+      },
+    ]);
+  });
+
   it("takes the largest limit and period", () => {
     const p = definePolicy({ name: "a", rules: [{ limit: 2 ** 48, period: "36500d" }] });
     expect(p.rules[0]!.limit).toBe(2 ** 48);

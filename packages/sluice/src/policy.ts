@@ -8,17 +8,63 @@ import {
   fixedWindowFromFirstRequest,
   tokenBucketInterval,
 } from "./algorithms/index.js";
+import {
+  CALENDARS,
+  CALENDAR_PERIOD_MS,
+  type CalendarUnit,
+  CalendarWindows,
+  anchorProblem,
+  defaultAnchor,
+  timeZoneProblem,
+} from "./calendar.js";
 import { type Duration, parseDurationOrMessage } from "./duration.js";
 import { ValidationError, type ValidationIssue } from "./errors.js";
 
-/** One rule as written by a user: `limit` per `period`, and for token-bucket/GCRA a `burst`. */
-export interface RuleInput {
+/**
+ * One rule as written by a user: `limit` per `period` (and for token-bucket/GCRA a `burst`), or
+ * — fixed-window only — `limit` per `calendar` window in a time zone.
+ */
+export type RuleInput = PeriodRuleInput | CalendarRuleInput;
+
+/** A rule counted per `period`: `limit` per `period`, and for token-bucket/GCRA a `burst`. */
+export interface PeriodRuleInput {
   /** Requests (cost units) allowed per period; for `concurrency`, permits in flight. A positive integer. */
   limit: number;
   /** The period, e.g. `"1m"` or `60000`; for `concurrency`, how long a permit lives if never released. */
   period: Duration;
   /** token-bucket and gcra only: how many may pass at once (bucket capacity). Defaults to `limit`. */
   burst?: number;
+  /** Not with `period` (see {@link CalendarRuleInput}). */
+  calendar?: undefined;
+  /** Only with `calendar`. */
+  timeZone?: undefined;
+  /** Only with `calendar`. */
+  anchor?: undefined;
+}
+
+/**
+ * A rule counted per calendar window (`fixed-window` with aligned windows only): at most `limit`
+ * per day, ISO week, month or year, whose edges are local midnights in `timeZone` — a day of 23
+ * or 25 hours (a DST change) is one window. See docs/quotas.md.
+ */
+export interface CalendarRuleInput {
+  /** Requests (cost units) allowed per window. A positive integer. */
+  limit: number;
+  /** The window: `"day"`, `"week"`, `"month"` or `"year"`. */
+  calendar: CalendarUnit;
+  /** The IANA time zone whose local midnights are the edges. Default `"UTC"`. */
+  timeZone?: string;
+  /**
+   * Where a window starts. `week`: an ISO weekday, 1 (Monday, the default) to 7 (Sunday).
+   * `month`: a day of the month, 1 (the default) to 31 — a shorter month's window starts on its
+   * last day, as Stripe anchors billing. `year`: `"MM-DD"` (default `"01-01"`; `"02-29"` is Feb 28
+   * in other years). Not for `day`.
+   */
+  anchor?: number | string;
+  /** Not with `calendar`. */
+  period?: undefined;
+  /** Not with `calendar` (fixed-window has no burst). */
+  burst?: undefined;
 }
 
 /**
@@ -202,8 +248,28 @@ const positiveInt = (what: string, max = Number.MAX_SAFE_INTEGER) =>
 
 const ruleSchema = z.strictObject({
   limit: positiveInt("limit", MAX_LIMIT),
-  period: durationSchema,
+  // Required unless the rule has a calendar (crossFieldIssues).
+  period: durationSchema.optional(),
   burst: positiveInt("burst", MAX_LIMIT).optional(),
+  calendar: z
+    .enum(CALENDARS, { error: `calendar must be one of ${CALENDARS.join(", ")}` })
+    .optional(),
+  timeZone: z
+    .unknown()
+    .transform((v, ctx) => {
+      if (v === undefined) return v;
+      const problem = timeZoneProblem(v);
+      if (problem !== undefined) {
+        ctx.addIssue({ code: "custom", message: problem });
+        return z.NEVER;
+      }
+      return v as string;
+    })
+    .optional(),
+  // Checked against the calendar (crossFieldIssues).
+  anchor: z
+    .union([z.number(), z.string()], { error: "anchor must be a number or a string" })
+    .optional(),
 });
 
 const allotmentSchema = z.strictObject({
@@ -314,11 +380,23 @@ export function definePolicy(input: PolicyInput): Policy {
   const d = parsed.data;
   const usesBurst = d.algorithm === "gcra" || d.algorithm === "token-bucket";
   const rules = d.rules.map((r): ResolvedRule =>
-    Object.freeze({
-      limit: r.limit,
-      periodMs: r.period,
-      burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
-    }),
+    r.calendar !== undefined
+      ? Object.freeze({
+          limit: r.limit,
+          periodMs: CALENDAR_PERIOD_MS[r.calendar],
+          burst: r.limit,
+          calendar: new CalendarWindows(
+            r.calendar,
+            r.timeZone ?? "UTC",
+            r.anchor ?? defaultAnchor(r.calendar),
+          ),
+        })
+      : Object.freeze({
+          limit: r.limit,
+          // Required without a calendar (crossFieldIssues).
+          periodMs: r.period!,
+          burst: usesBurst ? (r.burst ?? r.limit) : r.limit,
+        }),
   );
   let lease: AllotmentSettings | undefined;
   if (d.lease !== undefined && d.lease !== false) {
@@ -400,7 +478,36 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
     (rule as Record<string, unknown>)[field] !== undefined;
   const algorithm = p.algorithm;
   const usesBurst = algorithm === "gcra" || algorithm === "token-bucket";
+  let calendars = false;
   p.rules?.forEach((r, i) => {
+    const rawRule = rawRules[i];
+    const calendar = written(rawRule, "calendar");
+    if (calendar) calendars = true;
+    if (calendar && written(rawRule, "period"))
+      issues.push({
+        path: `rules.${i}.calendar`,
+        message: "a rule counts per period or per calendar window, not both: remove period",
+      });
+    else if (!calendar && !written(rawRule, "period"))
+      issues.push({ path: `rules.${i}.period`, message: "is required (or a calendar)" });
+    if (!calendar) {
+      for (const field of ["timeZone", "anchor"])
+        if (written(rawRule, field))
+          issues.push({
+            path: `rules.${i}.${field}`,
+            message: `${field} applies only with calendar`,
+          });
+    } else {
+      if (algorithm !== undefined && algorithm !== "fixed-window")
+        issues.push({
+          path: `rules.${i}.calendar`,
+          message: `calendar windows apply only to fixed-window, not ${algorithm}`,
+        });
+      if (r.calendar !== undefined && written(rawRule, "anchor")) {
+        const problem = anchorProblem(r.calendar, (rawRule as Record<string, unknown>).anchor);
+        if (problem !== undefined) issues.push({ path: `rules.${i}.anchor`, message: problem });
+      }
+    }
     if (algorithm !== undefined && !usesBurst && written(rawRules[i], "burst")) {
       issues.push({
         path: `rules.${i}.burst`,
@@ -423,6 +530,12 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
     issues.push({
       path: "resetOnBlock",
       message: "does not apply to concurrency (permits are not counts)",
+    });
+  }
+  if (calendars && p.windowStart === "first-request") {
+    issues.push({
+      path: "windowStart",
+      message: "calendar windows start at local midnights: windowStart must be aligned",
     });
   }
   if (raw.windowStart !== undefined && algorithm !== undefined && algorithm !== "fixed-window") {
@@ -459,6 +572,12 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
         path: "lease",
         message:
           "allotments need aligned windows (windowStart first-request gives each key its own)",
+      });
+    }
+    if (calendars) {
+      issues.push({
+        path: "lease",
+        message: "allotments and calendar windows do not go together (yet): remove lease",
       });
     }
     if (p.refill === "interval") {
@@ -508,17 +627,34 @@ export function policyCapacity(policy: Policy): number {
 /** {@link policyCapacity} per policy object (policies are frozen: it never changes). */
 const capacities = new WeakMap<Policy, number>();
 
+/**
+ * A resolved rule in its input form: `{ limit, period, burst? }` (`burst` when the algorithm
+ * uses one and it is not the limit), or `{ limit, calendar, timeZone?, anchor? }` (defaults
+ * left out).
+ */
+export function ruleToInput(rule: ResolvedRule, usesBurst: boolean): RuleInput {
+  const c = rule.calendar;
+  if (c !== undefined)
+    return {
+      limit: rule.limit,
+      calendar: c.calendar,
+      ...(c.timeZone !== "UTC" ? { timeZone: c.timeZone } : {}),
+      ...(c.anchor !== defaultAnchor(c.calendar) ? { anchor: c.anchor } : {}),
+    };
+  return {
+    limit: rule.limit,
+    period: rule.periodMs,
+    ...(usesBurst && rule.burst !== rule.limit ? { burst: rule.burst } : {}),
+  };
+}
+
 /** Converts a resolved policy back to its input form (for export, YAML, the admin API). */
 export function policyToInput(policy: Policy): PolicyInput {
   const usesBurst = policy.algorithm === "gcra" || policy.algorithm === "token-bucket";
   const out: PolicyInput = {
     name: policy.name,
     algorithm: policy.algorithm,
-    rules: policy.rules.map((r) => ({
-      limit: r.limit,
-      period: r.periodMs,
-      ...(usesBurst && r.burst !== r.limit ? { burst: r.burst } : {}),
-    })),
+    rules: policy.rules.map((r) => ruleToInput(r, usesBurst)),
   };
   if (policy.blockMs > 0) out.blockDuration = policy.blockMs;
   if (policy.resetOnBlock) out.resetOnBlock = true;

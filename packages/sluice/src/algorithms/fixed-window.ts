@@ -1,7 +1,8 @@
 import { type Algorithm, ceilMs, fixedAlgorithm } from "./types.js";
 
 /**
- * Fixed window: at most `limit` per aligned window [k·P, (k+1)·P).
+ * Fixed window: at most `limit` per aligned window [k·P, (k+1)·P), or — a calendar rule — per
+ * window of its calendar (a day, week, month or year between local midnights: calendar.ts).
  * State: [windowStart, count]. Known weakness: a client can spend `limit` at the end of one
  * window and `limit` again at the start of the next (2× burst across the edge).
  */
@@ -9,8 +10,9 @@ export const fixedWindow: Algorithm = fixedAlgorithm({
   stateSize: 2,
   capacity: (rule) => rule.limit,
   decideAt(data, at, has, nowMs, rule, cost, out, next) {
-    const start = nowMs - (nowMs % rule.periodMs);
-    const end = start + rule.periodMs;
+    const c = rule.calendar;
+    const start = c === undefined ? nowMs - (nowMs % rule.periodMs) : c.startAt(nowMs);
+    const end = c === undefined ? start + rule.periodMs : c.endAt(nowMs);
     const count = has && data[at] === start ? (data[at + 1] ?? 0) : 0;
     const resetAfterMs = end - nowMs;
     out.resetAfterMs = resetAfterMs;
@@ -31,10 +33,12 @@ export const fixedWindow: Algorithm = fixedAlgorithm({
     return false;
   },
   adjust(state, nowMs, rule, delta) {
-    const start = nowMs - (nowMs % rule.periodMs);
+    const c = rule.calendar;
+    const start = c === undefined ? nowMs - (nowMs % rule.periodMs) : c.startAt(nowMs);
+    const end = c === undefined ? start + rule.periodMs : c.endAt(nowMs);
     const count = state !== undefined && state[0] === start ? (state[1] ?? 0) : 0;
     const used = Math.max(0, count + delta);
-    return { next: used > 0 ? [start, used] : null, ttlMs: start + rule.periodMs - nowMs };
+    return { next: used > 0 ? [start, used] : null, ttlMs: end - nowMs };
   },
 });
 

@@ -6,6 +6,8 @@
  * every algorithm treats it as a fresh, fully replenished key.
  */
 
+import type { CalendarWindow } from "../calendar.js";
+
 /** A rule after validation: integers, milliseconds. */
 export interface ResolvedRule {
   /** Requests (cost units) per period; for `concurrency`, permits in flight. */
@@ -14,6 +16,11 @@ export interface ResolvedRule {
   readonly periodMs: number;
   /** Bucket capacity for `token-bucket` and `gcra` (defaults to `limit`); equals `limit` otherwise. */
   readonly burst: number;
+  /**
+   * A calendar rule's windows (`fixed-window` only): its windows are these, not
+   * [k·periodMs, (k+1)·periodMs), and `periodMs` is the calendar's longest window.
+   */
+  readonly calendar?: CalendarWindow;
 }
 
 /** What one rule decided for one request. All times are whole milliseconds, counts whole units. */

@@ -36,6 +36,8 @@ export interface PolicyInfo {
   readonly spec: ReadonlyArray<string | number>;
   /** One rule, no penalty: the script answers decide/peek in its compact form. */
   readonly compact: boolean;
+  /** Whether a rule counts per calendar window: its spec is completed per call (`nowMs`). */
+  readonly calendar: boolean;
 }
 
 /** What one operation is, as the codec needs it. */
@@ -77,7 +79,28 @@ export function policyInfo(policy: Policy, prefix: string): PolicyInfo {
     blockSuffix: `}:${code}b`,
     spec,
     compact: policy.rules.length === 1 && policy.blockMs === 0,
+    calendar: policy.rules.some((r) => r.calendar !== undefined),
   };
+}
+
+/**
+ * Pushes `policy`'s spec at `nowMs`: a calendar rule's (period, burst) become (−start, end), its
+ * window's edges then (lua/sluice.lua's header).
+ */
+function pushCalendarSpec(
+  out: Array<string | number>,
+  info: PolicyInfo,
+  policy: Policy,
+  nowMs: number,
+) {
+  const at = out.length;
+  for (const a of info.spec) out.push(a);
+  policy.rules.forEach((r, i) => {
+    const c = r.calendar;
+    if (c === undefined) return;
+    out[at + 3 + 3 * i + 1] = -c.startAt(nowMs);
+    out[at + 3 + 3 * i + 2] = c.endAt(nowMs);
+  });
 }
 
 /** The call's own arguments, before the specs (lua/sluice.lua, ARGV[1] to ARGV[4]). */
@@ -88,6 +111,11 @@ export interface CallHeader {
   readonly shiftMs: number;
   /** The server-time deadline, or "". */
   readonly deadline: string;
+  /**
+   * The time the decisions are at as the caller knows it (epoch ms): the injected time, else
+   * the server's clock as the clock offsets estimate it. Calendar rules' windows are taken at it.
+   */
+  readonly nowMs: number;
   /** The allotment epoch's key (of this Redis, or of the batch's slot). */
   readonly epochKey: string;
 }
@@ -114,7 +142,8 @@ export function encodeCall(
       if (idx === undefined) {
         idx = ++specCount;
         (specIndex ??= new Map()).set(p.policy, idx);
-        for (const a of info.spec) specArgs.push(a);
+        if (info.calendar) pushCalendarSpec(specArgs, info, p.policy, header.nowMs);
+        else for (const a of info.spec) specArgs.push(a);
       }
       lastPolicy = p.policy;
       lastIndex = idx;

@@ -147,6 +147,12 @@ export class ClockOffsets {
     }
   }
 
+  /** The server's time (epoch ms) at local time `local`, as the samples tell, or undefined. */
+  serverNow(slot: number, local: number): number | undefined {
+    const e = this.bySlot ? this.bySlot.get(slot) : this.single;
+    return e === undefined ? undefined : local + e.lo;
+  }
+
   /** The server-time deadline (epoch ms, as text) of a call due at local time `due`, or "". */
   deadline(slot: number, due: number): string {
     const e = this.bySlot ? this.bySlot.get(slot) : this.single;

@@ -475,6 +475,7 @@ export class RedisStore implements Store {
       ttlPadMs: this.o.ttlPadMs,
       shiftMs: this.shiftMs(),
       deadline: this.offsets.deadline(slot, due),
+      nowMs: this.o.now ? asked : (this.offsets.serverNow(slot, monoNow()) ?? Date.now()),
       // Only allotment operations carry it (and in a Cluster, finding a slot's tag takes a search).
       epochKey: this.allotments === undefined ? "" : this.epochKey(slot),
     });

@@ -28,6 +28,8 @@ export function leaseRefusal(scenario: Scenario): string | undefined {
   if (scenario.policy.windowStart === "first-request")
     return "no leases with first-request windows";
   if (scenario.policy.refill === "interval") return "no leases with interval refills";
+  if (scenario.policy.rules.some((r) => r.calendar !== undefined))
+    return "no leases with calendar windows";
   return undefined;
 }
 
@@ -48,7 +50,8 @@ export async function play(
   sync = false,
   leased = false,
 ): Promise<void> {
-  let t = T0;
+  const t0 = scenario.t0 ?? T0;
+  let t = t0;
   const store = await makeStore(() => t);
   // A store failure is answered by the policy's onStoreError, not thrown: kept to say why a
   // decision differed.
@@ -60,7 +63,7 @@ export async function play(
   });
   const leases = new Map<string, string>();
   for (const [i, step] of scenario.steps.entries()) {
-    t = T0 + step.at;
+    t = t0 + step.at;
     const where = `step ${i} (at ${step.at}, ${step.op ?? "limit"}${step.cost !== undefined ? ` cost ${step.cost}` : ""})`;
     const key = step.key ?? "k";
     let decision: Decision | undefined;

@@ -48,6 +48,11 @@ export interface Step {
 /** A named scenario. The runner gives the policy a unique name per run. */
 export interface Scenario {
   name: string;
+  /**
+   * The time (epoch ms) of `at: 0`, for scenarios that need a date (calendar windows); the
+   * day-aligned `T0` of play.ts by default.
+   */
+  t0?: number;
   policy: Omit<PolicyInput, "name">;
   steps: Step[];
 }
@@ -827,6 +832,118 @@ export const scenarios: Scenario[] = [
       // b (taken at 100) expires at 10100 without a release.
       { at: 10099, lease: "f", expect: { allowed: false, retryAfterMs: 1 } },
       { at: 10100, lease: "g", expect: { allowed: true, remaining: 0 } },
+    ],
+  },
+  // ─── Calendar windows (the calendar dimension) ──────────────────────────────────────────
+  // fixed-window per day, ISO week, month or year between local midnights of a time zone
+  // (src/calendar.ts); each scenario starts at a date (t0), the expected waits are the
+  // distance to the local midnight that ends the window.
+  {
+    name: "calendar month in America/New_York: 3 pass at 23:30 on Jan 31, the 4th waits 30 min",
+    // Jan 31 23:30 EST = Feb 1 04:30 UTC; January's window ends at Feb 1 00:00 EST (05:00 UTC).
+    t0: Date.UTC(2026, 1, 1, 4, 30),
+    policy: {
+      algorithm: "fixed-window",
+      rules: [{ limit: 3, calendar: "month", timeZone: "America/New_York" }],
+    },
+    steps: [
+      ...fill(0, 3, 2, { resetAfterMs: 1_800_000, limit: 3 }),
+      { at: 0, expect: { allowed: false, remaining: 0, retryAfterMs: 1_800_000 } },
+      { at: 1_799_999, expect: { allowed: false, retryAfterMs: 1 } },
+      // February starts afresh; its window is 28 days (EST throughout).
+      { at: 1_800_000, expect: { allowed: true, remaining: 2, resetAfterMs: 28 * 86_400_000 } },
+    ],
+  },
+  {
+    name: "calendar month anchored on the 31st: February's window ends Feb 28, March's Mar 31",
+    t0: Date.UTC(2026, 1, 27),
+    policy: {
+      algorithm: "fixed-window",
+      rules: [{ limit: 1, calendar: "month", anchor: 31 }],
+    },
+    steps: [
+      // The window [Jan 31, Feb 28) ends in a day.
+      { at: 0, expect: { allowed: true, remaining: 0, resetAfterMs: 86_400_000 } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 86_400_000 } },
+      // [Feb 28, Mar 31): 31 days.
+      { at: 86_400_000, expect: { allowed: true, resetAfterMs: 31 * 86_400_000 } },
+      { at: 86_400_000, expect: { allowed: false, retryAfterMs: 31 * 86_400_000 } },
+    ],
+  },
+  {
+    name: "calendar day in Europe/Berlin: 2026-03-29 has 23 hours, 2026-10-25 has 25",
+    // 2026-03-29 00:00 CET = 2026-03-28 23:00 UTC; the clocks go forward at 02:00.
+    t0: Date.UTC(2026, 2, 28, 23),
+    policy: {
+      algorithm: "fixed-window",
+      rules: [{ limit: 2, calendar: "day", timeZone: "Europe/Berlin" }],
+    },
+    steps: [
+      ...fill(0, 2, 1, { resetAfterMs: 23 * 3_600_000 }),
+      // Noon UTC: 11 hours to local midnight.
+      { at: 13 * 3_600_000, expect: { allowed: false, retryAfterMs: 10 * 3_600_000 } },
+      { at: 23 * 3_600_000, expect: { allowed: true, remaining: 1, resetAfterMs: 86_400_000 } },
+      // 2026-10-25 00:00 CEST = 2026-10-24 22:00 UTC: the clocks go back at 03:00.
+      {
+        at: Date.UTC(2026, 9, 24, 22) - Date.UTC(2026, 2, 28, 23),
+        expect: { allowed: true, remaining: 1, resetAfterMs: 25 * 3_600_000 },
+      },
+    ],
+  },
+  {
+    name: "calendar ISO week in Asia/Tokyo: from Saturday noon to Monday 00:00 JST",
+    // Saturday 2026-11-28 12:00 JST = 03:00 UTC; the week ends Monday 00:00 JST (Sunday 15:00 UTC).
+    t0: Date.UTC(2026, 10, 28, 3),
+    policy: {
+      algorithm: "fixed-window",
+      rules: [{ limit: 1, calendar: "week", timeZone: "Asia/Tokyo" }],
+    },
+    steps: [
+      { at: 0, expect: { allowed: true, remaining: 0, resetAfterMs: 36 * 3_600_000 } },
+      { at: 0, expect: { allowed: false, retryAfterMs: 36 * 3_600_000 } },
+      { at: 36 * 3_600_000, expect: { allowed: true, resetAfterMs: 7 * 86_400_000 } },
+    ],
+  },
+  {
+    name: "calendar year from 04-01, with a per-minute rule: all or nothing, refunds",
+    // 2027-03-31 23:59 UTC: a minute before the year (from April 1) and the minute end.
+    t0: Date.UTC(2027, 2, 31, 23, 59),
+    policy: {
+      algorithm: "fixed-window",
+      rules: [
+        { limit: 2, period: "1m" },
+        { limit: 3, calendar: "year", anchor: "04-01" },
+      ],
+    },
+    steps: [
+      { at: 0, expect: { allowed: true, rules: [{ remaining: 1 }, { remaining: 2 }] } },
+      { at: 0, expect: { allowed: true, rules: [{ remaining: 0 }, { remaining: 1 }] } },
+      // Denied by the minute; the year is not charged.
+      {
+        at: 0,
+        expect: {
+          allowed: false,
+          rule: 0,
+          retryAfterMs: 60_000,
+          rules: [{ allowed: false }, { allowed: true, remaining: 1 }],
+        },
+      },
+      // A new minute and a new year (from 2027-04-01: 366 days, it holds Feb 29 2028).
+      {
+        at: 60_000,
+        expect: {
+          allowed: true,
+          resetAfterMs: 60_000,
+          rules: [{ remaining: 1 }, { remaining: 2, retryAfterMs: 0 }],
+        },
+      },
+      { at: 60_000, op: "refund" },
+      { at: 60_000, op: "peek", expect: { rules: [{ remaining: 2 }, { remaining: 3 }] } },
+      { at: 60_000, op: "adjust", cost: 3 },
+      {
+        at: 120_000,
+        expect: { allowed: false, rule: 1, retryAfterMs: 366 * 86_400_000 - 60_000 },
+      },
     ],
   },
   // ─── Shadow ─────────────────────────────────────────────────────────────────────────────

@@ -326,7 +326,11 @@ describe("memory store's heap under a key flood (10× the cap, heap bounded)", (
       name,
       {
         ...policy,
-        rules: policy.rules.map((rule) => ({ ...rule, limit: 2, period: "1m" })),
+        rules: policy.rules.map((rule) => ({
+          limit: 2,
+          period: "1m",
+          ...(rule.burst !== undefined ? { burst: rule.burst } : {}),
+        })),
         ...(policy.blockDuration !== undefined ? { blockDuration: "1m" } : {}),
       },
     ]),

@@ -24,7 +24,9 @@
 --   ARGV[5]  number of policy specs S, then S specs:
 --              algorithm code (the protocol part below), rule count n, blockMs (negative:
 --              −blockMs with resetOnBlock, a block that forgets the key's counts), then
---              n × (limit, periodMs, burst)
+--              n × (limit, periodMs, burst); a calendar rule (fixed-window, policy.ts) sends
+--              (limit, −windowStart, windowEnd): the edges of its window at the decision time
+--              as the caller knows it, computed in TypeScript (calendar.ts)
 --   then the operations until ARGV ends. Each is one integer c = spec·OPS_PER_SPEC + op (the
 --   operation codes and the algorithm codes are the protocol part below, generated from the
 --   TypeScript's tables) when its cost is 1 and it carries no member; else −c followed by the
@@ -189,6 +191,7 @@ end
 --    fraction, is a whole TAT in ms, as sluice 0.1 wrote it.)
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
+--    A calendar rule's value is "start count", the key expiring at its window's end.
 -- F: as f; the window (whatever its start) is the one that ends at the key's expiry.
 -- t, i, s: one string of space-separated numbers ("tokens last"; "tokens refilledAt expiresAt";
 --    "start prev curr"), expiring with the state.
@@ -346,12 +349,21 @@ end
 
 if has.f then
   -- algorithms/fixed-window.ts. State {windowStart, count}.
+  -- The window of a rule at `now`: aligned [k·P, (k+1)·P), or a calendar rule's, whose edges
+  -- the caller sent as (−start, end) in place of (period, burst). The caller's idea of now can
+  -- be a few ms off the server's near an edge: the count goes to the window it named.
+  local function fw_window(now, period, burst)
+    if period > 0 then
+      local start = now - mod(now, period)
+      return start, start + period
+    end
+    return -period, burst
+  end
   fw_decide = function(st, now, limit, period, burst, cost)
-    local start = now - mod(now, period)
-    local wend = start + period
+    local start, wend = fw_window(now, period, burst)
     local count = 0
     if st ~= nil and st[1] == start then count = st[2] or 0 end
-    local resetAfterMs = wend - now
+    local resetAfterMs = max(0, wend - now)
     if count + cost <= limit then
       local used = count + cost
       local nxt = nil
@@ -359,15 +371,15 @@ if has.f then
       return true, limit - used, resetAfterMs, 0, nxt, resetAfterMs
     end
     -- The next window starts empty, and cost ≤ limit is validated, so the window end is exact.
-    return false, max(0, limit - count), resetAfterMs, ceilMs(wend - now), st, resetAfterMs
+    return false, max(0, limit - count), resetAfterMs, ceilMs(resetAfterMs), st, resetAfterMs
   end
   fw_adjust = function(st, now, limit, period, burst, delta)
-    local start = now - mod(now, period)
+    local start, wend = fw_window(now, period, burst)
     local count = 0
     if st ~= nil and st[1] == start then count = st[2] or 0 end
     local used = max(0, count + delta)
-    if used > 0 then return { start, used }, start + period - now end
-    return nil, start + period - now
+    if used > 0 then return { start, used }, max(0, wend - now) end
+    return nil, max(0, wend - now)
   end
 
   -- fixed-window's sluice 0.1 form: (window index mod 2^32)·2^21 + count.
@@ -385,6 +397,9 @@ if has.f then
     end
     local x = tonumber(v)
     if x == nil then return CORRUPT end
+    -- A calendar rule keeps "start count" (its window is not a multiple of a period): a bare
+    -- count is another rule's (the policy changed), the same as no state.
+    if P < 0 then return nil end
     local start = now - mod(now, P)
     if x >= FW_COUNT then
       local w = floor(x / FW_COUNT)
@@ -688,6 +703,9 @@ local function write_state(alg, key, old, nxt, ttl, now, P)
     call('DEL', key)
   elseif alg == 'g' then
     write_gcra(key, nxt[1], shift)
+  elseif alg == 'f' and P < 0 then
+    -- A calendar rule: "start count", expiring at the window's end.
+    call('SET', key, num(nxt[1]) .. ' ' .. num(nxt[2]), 'PXAT', now + ttl + shift)
   elseif alg == 'f' or alg == 'F' then
     call('SET', key, nxt[2], 'PXAT', nxt[1] + P + shift)
   elseif alg == 'l' or alg == 'c' then
