@@ -417,7 +417,14 @@ export function durationOrRaw(text: string): number | string | undefined {
   return /^\d+$/.test(t) ? Number(t) : t;
 }
 
-/** The rules editor: one row per rule (limit, period, burst), add and remove. */
+/** The calendar windows a rule's period may name instead of a duration (sluice's CALENDARS). */
+const CALENDAR_WORDS: readonly string[] = ["day", "week", "month", "year"];
+
+/**
+ * The rules editor: one row per rule (limit, period, burst), add and remove. A period that is a
+ * calendar word (`day`, `week`, `month`, `year`) makes a calendar rule, and shows its time zone
+ * and anchor.
+ */
 export interface RulesEditor {
   readonly element: HTMLElement;
   /** The rules as written (numbers where they parse, raw text otherwise). */
@@ -456,7 +463,7 @@ export function rulesEditor(
         value: value === undefined ? "" : String(value),
         placeholder,
         disabled: options.disabled,
-        inputmode: name === "period" ? undefined : "numeric",
+        inputmode: name === "limit" || name === "burst" ? "numeric" : undefined,
       });
       return h(
         "div",
@@ -471,8 +478,10 @@ export function rulesEditor(
       { class: "rule-row" },
       part("limit", "Limit", r.limit, "100"),
       h("span", { class: "per" }, "per"),
-      part("period", "Period", r.period, "1m"),
+      part("period", "Period", r.period ?? r.calendar, "1m, or month"),
       part("burst", "Burst", r.burst, "= limit"),
+      part("timeZone", "Time zone", r.timeZone, "UTC"),
+      part("anchor", "Anchor", r.anchor, "1"),
       options.disabled
         ? null
         : h(
@@ -491,9 +500,21 @@ export function rulesEditor(
             "Remove",
           ),
     );
-    (row.querySelector(".rule-burst") as HTMLElement).hidden = !burstVisible;
+    // A calendar period: the field answers for `calendar` (its issues land there), the time
+    // zone and anchor show, burst does not apply.
+    const periodField = row.querySelector<HTMLElement>(".rule-period")!;
+    const periodInput = periodField.querySelector("input")!;
+    const showCalendar = () => {
+      const calendar = CALENDAR_WORDS.includes(periodInput.value.trim());
+      periodField.dataset.part = calendar ? "calendar" : "period";
+      (row.querySelector(".rule-burst") as HTMLElement).hidden = !burstVisible || calendar;
+      for (const f of row.querySelectorAll<HTMLElement>(".rule-timeZone, .rule-anchor"))
+        f.hidden = !calendar;
+      renumber();
+    };
+    periodInput.addEventListener("input", showCalendar);
     rows.appendChild(row);
-    renumber();
+    showCalendar();
   };
   for (const r of rules.length > 0 ? rules : [{ limit: 100, period: "1m" }]) addRow(r);
   if (!options.disabled) {
@@ -513,6 +534,17 @@ export function rulesEditor(
         const val = (n: string) =>
           row.querySelector<HTMLInputElement>(`input[name="${n}"]`)?.value ?? "";
         const limit = numberOrRaw(val("limit"));
+        const calendar = val("period").trim();
+        if (CALENDAR_WORDS.includes(calendar)) {
+          const timeZone = val("timeZone").trim();
+          const anchor = numberOrRaw(val("anchor"));
+          return {
+            ...(limit !== undefined ? { limit } : {}),
+            calendar,
+            ...(timeZone !== "" ? { timeZone } : {}),
+            ...(anchor !== undefined ? { anchor } : {}),
+          } as Rule;
+        }
         const period = durationOrRaw(val("period"));
         const burst = burstVisible ? numberOrRaw(val("burst")) : undefined;
         return {
@@ -524,13 +556,24 @@ export function rulesEditor(
     },
     setBurst(visible) {
       burstVisible = visible;
-      for (const el of rows.querySelectorAll<HTMLElement>(".rule-burst")) el.hidden = !visible;
+      for (const row of rows.querySelectorAll<HTMLElement>(".rule-row")) {
+        const calendar =
+          row.querySelector<HTMLElement>(".rule-period")?.dataset.part === "calendar";
+        (row.querySelector(".rule-burst") as HTMLElement).hidden = !visible || calendar;
+      }
     },
   };
 }
 
-/** A rule as short text: `100 / 1m (burst 20)`. */
+/**
+ * A rule as short text: `100 / 1m (burst 20)`, or for a calendar rule
+ * `5000 / month (Europe/Berlin, anchor 15)`.
+ */
 export function ruleText(r: Rule): string {
+  if (r.calendar !== undefined) {
+    const where = [r.timeZone ?? "UTC", ...(r.anchor !== undefined ? [`anchor ${r.anchor}`] : [])];
+    return `${r.limit} / ${r.calendar} (${where.join(", ")})`;
+  }
   const period = typeof r.period === "number" ? `${r.period}ms` : r.period;
   return `${r.limit} / ${period}${r.burst !== undefined ? ` (burst ${r.burst})` : ""}`;
 }

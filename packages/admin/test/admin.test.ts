@@ -396,6 +396,55 @@ describe("the console in Chromium", () => {
     await page.waitForSelector("#edit-policy");
   });
 
+  it("a calendar quota: a period of `month` shows the time zone and anchor; a bad zone is named, a good one saved", async () => {
+    const admin = await adminToken();
+    const name = "monthly.quota";
+    await page.goto(`${base}/admin/#/policies`);
+    await page.click("#new-policy");
+    await page.waitForSelector("#policy-form");
+    await page.fill("#policy-form input[name=name]", name);
+    await page.selectOption("#policy-form select[name=algorithm]", "fixed-window");
+    const zone = page.locator('#policy-form [data-field="rules.0.timeZone"]');
+    expect(await zone.isHidden()).toBe(true);
+    await page.fill('[data-field="rules.0.limit"] input', "5000");
+    await page.fill('[data-field="rules.0.period"] input', "month");
+    await expect.poll(() => zone.isVisible()).toBe(true);
+    await page.fill('[data-field="rules.0.timeZone"] input', "Europe/Atlantis");
+    await page.fill('[data-field="rules.0.anchor"] input', "15");
+    await page.check('#policy-form input[name=apps][value="checkout"]');
+    await page.click("#save-policy");
+    await expect
+      .poll(() => zone.locator(".field-error").textContent())
+      .toContain('timeZone "Europe/Atlantis" is not a time zone');
+    expect((await api("GET", `/v1/admin/policies/${name}`, { token: admin })).status).toBe(404);
+    await page.fill('[data-field="rules.0.timeZone"] input', "Europe/Berlin");
+    await page.click("#save-policy");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 1");
+    const doc = (await api("GET", `/v1/admin/policies/${name}`, { token: admin })).body;
+    expect(doc).toMatchObject({
+      algorithm: "fixed-window",
+      rules: [{ limit: 5000, calendar: "month", timeZone: "Europe/Berlin", anchor: 15 }],
+    });
+    expect(await page.textContent("#enforced")).toContain(
+      "5000 / month (Europe/Berlin, anchor 15)",
+    );
+    // An edit keeps the calendar rule as it was.
+    await page.click("#edit-policy");
+    await page.waitForSelector("#policy-form");
+    expect(await page.inputValue('[data-field="rules.0.calendar"] input')).toBe("month");
+    await page.fill('[data-field="rules.0.limit"] input', "6000");
+    await page.click("#save-policy");
+    await expect.poll(() => page.textContent("#document-version")).toBe("Version 2");
+    expect((await api("GET", `/v1/admin/policies/${name}`, { token: admin })).body).toMatchObject({
+      rules: [{ limit: 6000, calendar: "month", timeZone: "Europe/Berlin", anchor: 15 }],
+    });
+    expect(
+      (await api("DELETE", `/v1/admin/policies/${name}`, { token: admin })).status,
+    ).toBeLessThan(300);
+    await page.goto(`${base}/admin/#/policies/${POLICY}`);
+    await page.waitForSelector("#edit-policy");
+  });
+
   it("a refused action disarms its button, and its message does not follow you", async () => {
     // Deleting an app that a policy is granted to is refused.
     await page.goto(`${base}/admin/#/apps`);

@@ -8,7 +8,7 @@
  * `definePolicy` (after a library upgrade, say) is still readable, so that it can be shown and
  * fixed; the registry keeps its last good version in force meanwhile.
  */
-import { ALGORITHMS, type Duration, type ValidationIssue } from "sluice";
+import { ALGORITHMS, CALENDARS, type Duration, type RuleInput, type ValidationIssue } from "sluice";
 import { z } from "zod";
 import { ApiError, zodIssues } from "../errors.js";
 import type { Tables } from "../db/schema.js";
@@ -116,11 +116,17 @@ const duration = z
   .transform((v) => v as Duration);
 
 /** A stored rule. */
-export const ruleShape = z.strictObject({
-  limit: z.number({ error: "must be a number" }),
-  period: duration,
-  burst: z.number({ error: "must be a number" }).optional(),
-});
+export const ruleShape = z
+  .strictObject({
+    limit: z.number({ error: "must be a number" }),
+    period: duration.optional(),
+    burst: z.number({ error: "must be a number" }).optional(),
+    calendar: z.enum(CALENDARS, { error: `must be one of ${CALENDARS.join(", ")}` }).optional(),
+    timeZone: text.optional(),
+    anchor: z.union([z.number(), z.string()], { error: "must be a number or text" }).optional(),
+  })
+  // A period rule or a calendar rule: which one, and their values, `definePolicy` checks.
+  .transform((r) => r as RuleInput);
 
 /** The settings of a policy beside its rules (the `options` column): these keys and no others. */
 export const policyOptionsShape = z.strictObject({
