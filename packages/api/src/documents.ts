@@ -39,12 +39,9 @@ export const ruleSchema = z.strictObject({
     description:
       "fixed-window only, instead of period: count per day, ISO week, month or year between local midnights of timeZone.",
   }),
-  timeZone: z
-    .string()
-    .optional()
-    .meta({
-      description: 'With calendar: an IANA time zone such as "Europe/Berlin" (default UTC).',
-    }),
+  timeZone: z.string().optional().meta({
+    description: 'With calendar: an IANA time zone such as "Europe/Berlin" (default UTC).',
+  }),
   anchor: z.union([z.number().int(), z.string()]).optional().meta({
     description:
       'With calendar: where a window starts — week: ISO weekday 1–7 (default 1, Monday); month: day 1–31, clamped to a shorter month\'s last day (default 1); year: "MM-DD" (default "01-01").',

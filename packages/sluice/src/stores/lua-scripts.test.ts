@@ -16,7 +16,7 @@ const dir = fileURLToPath(new URL("./lua/", import.meta.url));
 // Pinned: a change to a script must be deliberate (update the hash here and re-run
 // `npm run embed-lua -w sluice`). Redis caches scripts by this SHA1.
 const PINNED: Record<string, string> = {
-  "sluice.lua": "4972df5d1a94377612fc62374dc3d01a19139246",
+  "sluice.lua": "c89cee37ad18e95ce86d8640a0d89294de766184",
   "instances.lua": "87a8afea29cbc5660707a01031a1f17fb4aa54a7",
 };
 

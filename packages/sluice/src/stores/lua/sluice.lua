@@ -191,7 +191,7 @@ end
 --    fraction, is a whole TAT in ms, as sluice 0.1 wrote it.)
 -- f: the count is the value, and the window is the key's expiry: the key expires at the end of
 --    the window it counts (+ shift). (A value "start count", or a 0.1 packed integer, is read too.)
---    A calendar rule's value is "start count", the key expiring at its window's end.
+--    A calendar rule's key too expires at the end of its window (the edges the caller sent).
 -- F: as f; the window (whatever its start) is the one that ends at the key's expiry.
 -- t, i, s: one string of space-separated numbers ("tokens last"; "tokens refilledAt expiresAt";
 --    "start prev curr"), expiring with the state.
@@ -385,7 +385,7 @@ if has.f then
   -- fixed-window's sluice 0.1 form: (window index mod 2^32)·2^21 + count.
   local FW_COUNT = 2097152
   local FW_WINDOWS = 4294967296
-  read_fixed = function(key, now, P, shift)
+  read_fixed = function(key, now, P, B, shift)
     local v = pcall_('GET', key)
     if type(v) == 'table' and v.err then return CORRUPT end
     if not v then return nil end
@@ -397,11 +397,8 @@ if has.f then
     end
     local x = tonumber(v)
     if x == nil then return CORRUPT end
-    -- A calendar rule keeps "start count" (its window is not a multiple of a period): a bare
-    -- count is another rule's (the policy changed), the same as no state.
-    if P < 0 then return nil end
-    local start = now - mod(now, P)
-    if x >= FW_COUNT then
+    local start, wend = fw_window(now, P, B)
+    if P > 0 and x >= FW_COUNT then
       local w = floor(x / FW_COUNT)
       if w == mod(start / P, FW_WINDOWS) then return { start, x - w * FW_COUNT } end
     end
@@ -411,8 +408,8 @@ if has.f then
     -- window ends P earlier). Another window's count is the same as no state (fw_decide would
     -- ignore it too). A count moved off its window's end is put back on it.
     local e = call('PEXPIRETIME', key) - shift
-    local wend = start + P
-    if e <= wend - P / 2 or e >= wend + P / 2 then return nil end
+    local half = (wend - start) / 2
+    if e <= wend - half or e >= wend + half then return nil end
     if e ~= wend then call('PEXPIREAT', key, wend + shift) end
     return { start, x }
   end
@@ -688,9 +685,9 @@ local DECIDE = {
 local STRING_LEN = { t = 2, i = 3, s = 3 }
 
 -- A rule's state at `key` (period P), nil when there is none, CORRUPT when unreadable.
-local function read_state(alg, key, now, P)
+local function read_state(alg, key, now, P, B)
   if alg == 'g' then return read_gcra(key, shift) end
-  if alg == 'f' then return read_fixed(key, now, P, shift) end
+  if alg == 'f' then return read_fixed(key, now, P, B, shift) end
   if alg == 'F' then return read_fixed_first(key, P, shift) end
   if alg == 'l' then return read_log(key, now, P) end
   if alg == 'c' then return read_permits(key, now) end
@@ -704,8 +701,8 @@ local function write_state(alg, key, old, nxt, ttl, now, P)
   elseif alg == 'g' then
     write_gcra(key, nxt[1], shift)
   elseif alg == 'f' and P < 0 then
-    -- A calendar rule: "start count", expiring at the window's end.
-    call('SET', key, num(nxt[1]) .. ' ' .. num(nxt[2]), 'PXAT', now + ttl + shift)
+    -- A calendar rule: as f, expiring at the end of its window (ttl from now).
+    call('SET', key, nxt[2], 'PXAT', now + ttl + shift)
   elseif alg == 'f' or alg == 'F' then
     call('SET', key, nxt[2], 'PXAT', nxt[1] + P + shift)
   elseif alg == 'l' or alg == 'c' then
@@ -775,7 +772,7 @@ while a <= nargs do
   local key = KEYS[k]
   k = k + 1
   local alg, r = spec.alg, spec.rules[1]
-  local st = read_state(alg, key, now, r[2])
+  local st = read_state(alg, key, now, r[2], r[3])
   if st == CORRUPT then
     unreadable(key)
   else
@@ -876,7 +873,8 @@ end
 local function read_states(spec, base)
   local bad = nil
   for i = 1, spec.n do
-    local st = read_state(spec.alg, KEYS[base + i - 1], now, spec.rules[i][2])
+    local r = spec.rules[i]
+    local st = read_state(spec.alg, KEYS[base + i - 1], now, r[2], r[3])
     if st == CORRUPT then bad = KEYS[base + i - 1] end
     states[i] = st
   end
