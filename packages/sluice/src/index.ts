@@ -4,6 +4,7 @@
  */
 export { createLimiter } from "./limiter.js";
 export type {
+  AcquireOptions,
   Limiter,
   LimiterOptions,
   LimitOptions,
@@ -15,6 +16,7 @@ export type {
   SyncLimiter,
 } from "./limiter.js";
 export * from "./policy-exports.js";
+export type { ReleaseOutcome } from "./adaptive.js";
 export {
   RATELIMIT_ATTRIBUTES,
   RATELIMIT_METRICS,

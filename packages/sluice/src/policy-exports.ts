@@ -3,6 +3,7 @@
  * (algorithms/entry.ts) both hand them on.
  */
 export {
+  ADAPTIVE_ALGORITHMS,
   ALLOTMENT_ALGORITHMS,
   LEASE_ALGORITHMS,
   definePolicy,
@@ -10,6 +11,9 @@ export {
   policyToInput,
 } from "./policy.js";
 export type {
+  AdaptiveAlgorithm,
+  AdaptiveInput,
+  AdaptiveSettings,
   AllotmentInput,
   AllotmentSettings,
   LeaseInput,
