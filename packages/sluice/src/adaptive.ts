@@ -139,7 +139,7 @@ export class Gradient2Controller extends BaseController {
 }
 
 /** Gradient2's latency tolerance: a window this much slower than the baseline still grows. */
-export const GRADIENT_TOLERANCE = 1.1;
+export const GRADIENT_TOLERANCE = 1.3;
 /** The share of each window's target the limit moves to. */
 export const GRADIENT_SMOOTHING = 0.2;
 /** The factor a window with drops (a tenth of its samples or more) applies. */

@@ -160,9 +160,9 @@ describe("the controllers' limit movement", () => {
 
   it("gradient2: a modest standing overload never lifts the baseline or the limit (Netflix#134)", () => {
     const c = new Gradient2Controller(settings({ initial: 8 }));
-    // A backend whose latency is 30% over its own past 8 in flight (a queue), for ten minutes of
+    // A backend whose latency is 50% over its own past 8 in flight (a queue), for ten minutes of
     // windows, the limit always in use.
-    for (let i = 0; i < 6000; i++) c.update(window(c.limit > 8 ? 13 : 10, Math.floor(c.limit)));
+    for (let i = 0; i < 6000; i++) c.update(window(c.limit > 8 ? 15 : 10, Math.floor(c.limit)));
     expect(c.rttBaselineMs).toBe(10);
     expect(c.limit).toBeLessThan(10);
   });
