@@ -44,7 +44,7 @@ interface Window {
  * mean of several samples (one request's latency is noise).
  */
 export const WINDOW_MS = 100;
-export const WINDOW_MIN_SAMPLES = 10;
+export const WINDOW_MIN_SAMPLES = 20;
 export const WINDOW_MAX_MS = 1000;
 
 /** A window's figures, as a controller is told them. */

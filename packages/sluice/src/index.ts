@@ -5,6 +5,7 @@
 export { createLimiter } from "./limiter.js";
 export type {
   AcquireOptions,
+  AdaptiveState,
   Limiter,
   LimiterOptions,
   LimitOptions,

@@ -170,7 +170,7 @@ export interface Limiter {
    * An `adaptive` concurrency policy's figures in this process: the limit now, the permits in
    * flight and the RTT baseline (ms; NaN before the first sample). Undefined for other policies.
    */
-  adaptiveState?(): AdaptiveState | undefined;
+  adaptiveState(): AdaptiveState | undefined;
   /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
   reserve(key: string, estimate: number): Promise<Reservation>;
   /**

@@ -117,10 +117,15 @@ export interface AdaptiveInput {
 
 /** A policy's adaptive settings, resolved. */
 export interface AdaptiveSettings {
+  /** How the limit moves. */
   readonly algorithm: AdaptiveAlgorithm;
+  /** The lowest limit. */
   readonly min: number;
+  /** The highest limit (at most the rule's `limit`). */
   readonly max: number;
+  /** The limit a limiter starts from. */
   readonly initial: number;
+  /** The share of the limit kept for priority 0. */
   readonly reserve: number;
 }
 
