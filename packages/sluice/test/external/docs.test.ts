@@ -25,6 +25,7 @@ const DOCS = [
   "docs/platform.md",
   "docs/runtimes.md",
   "docs/observability.md",
+  "docs/adaptive.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];
