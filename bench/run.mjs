@@ -5,8 +5,9 @@
 //   npm run bench:quick    tiny counts (< 1 min): checks that every case runs; writes nothing
 //
 // Options: --quick, --only=memory,memory-hot,memory-sync,memory-flood,heap,redis,redis-policies,
-//          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry (a subset, comma-
-//          separated),
+//          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry,adaptive (a subset,
+//          comma-separated; adaptive is a simulation in virtual time that needs no Redis, writes
+//          only its own section of RESULTS.md and docs/adaptive-plot.svg),
 //          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode),
 //          --render=bench/RESULTS.md (render a saved run again, e.g. after changing lib/report.mjs).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own
@@ -14,6 +15,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
+import { adaptiveSection } from "./cases/adaptive.mjs";
 import { distIsStale, ensureBuilt } from "./lib/children.mjs";
 import { ensureRedisInstalled, startRedis } from "./lib/redis.mjs";
 import { environment, loadNow, renderReport } from "./lib/report.mjs";
@@ -73,6 +75,14 @@ const t0 = Date.now();
 const log = (msg) => console.error(msg);
 
 await ensureBuilt(log);
+const wantsAdaptive = only === undefined || only.includes("adaptive");
+const adaptiveCommand = `node bench/run.mjs --only=adaptive${quick ? " --quick" : ""}`;
+if (only !== undefined && only.every((s) => s === "adaptive")) {
+  // The simulation alone: no Redis, and only its own section of the results is written.
+  await adaptiveSection({ quick, out, command: adaptiveCommand, log });
+  log(`bench: done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  process.exit(0);
+}
 const distAtStart = distHash();
 const stale = distIsStale();
 if (stale)
@@ -109,6 +119,7 @@ try {
     env: environment({ redisVersion: redis.version, load: { start: loadAtStart, end: loadNow() } }),
   };
   write(renderReport({ results, meta }), { results, meta });
+  if (wantsAdaptive) await adaptiveSection({ quick, out, command: adaptiveCommand, log });
   if (results.failures.length > 0) {
     log(`bench: ${results.failures.length} case(s) failed:`);
     for (const f of results.failures) log(`  - ${f}`);

@@ -26,6 +26,7 @@ export const SECTIONS = [
   "leases",
   "grpc",
   "telemetry",
+  "adaptive",
 ];
 
 /** Every algorithm, in the order the tables list them. */

@@ -66,7 +66,8 @@ export class StoreError extends SluiceError {
 }
 
 /** The function of the HTTP middleware's options that failed, as {@link MiddlewareError} names it. */
-export type MiddlewareStage = "skip" | "limiter" | "key" | "cost" | "strategy.body" | "decision";
+export type MiddlewareStage =
+  "skip" | "limiter" | "key" | "cost" | "priority" | "strategy.body" | "decision";
 
 /**
  * The HTTP middleware could not decide a request: a function of its options threw or gave a

@@ -4,6 +4,8 @@
  */
 export { createLimiter } from "./limiter.js";
 export type {
+  AcquireOptions,
+  AdaptiveState,
   Limiter,
   LimiterOptions,
   LimitOptions,
@@ -15,6 +17,7 @@ export type {
   SyncLimiter,
 } from "./limiter.js";
 export * from "./policy-exports.js";
+export type { ReleaseOutcome } from "./adaptive.js";
 export {
   RATELIMIT_ATTRIBUTES,
   RATELIMIT_METRICS,

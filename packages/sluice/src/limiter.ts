@@ -1,3 +1,5 @@
+import { AdaptiveGate, DEFAULT_PRIORITY, PRIORITY_TIERS, type ReleaseOutcome } from "./adaptive.js";
+import { type Clock, type Timers, systemClock, systemTimers } from "./clock.js";
 import { type Decision, type DecisionReason, type RuleDecision, ruleDecision } from "./decision.js";
 import { SluiceError, ValidationError, type ValidationIssue } from "./errors.js";
 import { type Explanation, explainOn } from "./explain.js";
@@ -37,6 +39,13 @@ export interface LimiterOptions {
   warnAt?: number;
   /** Told when a key crosses `warnAt`. Default: one line on `console.warn`. */
   onNearLimit?: (event: NearLimitEvent) => void;
+  /**
+   * Time source (epoch ms) of an adaptive policy's latency samples and priority line. Default:
+   * the system clock. Inject one, with `timers`, in tests and simulations.
+   */
+  clock?: Clock;
+  /** Timers of an adaptive policy's priority line (its waits' deadlines). Default: the runtime's. */
+  timers?: Timers;
 }
 
 /** A key crossing its policy's `warnAt` share of a rule (see {@link LimiterOptions.warnAt}). */
@@ -57,6 +66,22 @@ export interface NearLimitEvent {
 export interface LimitOptions {
   /** Units to charge: a positive integer, at most the policy's capacity. Default 1. */
   cost?: number;
+  /**
+   * A concurrency policy with `adaptive` only: the request's tier, 0 (critical), 1 (the
+   * default), 2 (degradable) or 3 (sheddable). Lower tiers see a smaller share of the limit, so
+   * they are shed first (docs/adaptive.md). Ignored by other policies.
+   */
+  priority?: number;
+}
+
+/** Options of {@link Limiter.acquire}. */
+export interface AcquireOptions extends LimitOptions {
+  /**
+   * A concurrency policy with `adaptive` only: when the adaptive limit has no room for this
+   * tier, wait up to this long (ms) in the priority line for a permit another request releases
+   * (higher tiers first, then first come). Default 0: answer the denial at once.
+   */
+  maxWaitMs?: number;
 }
 
 /** Options of {@link Limiter.setCount}. */
@@ -73,8 +98,12 @@ export interface SetCountOptions {
 export interface Permit {
   /** The decision; when denied, no permit is held and `release` does nothing. */
   readonly decision: Decision;
-  /** Give the slot back; `true` when this call freed it. Safe to call more than once. */
-  release(): Promise<boolean>;
+  /**
+   * Give the slot back; `true` when this call freed it. Safe to call more than once. Under an
+   * `adaptive` policy the time since acquire is a latency sample; pass `{ dropped: true }` when
+   * the work timed out or the backend answered "overloaded".
+   */
+  release(outcome?: ReleaseOutcome): Promise<boolean>;
 }
 
 /**
@@ -131,12 +160,18 @@ export interface Limiter {
   /** Give back `cost` units charged earlier (e.g. to count only failed requests). */
   refund(key: string, cost?: number): Promise<void>;
   /** `concurrency`: take a permit; release it when the work is done. */
-  acquire(key: string, options?: LimitOptions): Promise<Permit>;
+  acquire(key: string, options?: AcquireOptions): Promise<Permit>;
   /**
    * `concurrency`: release a permit by its id (`decision.leaseId`). Resolves `true` when the
    * permit was held and is now freed, `false` when it was unknown, already released or expired.
+   * `outcome` as {@link Permit.release}'s.
    */
-  release(key: string, leaseId: string): Promise<boolean>;
+  release(key: string, leaseId: string, outcome?: ReleaseOutcome): Promise<boolean>;
+  /**
+   * An `adaptive` concurrency policy's figures in this process: the limit now, the permits in
+   * flight and the RTT baseline (ms; NaN before the first sample). Undefined for other policies.
+   */
+  adaptiveState(): AdaptiveState | undefined;
   /** Charge an estimate now and settle the actual cost later (LLM tokens, bytes, rows). */
   reserve(key: string, estimate: number): Promise<Reservation>;
   /**
@@ -147,6 +182,16 @@ export interface Limiter {
    * imported from elsewhere (rate-limiter-flexible's `set` and `block` are this).
    */
   setCount(key: string, count: number, options?: SetCountOptions): Promise<void>;
+}
+
+/** See {@link Limiter.adaptiveState}. */
+export interface AdaptiveState {
+  /** The limit priority 0 sees (the whole limit). */
+  readonly limit: number;
+  /** Permits this limiter holds. */
+  readonly inFlight: number;
+  /** The latency the backend gives without a queue of ours (ms), NaN before any sample. */
+  readonly rttBaselineMs: number;
 }
 
 /**
@@ -188,7 +233,22 @@ export function createLimiter(options: LimiterOptions): Limiter {
     options.warnAt === undefined
       ? undefined
       : nearLimitWarnings(policy, options.warnAt, options.onNearLimit);
-  return new PolicyLimiter(policy, options.store ?? new MemoryStore(), options.onError, warnings);
+  const gate =
+    policy.adaptive === undefined
+      ? undefined
+      : new AdaptiveGate(
+          policy.adaptive,
+          policy.rules[0]!.periodMs,
+          options.clock ?? systemClock,
+          options.timers ?? systemTimers,
+        );
+  return new PolicyLimiter(
+    policy,
+    options.store ?? new MemoryStore(),
+    options.onError,
+    warnings,
+    gate,
+  );
 }
 
 class PolicyLimiter implements Limiter {
@@ -206,6 +266,7 @@ class PolicyLimiter implements Limiter {
     readonly store: Store,
     private readonly onError: ((error: unknown, policy: Policy) => void) | undefined,
     private readonly warnings?: NearLimitWarnings,
+    private readonly gate?: AdaptiveGate,
   ) {
     this.capacity = policyCapacity(policy);
     this.sync = isSyncStore(store) ? store : undefined;
@@ -214,6 +275,7 @@ class PolicyLimiter implements Limiter {
       const name = policy.name;
       this.tally.allotments = () => store.allotmentsHeld?.(name) ?? 0;
     }
+    if (gate !== undefined) this.tally.adaptive = () => this.adaptiveState()!;
   }
 
   ready(): Promise<void> {
@@ -271,17 +333,41 @@ class PolicyLimiter implements Limiter {
     await this.store.adjust(this.policy, key, -cost);
   }
 
-  async acquire(key: string, options?: LimitOptions): Promise<Permit> {
+  async acquire(key: string, options?: AcquireOptions): Promise<Permit> {
     if (this.policy.algorithm !== "concurrency") {
       throw new SluiceError(
         "SLUICE_ERR_UNSUPPORTED",
         `acquire() needs a concurrency policy; "${this.policy.name}" uses ${this.policy.algorithm}`,
       );
     }
-    return permitOf(await this.limit(key, options), (id) => this.release(key, id));
+    const maxWaitMs = checkMaxWait(options?.maxWaitMs);
+    const release = (id: string, outcome?: ReleaseOutcome) => this.release(key, id, outcome);
+    const d = await this.limit(key, options);
+    const gate = this.gate;
+    if (d.allowed || gate === undefined || maxWaitMs === 0 || !SHED.has(d))
+      return permitOf(d, release);
+    // Shed by the adaptive limit: wait in the priority line for a permit released here.
+    const priority = this.checkPriority(options?.priority);
+    const cost = options?.cost ?? 1;
+    return new Promise<Permit>((resolve, reject) => {
+      gate.wait(
+        priority,
+        maxWaitMs,
+        () => {
+          const started = this.tally.begin();
+          try {
+            const r = this.decideOnStore(key, cost, true, "limit", started, gate, priority);
+            void Promise.resolve(r).then((next) => resolve(permitOf(next!, release)), reject);
+          } catch (err) {
+            reject(err);
+          }
+        },
+        () => resolve(permitOf(d, release)),
+      );
+    });
   }
 
-  release(key: string, leaseId: string): Promise<boolean> {
+  release(key: string, leaseId: string, outcome?: ReleaseOutcome): Promise<boolean> {
     try {
       checkKey(key);
       if (typeof leaseId !== "string" || leaseId === "") {
@@ -289,11 +375,29 @@ class PolicyLimiter implements Limiter {
           { path: "leaseId", message: "must be a non-empty string" },
         ]);
       }
+      if (outcome !== undefined && (typeof outcome !== "object" || outcome === null)) {
+        throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [
+          { path: "outcome", message: "must be an object { dropped }" },
+        ]);
+      }
       this.tally.permitReleased();
-      return this.store.release(this.policy, key, leaseId);
+      const released = this.store.release(this.policy, key, leaseId);
+      // After the store's release (done at once in memory): a waiter let in next finds it free.
+      this.gate?.released(leaseId, outcome);
+      return released;
     } catch (err) {
       return Promise.reject(err);
     }
+  }
+
+  adaptiveState(): AdaptiveState | undefined {
+    const gate = this.gate;
+    if (gate === undefined) return undefined;
+    return {
+      limit: gate.limit,
+      inFlight: gate.inFlight,
+      rttBaselineMs: gate.controller.rttBaselineMs,
+    };
   }
 
   async reserve(key: string, estimate: number): Promise<Reservation> {
@@ -385,8 +489,50 @@ class PolicyLimiter implements Limiter {
     const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
     checkKey(key);
     const commit = face !== "peek" && face !== "peekSync";
-    // A decision is counted (and, in a sample, timed); a peek is not.
-    const started = commit ? this.tally.begin() : NOT_COUNTED;
+    const gate = this.gate;
+    if (gate !== undefined && commit) {
+      const priority = this.checkPriority(options?.priority);
+      // A decision is counted (and, in a sample, timed); a peek is not.
+      const started = this.tally.begin();
+      if (!gate.admits(priority))
+        return this.counted(this.shed(gate, priority, cost), key, started);
+      gate.pending++;
+      return this.decideOnStore(key, cost, commit, face, started, gate, priority);
+    }
+    return this.decideOnStore(key, cost, commit, face, commit ? this.tally.begin() : NOT_COUNTED);
+  }
+
+  /**
+   * {@link PolicyLimiter.decideWith} once the input is checked: the store's answer. Under an
+   * adaptive policy (`gate`), a slot was counted as pending for it; it becomes the permit, or
+   * is given back when the store refuses.
+   */
+  private decideOnStore(
+    key: string,
+    cost: number,
+    commit: boolean,
+    face: Face,
+    started: number,
+    gate?: AdaptiveGate,
+    priority = DEFAULT_PRIORITY,
+  ): Decision | Promise<Decision> | undefined {
+    if (gate !== undefined) {
+      let r: Decision | Promise<Decision> | undefined;
+      try {
+        r = this.decideOnStore(key, cost, commit, face, started);
+      } catch (err) {
+        gate.settled(undefined, priority);
+        throw err;
+      }
+      if (r === undefined || !(r instanceof Promise)) return this.gated(gate, priority, r);
+      return r.then(
+        (d) => this.gated(gate, priority, d)!,
+        (err: unknown) => {
+          gate.settled(undefined, priority);
+          throw err;
+        },
+      );
+    }
     const sync = this.sync;
     if (sync !== undefined) {
       try {
@@ -419,6 +565,64 @@ class PolicyLimiter implements Limiter {
       (sd) => this.answer(sd, key, cost, started),
       (err: unknown) => this.onStoreFailure(err, key, cost, started),
     );
+  }
+
+  /**
+   * The store's answer under an adaptive policy: an allowed permit is counted in flight, and
+   * reports the tier's limit and what is left of it.
+   */
+  private gated(
+    gate: AdaptiveGate,
+    priority: number,
+    d: Decision | undefined,
+  ): Decision | undefined {
+    const id = d !== undefined && d.allowed && d.reason === undefined ? d.leaseId : undefined;
+    gate.settled(id, priority);
+    if (d === undefined || id === undefined) return d;
+    const limit = gate.limitFor(priority);
+    const remaining = Math.max(0, Math.min(d.remaining, limit - gate.inFlight));
+    const rule = { ...d.rules[0]!, limit, remaining };
+    return { ...d, limit, remaining, rules: [rule] };
+  }
+
+  /** The denial of a request the adaptive limit has no room for (its tier's share is in use). */
+  private shed(gate: AdaptiveGate, priority: number, cost: number): Decision {
+    const rule = this.policy.rules[0]!;
+    const baseline = gate.controller.rttBaselineMs;
+    // A permit frees about every baseline/limit ms; say one baseline, at least a millisecond.
+    const retryAfterMs = Math.max(1, Math.ceil(Number.isNaN(baseline) ? 1 : baseline));
+    const limit = gate.limitFor(priority);
+    const r: RuleDecision = {
+      ...ruleDecision(rule, {
+        allowed: false,
+        remaining: 0,
+        resetAfterMs: retryAfterMs,
+        retryAfterMs,
+      }),
+      limit,
+    };
+    const d = toDecision(this.policy, { allowed: false, rules: [r], blockedForMs: 0 }, cost);
+    if (this.policy.shadow) return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
+    SHED.add(d);
+    return d;
+  }
+
+  private checkPriority(priority: unknown): number {
+    if (priority === undefined) return DEFAULT_PRIORITY;
+    if (
+      typeof priority !== "number" ||
+      !Number.isInteger(priority) ||
+      priority < 0 ||
+      priority >= PRIORITY_TIERS
+    ) {
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid priority", [
+        {
+          path: "priority",
+          message: `must be an integer from 0 (critical) to ${PRIORITY_TIERS - 1} (sheddable) (got ${String(priority)})`,
+        },
+      ]);
+    }
+    return priority;
   }
 
   /** A synchronous store's answer. */
@@ -592,6 +796,20 @@ type AwaitedFace = "limit" | "peek";
 type SyncFace = "limitSync" | "peekSync";
 type Face = AwaitedFace | SyncFace | "tryLimitSync";
 
+/** The denials the adaptive limit made (a request may wait in the priority line after one). */
+const SHED = new WeakSet<Decision>();
+
+/** Checks {@link AcquireOptions.maxWaitMs}: a whole number of ms ≥ 0. */
+function checkMaxWait(ms: unknown): number {
+  if (ms === undefined) return 0;
+  if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0) {
+    throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid acquire", [
+      { path: "maxWaitMs", message: `must be a whole number of ms ≥ 0 (got ${String(ms)})` },
+    ]);
+  }
+  return ms;
+}
+
 /** `started` of a peek: not a decision, so neither counted nor timed. */
 const NOT_COUNTED = -2;
 
@@ -707,15 +925,15 @@ export function checkSettle(actual: unknown): void {
  */
 export function permitOf(
   decision: Decision,
-  release: (leaseId: string) => Promise<boolean>,
+  release: (leaseId: string, outcome?: ReleaseOutcome) => Promise<boolean>,
 ): Permit {
   let released = decision.leaseId === undefined;
   return {
     decision,
-    release: () => {
+    release: (outcome?: ReleaseOutcome) => {
       if (released) return Promise.resolve(false);
       released = true;
-      return release(decision.leaseId!);
+      return release(decision.leaseId!, outcome);
     },
   };
 }

@@ -3,6 +3,7 @@
  * (algorithms/entry.ts) both hand them on.
  */
 export {
+  ADAPTIVE_ALGORITHMS,
   ALLOTMENT_ALGORITHMS,
   LEASE_ALGORITHMS,
   definePolicy,
@@ -13,6 +14,9 @@ export {
 export { CALENDARS } from "./calendar.js";
 export type { CalendarUnit, CalendarWindow } from "./calendar.js";
 export type {
+  AdaptiveAlgorithm,
+  AdaptiveInput,
+  AdaptiveSettings,
   AllotmentInput,
   AllotmentSettings,
   LeaseInput,

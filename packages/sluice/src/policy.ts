@@ -134,6 +134,47 @@ export type WindowStart = "aligned" | "first-request";
  */
 export type Refill = "continuous" | "interval";
 
+/** The algorithms that move an adaptive concurrency limit (docs/adaptive.md). */
+export const ADAPTIVE_ALGORITHMS = ["gradient2", "vegas", "aimd"] as const;
+
+/** One of {@link ADAPTIVE_ALGORITHMS}. */
+export type AdaptiveAlgorithm = (typeof ADAPTIVE_ALGORITHMS)[number];
+
+/**
+ * An adaptive concurrency limit, the policy field `adaptive` of a `concurrency` policy: the
+ * limit moves between `min` and `max` from the latency (and drops) its permits report when
+ * released (docs/adaptive.md). The rule's `limit` stays the hard ceiling the store enforces.
+ */
+export interface AdaptiveInput {
+  /** How the limit moves. Default `gradient2`. */
+  algorithm?: AdaptiveAlgorithm;
+  /** The lowest limit, a positive integer. Default 1. */
+  min?: number;
+  /** The highest limit, at most the rule's `limit`. Default the rule's `limit`. */
+  max?: number;
+  /** The limit to start from, in [min, max]. Default `min`: the RTT baseline is learnt as the limit grows. */
+  initial?: number;
+  /**
+   * The share of the limit kept for priority 0 (critical): the lowest priority sees the limit
+   * less this share, the tiers between proportionally less. In [0, 0.9]. Default 0.2.
+   */
+  reserve?: number;
+}
+
+/** A policy's adaptive settings, resolved. */
+export interface AdaptiveSettings {
+  /** How the limit moves. */
+  readonly algorithm: AdaptiveAlgorithm;
+  /** The lowest limit. */
+  readonly min: number;
+  /** The highest limit (at most the rule's `limit`). */
+  readonly max: number;
+  /** The limit a limiter starts from. */
+  readonly initial: number;
+  /** The share of the limit kept for priority 0. */
+  readonly reserve: number;
+}
+
 /** What to do when the counter store fails or times out. */
 export type OnStoreError = "allow" | "deny" | "insurance";
 
@@ -177,6 +218,11 @@ export interface PolicyInput {
    * refills. The memory store ignores it.
    */
   lease?: boolean | AllotmentInput;
+  /**
+   * `concurrency` only: let the limit adapt to the backend's latency (docs/adaptive.md). The
+   * rule's `limit` is then the hard ceiling, and `adaptive.max` at most it.
+   */
+  adaptive?: AdaptiveInput;
 }
 
 /** A validated policy: frozen, durations in ms, defaults filled in. */
@@ -202,6 +248,8 @@ export interface Policy {
    * takes no allotments.
    */
   readonly lease: AllotmentSettings | undefined;
+  /** Adaptive concurrency settings, or undefined when the limit is the rule's, fixed. */
+  readonly adaptive: AdaptiveSettings | undefined;
 }
 
 const NAME = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -282,6 +330,22 @@ const allotmentSchema = z.strictObject({
   hotAfter: positiveInt("hotAfter").optional(),
 });
 
+const adaptiveSchema = z.strictObject({
+  algorithm: z
+    .enum(ADAPTIVE_ALGORITHMS, {
+      error: `algorithm must be one of ${ADAPTIVE_ALGORITHMS.join(", ")}`,
+    })
+    .optional(),
+  min: positiveInt("min", MAX_LIMIT).optional(),
+  max: positiveInt("max", MAX_LIMIT).optional(),
+  initial: positiveInt("initial", MAX_LIMIT).optional(),
+  reserve: z
+    .number({ error: "reserve must be a number" })
+    .gte(0, { error: "reserve must be at least 0 (a share of the limit)" })
+    .lte(0.9, { error: "reserve must be at most 0.9 (a share of the limit)" })
+    .optional(),
+});
+
 const policySchema = z.strictObject({
   name: z.string({ error: "name must be a string" }).regex(NAME, {
     error: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
@@ -323,6 +387,30 @@ const policySchema = z.strictObject({
         return z.NEVER;
       }
       const r = allotmentSchema.safeParse(v);
+      if (!r.success) {
+        for (const i of toIssues(r.error))
+          ctx.addIssue({
+            code: "custom",
+            message: i.message,
+            path: i.path ? i.path.split(".") : [],
+          });
+        return z.NEVER;
+      }
+      return r.data;
+    })
+    .optional(),
+  adaptive: z
+    .unknown()
+    .transform((v, ctx) => {
+      if (v === undefined) return v;
+      if (typeof v !== "object" || v === null || Array.isArray(v)) {
+        ctx.addIssue({
+          code: "custom",
+          message: "adaptive must be an object { algorithm, min, max, initial }",
+        });
+        return z.NEVER;
+      }
+      const r = adaptiveSchema.safeParse(v);
       if (!r.success) {
         for (const i of toIssues(r.error))
           ctx.addIssue({
@@ -407,6 +495,18 @@ export function definePolicy(input: PolicyInput): Policy {
       hotAfter: l.hotAfter ?? 20,
     });
   }
+  let adaptive: AdaptiveSettings | undefined;
+  if (d.adaptive !== undefined) {
+    const a = d.adaptive;
+    const min = a.min ?? 1;
+    adaptive = Object.freeze({
+      algorithm: a.algorithm ?? "gradient2",
+      min,
+      max: a.max ?? rules[0]!.limit,
+      initial: a.initial ?? min,
+      reserve: a.reserve ?? 0.2,
+    });
+  }
   const policy: Policy = Object.freeze({
     name: d.name,
     algorithm: d.algorithm,
@@ -420,6 +520,7 @@ export function definePolicy(input: PolicyInput): Policy {
     shadow: d.shadow,
     description: d.description,
     lease,
+    adaptive,
   });
   resolved.add(policy);
   return policy;
@@ -590,6 +691,46 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
     if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
       issues.push({ path: "lease.ttl", message: "must be more than 0" });
   }
+  issues.push(...adaptiveIssues(p, raw));
+  return issues;
+}
+
+/** How `adaptive` goes with the rest: concurrency only, and min ≤ initial ≤ max ≤ the rule's limit. */
+function adaptiveIssues(p: KnownFields, raw: Record<string, unknown>): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (raw.adaptive === undefined) return issues;
+  const algorithm = p.algorithm;
+  if (algorithm !== undefined && algorithm !== "concurrency") {
+    issues.push({
+      path: "adaptive",
+      message: `adaptive applies only to concurrency, not ${algorithm} (it moves a limit of permits in flight)`,
+    });
+  }
+  const a = p.adaptive;
+  if (a === undefined) return issues;
+  const ruleLimit = p.rules?.[0]?.limit;
+  const min = a.min ?? 1;
+  const max = a.max ?? ruleLimit;
+  if (a.max !== undefined && a.min !== undefined && a.min > a.max)
+    issues.push({
+      path: "adaptive.min",
+      message: `must be at most adaptive.max (got min ${a.min}, max ${a.max})`,
+    });
+  if (a.max !== undefined && ruleLimit !== undefined && a.max > ruleLimit)
+    issues.push({
+      path: "adaptive.max",
+      message: `must be at most the rule's limit, ${ruleLimit}, the ceiling the store enforces (got ${a.max})`,
+    });
+  if (a.max === undefined && ruleLimit !== undefined && min > ruleLimit)
+    issues.push({
+      path: "adaptive.min",
+      message: `must be at most the rule's limit, ${ruleLimit} (got ${min})`,
+    });
+  if (a.initial !== undefined && (a.initial < min || (max !== undefined && a.initial > max)))
+    issues.push({
+      path: "adaptive.initial",
+      message: `must be within [min, max] = [${min}, ${max ?? "?"}] (got ${a.initial})`,
+    });
   return issues;
 }
 
@@ -671,6 +812,11 @@ export function policyToInput(policy: Policy): PolicyInput {
     if (l.ttlMs !== 1000) tuned.ttl = l.ttlMs;
     if (l.hotAfter !== 20) tuned.hotAfter = l.hotAfter;
     out.lease = Object.keys(tuned).length > 0 ? tuned : true;
+  }
+  if (policy.adaptive) {
+    const a = policy.adaptive;
+    out.adaptive = { algorithm: a.algorithm, min: a.min, max: a.max, initial: a.initial };
+    if (a.reserve !== 0.2) out.adaptive.reserve = a.reserve;
   }
   return out;
 }

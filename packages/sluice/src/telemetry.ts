@@ -43,6 +43,12 @@ export const RATELIMIT_METRICS = {
   PERMITS: "ratelimit.permits",
   /** Allotments (a Redis store's local shares) this process holds (`{allotment}`). */
   ALLOTMENTS: "ratelimit.allotments",
+  /** Gauge: an adaptive concurrency policy's limit in this process (`{permit}`). */
+  CONCURRENCY_LIMIT: "ratelimit.concurrency.limit",
+  /** Gauge: the permits in flight under that limit in this process (`{permit}`). */
+  CONCURRENCY_IN_FLIGHT: "ratelimit.concurrency.in_flight",
+  /** Gauge: its RTT baseline, the latency without a queue of ours (s). */
+  CONCURRENCY_RTT_BASELINE: "ratelimit.concurrency.rtt_baseline",
   /** The span event of a denial. */
   DENIED_EVENT: "ratelimit.denied",
   /** The span event of a key passing its policy's `warnAt` share. */
@@ -83,6 +89,11 @@ export interface MeterLike {
   ): ObservableLike;
   /** See the API's `Meter.createObservableUpDownCounter`. */
   createObservableUpDownCounter(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): ObservableLike;
+  /** See the API's `Meter.createObservableGauge` (API ≥ 1.3; without it the gauges are not made). */
+  createObservableGauge?(
     name: string,
     options?: { description?: string; unit?: string },
   ): ObservableLike;
@@ -159,6 +170,8 @@ export class Tally {
   hasPermits = false;
   /** Reads the allotments held for this policy (set by a store that has them). */
   allotments: (() => number) | undefined;
+  /** Reads an adaptive concurrency policy's limit, in-flight count and RTT baseline (ms). */
+  adaptive: (() => { limit: number; inFlight: number; rttBaselineMs: number }) | undefined;
   /** Denials count with reason `shadow` (a draft's policy: it only ever reports). */
   readonly shadow: boolean;
   /**
@@ -462,12 +475,23 @@ function bind(): void {
     description: "Allotments (local shares of a Redis store's counters) this process holds",
     unit: "{allotment}",
   });
+  const gauges = adaptiveGauges(meter);
   meter.addBatchObservableCallback(
     (result) => {
-      for (const t of state.tallies.values())
+      for (const t of state.tallies.values()) {
         observeTally(t, result, decisions, permits, allotments);
+        if (gauges !== undefined && t.adaptive !== undefined) {
+          const a = t.adaptive();
+          result.observe(gauges.limit, a.limit, t.attributes);
+          result.observe(gauges.inFlight, a.inFlight, t.attributes);
+          if (!Number.isNaN(a.rttBaselineMs))
+            result.observe(gauges.rttBaseline, a.rttBaselineMs / 1000, t.attributes);
+        }
+      }
     },
-    [decisions, permits, allotments],
+    gauges === undefined
+      ? [decisions, permits, allotments]
+      : [decisions, permits, allotments, gauges.limit, gauges.inFlight, gauges.rttBaseline],
   );
   startSeconds();
   const duration = meter.createHistogram(RATELIMIT_METRICS.DURATION, {
@@ -476,6 +500,27 @@ function bind(): void {
     advice: { explicitBucketBoundaries: DURATION_BOUNDARIES },
   });
   state.otel = { provider, duration };
+}
+
+/** The adaptive concurrency gauges, where the meter makes gauges. */
+function adaptiveGauges(
+  meter: MeterLike,
+): { limit: ObservableLike; inFlight: ObservableLike; rttBaseline: ObservableLike } | undefined {
+  if (meter.createObservableGauge === undefined) return undefined;
+  return {
+    limit: meter.createObservableGauge(RATELIMIT_METRICS.CONCURRENCY_LIMIT, {
+      description: "An adaptive concurrency policy's limit in this process",
+      unit: "{permit}",
+    }),
+    inFlight: meter.createObservableGauge(RATELIMIT_METRICS.CONCURRENCY_IN_FLIGHT, {
+      description: "Permits in flight under an adaptive concurrency policy in this process",
+      unit: "{permit}",
+    }),
+    rttBaseline: meter.createObservableGauge(RATELIMIT_METRICS.CONCURRENCY_RTT_BASELINE, {
+      description: "An adaptive concurrency policy's RTT baseline: latency without a queue",
+      unit: "s",
+    }),
+  };
 }
 
 /**

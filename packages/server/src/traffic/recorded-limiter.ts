@@ -5,6 +5,9 @@
  * `POST /v1/limit` records its decisions; a `peek` decides nothing and is not.
  */
 import type {
+  AcquireOptions,
+  AdaptiveState,
+  ReleaseOutcome,
   Decision,
   Explanation,
   LimitOptions,
@@ -71,11 +74,14 @@ class RecordedLimiter implements SyncLimiter {
   refund(key: string, cost?: number): Promise<void> {
     return this.inner.refund(key, cost);
   }
-  acquire(key: string, options?: LimitOptions): Promise<Permit> {
+  acquire(key: string, options?: AcquireOptions): Promise<Permit> {
     return this.inner.acquire(key, options);
   }
-  release(key: string, leaseId: string): Promise<boolean> {
-    return this.inner.release(key, leaseId);
+  release(key: string, leaseId: string, outcome?: ReleaseOutcome): Promise<boolean> {
+    return this.inner.release(key, leaseId, outcome);
+  }
+  adaptiveState(): AdaptiveState | undefined {
+    return this.inner.adaptiveState();
   }
   reserve(key: string, estimate: number): Promise<Reservation> {
     return this.inner.reserve(key, estimate);

@@ -14,6 +14,7 @@ import {
   invalidKeyProblem,
   middlewareErrorProblem,
   quotaExceededProblem,
+  overloadedProblem,
   storeUnavailableProblem,
 } from "./problem.js";
 import type {
@@ -161,8 +162,18 @@ export class RateLimitCore<Raw, Fallback = never> {
       stage = "cost";
       const costFn = tier.cost ?? o.cost;
       const cost = costFn ? await costFn(raw, req) : 1;
+      stage = "priority";
+      const priority =
+        o.priority && limiter.policy.adaptive !== undefined
+          ? await o.priority(raw, req)
+          : undefined;
+      if (priority !== undefined && !(Number.isInteger(priority) && priority >= 0 && priority <= 3))
+        throw new MiddlewareError(
+          "priority",
+          `the priority function returned ${describe(priority)}, not a tier 0–3`,
+        );
       stage = "decision";
-      return await this.decide(input, req, limiter, key, cost);
+      return await this.decide(input, req, limiter, key, cost, priority);
     } catch (err) {
       return this.failed(err, stage, input.raw);
     }
@@ -175,14 +186,22 @@ export class RateLimitCore<Raw, Fallback = never> {
     limiter: Limiter,
     key: string,
     cost: number,
+    priority: number | undefined,
   ): Promise<Outcome<Fallback>> {
     const o = this.o;
     const s = o.strategy;
     const started = o.clock();
+    const adaptive = limiter.policy.adaptive !== undefined;
 
     let d: Decision;
     let queued = false;
-    if (s.type === "wait") {
+    if (adaptive) {
+      // An adaptive limit waits in the limiter's own priority line (higher tiers first, woken
+      // by each release), not in the FIFO line below; the wait strategy's maxWaitMs bounds it.
+      const maxWaitMs = s.type === "wait" ? Math.ceil(s.maxWaitMs) : 0;
+      d = (await limiter.acquire(key, { cost, priority, maxWaitMs })).decision;
+      queued = maxWaitMs > 0 && o.clock() > started;
+    } else if (s.type === "wait") {
       const r = await this.queues.decide({
         limiter,
         key,
@@ -243,6 +262,20 @@ export class RateLimitCore<Raw, Fallback = never> {
         status: 503,
         headers: [...headers, ["Content-Type", PROBLEM_CONTENT_TYPE]],
         body: JSON.stringify(storeUnavailableProblem(d)),
+        decision: d,
+      };
+    }
+    if (adaptive && d.reason === undefined) {
+      // The backend is at the capacity the limit found: the client exceeded nothing.
+      return {
+        kind: "reject",
+        status: 503,
+        headers: [
+          ...headers,
+          ["Retry-After", String(retryAfterSeconds(d))],
+          ["Content-Type", PROBLEM_CONTENT_TYPE],
+        ],
+        body: JSON.stringify(overloadedProblem(d)),
         decision: d,
       };
     }
@@ -355,7 +388,12 @@ export class RateLimitCore<Raw, Fallback = never> {
       done = true;
       const wake = () => this.queues.wake(limiter, key);
       if (d.leaseId !== undefined) {
-        limiter.release(key, d.leaseId).then(wake, () => undefined);
+        // An adaptive limit learns from the outcome: a 503 or 504 is the backend overloaded
+        // or timing out.
+        const dropped = status === 503 || status === 504;
+        limiter
+          .release(key, d.leaseId, dropped ? { dropped } : undefined)
+          .then(wake, () => undefined);
         return;
       }
       // Only charges the store really made can be refunded (not shadow, store-error or insurance answers).

@@ -56,6 +56,7 @@ export type {
   HttpRequest,
   RequestFn,
   CostFn,
+  PriorityFn,
   SkipFn,
   Tier,
   LimiterSelector,

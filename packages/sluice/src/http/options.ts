@@ -17,6 +17,7 @@ import type {
   HttpRequest,
   LimiterSelector,
   RateLimitOptions,
+  PriorityFn,
   SkipFn,
   Strategy,
 } from "./types.js";
@@ -45,6 +46,7 @@ export interface ResolvedOptions<Raw, Fallback> {
   readonly onDecision: ((e: DecisionEvent<Raw>) => void) | undefined;
   readonly onError: (error: MiddlewareError, req: Raw) => void;
   readonly cost: CostFn<Raw> | undefined;
+  readonly priority: PriorityFn<Raw> | undefined;
   readonly clock: Clock;
   readonly timers: Timers;
   readonly grouping: { readonly ipv4Prefix: number; readonly ipv6Prefix: number };
@@ -119,6 +121,7 @@ export const OPTIONS = {
     defaultErrorLog,
   ),
   cost: option.fn<CostFn<unknown>>(MUST_BE_A_FUNCTION),
+  priority: option.fn<PriorityFn<unknown>>(MUST_BE_A_FUNCTION),
   clock: option.fn<Clock>(MUST_BE_A_FUNCTION, systemClock),
   timers: option.timers(),
   headers: option.oneOf(
@@ -180,6 +183,7 @@ export function resolveRateLimitOptions<Raw, Fallback>(
     onDecision: o.onDecision,
     onError: o.onError,
     cost: o.cost,
+    priority: o.priority,
     clock: o.clock,
     timers: o.timers,
     grouping: Object.freeze({ ipv4Prefix: o.ipv4Prefix, ipv6Prefix: o.ipv6Prefix }),

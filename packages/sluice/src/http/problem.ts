@@ -47,6 +47,22 @@ export function quotaExceededProblem(d: Decision): ProblemDetails {
 }
 
 /**
+ * The body of a 503 sent when an adaptive concurrency limit has no room for the request: the
+ * backend is at the capacity the limit has found, and the client exceeded nothing.
+ */
+export function overloadedProblem(d: Decision): ProblemDetails {
+  const retryAfter = retryAfterSeconds(d);
+  return {
+    type: REDUCED_CAPACITY_TYPE,
+    title: "Request cannot be satisfied due to temporary server capacity constraints",
+    status: 503,
+    detail: `The server is at its concurrency limit (${d.limit} in flight for this priority); retry in ${retryAfter} s.`,
+    "violated-policies": violatedPolicies(d),
+    retryAfter,
+  };
+}
+
+/**
  * The body of a 503 sent when the counter store failed and the policy fails closed
  * (`onStoreError: "deny"`): the client exceeded nothing, the server cannot check.
  */

@@ -60,6 +60,9 @@ export type KeyFn<Raw = unknown> = (
 /** Units a request costs: a positive integer no larger than the policy's capacity. */
 export type CostFn<Raw = unknown> = RequestFn<Raw, number>;
 
+/** A request's priority tier under an adaptive concurrency policy: an integer 0–3. */
+export type PriorityFn<Raw = unknown> = RequestFn<Raw, number>;
+
 /** True to leave a request unlimited (no decision, no headers). */
 export type SkipFn<Raw = unknown> = RequestFn<Raw, boolean>;
 
@@ -181,6 +184,12 @@ export interface RateLimitOptions<Raw = unknown, Fallback = never> extends IpGro
   onDecision?: (event: DecisionEvent<Raw>) => void;
   /** Units a request costs (a positive integer). Default 1. */
   cost?: CostFn<Raw>;
+  /**
+   * The request's priority tier under an adaptive concurrency policy: 0 (critical), 1 (the
+   * default), 2 (degradable), 3 (sheddable); lower tiers are shed first (docs/adaptive.md).
+   * Ignored by other policies.
+   */
+  priority?: PriorityFn<Raw>;
   /**
    * Hears every request the middleware could not decide because one of the functions above
    * (`key`, `cost`, `skip`, `limiter`, `strategy.body`) threw or gave an invalid value: a

@@ -3,10 +3,12 @@
  * the policy's current version (swapped in whole by the client), decided as the service decides
  * (`decideLive`: enabled switch, draft in shadow), and counted for the client's reports.
  */
+import type { ReleaseOutcome } from "../adaptive.js";
 import type { Decision } from "../decision.js";
 import { type SluiceError, ValidationError } from "../errors.js";
 import type { Explanation } from "../explain.js";
 import {
+  type AdaptiveState,
   type LimitOptions,
   type Limiter,
   type Permit,
@@ -127,14 +129,18 @@ export class ManagedLimiter implements Limiter {
     await this.current().limiter.refund(key, cost);
   }
 
+  adaptiveState(): AdaptiveState | undefined {
+    return this.current().limiter.adaptiveState();
+  }
+
   async acquire(key: string, options?: LimitOptions): Promise<Permit> {
     const live = this.current();
     if (live.policy.algorithm !== "concurrency") return live.limiter.acquire(key, options);
     return permitOf(await this.limit(key, options), (id) => this.release(key, id));
   }
 
-  async release(key: string, leaseId: string): Promise<boolean> {
-    return this.current().limiter.release(key, leaseId);
+  async release(key: string, leaseId: string, outcome?: ReleaseOutcome): Promise<boolean> {
+    return this.current().limiter.release(key, leaseId, outcome);
   }
 
   async setCount(key: string, count: number, options?: SetCountOptions): Promise<void> {

@@ -26,6 +26,7 @@ const DOCS = [
   "docs/runtimes.md",
   "docs/observability.md",
   "docs/quotas.md",
+  "docs/adaptive.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];

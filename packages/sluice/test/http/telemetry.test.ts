@@ -304,6 +304,34 @@ describe("OpenTelemetry through sluice/express", () => {
     expect(valueOf(await points(RATELIMIT_METRICS.PERMITS, "otel-permits"), {})).toBe(1);
   });
 
+  it("an adaptive policy's limit, in-flight count and RTT baseline are gauges per policy", async () => {
+    let t = T0;
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => t }),
+      clock: () => t,
+      policy: {
+        name: "otel-adaptive",
+        algorithm: "concurrency",
+        rules: [{ limit: 100, period: "1m" }],
+        adaptive: { initial: 20 },
+      },
+    });
+    // Two rounds of 12 permits held 60 ms: one window of samples, the baseline 60 ms.
+    for (let round = 0; round < 2; round++) {
+      const held = await Promise.all(Array.from({ length: 12 }, () => limiter.acquire("k")));
+      t += 60;
+      await Promise.all(held.map((p) => p.release()));
+    }
+    await limiter.acquire("k");
+    await limiter.acquire("k");
+    const gauge = async (name: string) =>
+      valueOf(await points(name, "otel-adaptive"), { "ratelimit.store": "memory" });
+    expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_IN_FLIGHT)).toBe(2);
+    expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_LIMIT)).toBe(limiter.adaptiveState()!.limit);
+    expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_LIMIT)).toBeGreaterThanOrEqual(20);
+    expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_RTT_BASELINE)).toBeCloseTo(0.06, 6);
+  });
+
   it("peeks are not decisions: nothing counted", async () => {
     const limiter = createLimiter({
       store: memoryStore({ now: clock }),
