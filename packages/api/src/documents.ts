@@ -93,6 +93,19 @@ export const policyDocumentSchema = z.strictObject({
       description:
         "Allotments (the field keeps its first name): with Redis counters, hot keys are decided in memory from capacity taken ahead (docs/leases.md): true, or { maxShare, ttl, hotAfter }.",
     }),
+  adaptive: z
+    .strictObject({
+      algorithm: z.enum(["gradient2", "vegas", "aimd"]).optional(),
+      min: z.number().int().positive().optional(),
+      max: z.number().int().positive().optional(),
+      initial: z.number().int().positive().optional(),
+      reserve: z.number().min(0).max(0.9).optional(),
+    })
+    .optional()
+    .meta({
+      description:
+        "concurrency only: the limit adapts to the backend's latency between min and max (docs/adaptive.md); the rule's limit stays the ceiling.",
+    }),
   apps: z
     .array(appNameSchema)
     .optional()

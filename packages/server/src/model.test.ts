@@ -44,6 +44,25 @@ describe("validatePolicyDocument", () => {
     expect("issues" in bad && bad.issues.map((i) => i.path)).toEqual(["rules.0.timeZone"]);
   });
 
+  it("keeps an adaptive concurrency policy's settings (docs/adaptive.md)", () => {
+    const r = validatePolicyDocument({
+      name: "backend",
+      algorithm: "concurrency",
+      rules: [{ limit: 64, period: "30s" }],
+      adaptive: { algorithm: "vegas", min: 2, max: 32 },
+    });
+    if ("issues" in r) throw new Error(JSON.stringify(r.issues));
+    expect(r.doc.adaptive).toEqual({ algorithm: "vegas", min: 2, max: 32 });
+    expect(r.policy.adaptive).toMatchObject({ algorithm: "vegas", min: 2, max: 32 });
+    const bad = validatePolicyDocument({
+      name: "b",
+      algorithm: "concurrency",
+      rules: [{ limit: 8, period: "30s" }],
+      adaptive: { min: 9 },
+    });
+    expect("issues" in bad && bad.issues.map((i) => i.path)).toContain("adaptive.min");
+  });
+
   it("reports every issue with its field, from sluice's validation and the service's own", () => {
     const r = validatePolicyDocument({
       name: "sluice.login",

@@ -118,6 +118,7 @@ export function validatePolicyDocument(
       : {}),
     ...(r.refill !== undefined && r.refill !== "continuous" ? { refill: r.refill } : {}),
     ...(r.lease !== undefined && r.lease !== false ? { lease: r.lease } : {}),
+    ...(r.adaptive !== undefined ? { adaptive: r.adaptive } : {}),
     apps: extra.data.apps,
     enabled: extra.data.enabled,
   };

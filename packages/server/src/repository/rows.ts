@@ -163,6 +163,15 @@ export const policyDocumentShape = z.strictObject({
       }),
     ])
     .optional(),
+  adaptive: z
+    .strictObject({
+      algorithm: z.enum(["gradient2", "vegas", "aimd"]).optional(),
+      min: z.number().optional(),
+      max: z.number().optional(),
+      initial: z.number().optional(),
+      reserve: z.number().optional(),
+    })
+    .optional(),
   apps: appListShape,
   enabled: z.boolean(),
 });
