@@ -22,8 +22,10 @@ describe("sluice/algorithms", () => {
 
   it("exports the pure functions and what building a policy needs, and nothing stateful", () => {
     expect(Object.keys(pure).sort()).toEqual([
+      "ADAPTIVE_ALGORITHMS",
       "ALGORITHMS",
       "ALLOTMENT_ALGORITHMS",
+      "CALENDARS",
       "ERROR_CODES",
       "LEASE_ALGORITHMS",
       "SluiceError",
@@ -40,6 +42,7 @@ describe("sluice/algorithms", () => {
       "parseDuration",
       "policyCapacity",
       "policyToInput",
+      "ruleToInput",
       "slidingLog",
       "slidingWindow",
       "tokenBucket",

@@ -136,7 +136,7 @@ describe("memory store fast paths", () => {
           }
         }
       }),
-      { numRuns: 600 },
+      { numRuns: 1200 },
     );
     // The runs went through the one-rule fast paths' denials and penalty blocks.
     for (const alg of ALGORITHMS) expect(seen).toContain(`${alg} one rule denied`);
