@@ -58,7 +58,8 @@ class AppController {
       ],
       defaultPolicies: ["burst", "sustained"],
       // Each scenario its own client, so the default policies' counts do not meet.
-      key: (ctx) => ctx.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers["x-user"],
+      key: (ctx) =>
+        ctx.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers["x-user"],
       clock: time.now,
     }),
   ],
@@ -112,9 +113,9 @@ describe.each(PLATFORMS)("on %s", (platform) => {
     }
     const denied = await get(`${url}/work`, who);
     expect(denied.status).toBe(429);
-    expect((JSON.parse(denied.body) as { "violated-policies": string[] })["violated-policies"]).toEqual([
-      "burst",
-    ]);
+    expect(
+      (JSON.parse(denied.body) as { "violated-policies": string[] })["violated-policies"],
+    ).toEqual(["burst"]);
   });
 
   it("decides two @RateLimit on one handler all or nothing: a denial by one leaves the other's count untouched", async () => {
@@ -128,9 +129,9 @@ describe.each(PLATFORMS)("on %s", (platform) => {
     for (let i = 0; i < 3; i++) {
       const denied = await get(`${url}/both`, who);
       expect(denied.status).toBe(429);
-      expect((JSON.parse(denied.body) as { "violated-policies": string[] })["violated-policies"]).toEqual([
-        "narrow",
-      ]);
+      expect(
+        (JSON.parse(denied.body) as { "violated-policies": string[] })["violated-policies"],
+      ).toEqual(["narrow"]);
     }
     // …and "wide" (limit 5) was charged for the two that passed only.
     expect((await limits.limiter("wide").peek(user)).remaining).toBe(3);

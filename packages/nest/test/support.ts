@@ -27,7 +27,10 @@ export async function startApp(
 ): Promise<{ app: INestApplication; url: string; port: number }> {
   const app =
     platform === "fastify"
-      ? await NestFactory.create(module, new FastifyAdapter(), { logger: false, abortOnError: false })
+      ? await NestFactory.create(module, new FastifyAdapter(), {
+          logger: false,
+          abortOnError: false,
+        })
       : await NestFactory.create(module, { logger: false, abortOnError: false });
   open.push(app);
   prepare?.(app);
