@@ -4,7 +4,7 @@
  */
 import "reflect-metadata";
 import type { AddressInfo } from "node:net";
-import type { INestApplication } from "@nestjs/common";
+import type { INestApplication, Type } from "@nestjs/common";
 import { NestFactory } from "@nestjs/core";
 import { FastifyAdapter } from "@nestjs/platform-fastify";
 import { afterEach } from "vitest";
@@ -21,7 +21,7 @@ afterEach(async () => {
 
 /** Starts `module` on `platform`, listening on 127.0.0.1; closed after the test. */
 export async function startApp(
-  module: object,
+  module: Type<unknown>,
   platform: Platform = "express",
   prepare?: (app: INestApplication) => void,
 ): Promise<{ app: INestApplication; url: string; port: number }> {

@@ -16,6 +16,7 @@ import {
 import { WsAdapter } from "@nestjs/platform-ws";
 import { MessageBody, SubscribeMessage, WebSocketGateway } from "@nestjs/websockets";
 import { lastValueFrom } from "rxjs";
+import type { PolicyInput } from "sluice";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { ManualTime } from "../../../test/support/manual-time.js";
@@ -45,9 +46,9 @@ class SumController {
   }
 }
 
-const policies = [
-  { name: "messages", algorithm: "fixed-window" as const, rules: [{ limit: 3, period: "1m" }] },
-  { name: "calls", algorithm: "fixed-window" as const, rules: [{ limit: 2, period: "1m" }] },
+const policies: PolicyInput[] = [
+  { name: "messages", algorithm: "fixed-window", rules: [{ limit: 3, period: "1m" }] },
+  { name: "calls", algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] },
 ];
 
 const time = new ManualTime();
