@@ -7,6 +7,7 @@ export default defineConfig({
   sourcemap: true,
   clean: true,
   target: "node20",
+  tsconfig: "tsconfig.build.json",
   // `import.meta.url` in CommonJS: the optional peers (@nestjs/websockets, @nestjs/microservices,
   // graphql) are required lazily, from this module's location (optional.ts).
   shims: true,

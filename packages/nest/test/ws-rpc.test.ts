@@ -3,7 +3,8 @@
  * connection, and a TCP microservice (@nestjs/microservices) limited by a payload field naming
  * the caller: each answers limit + 1 with its exception, carrying limit, remaining and reset.
  */
-import { Controller, Module, UseFilters, UseGuards } from "@nestjs/common";
+import type { IncomingMessage } from "node:http";
+import { Controller, Inject, Module, UseFilters, UseGuards } from "@nestjs/common";
 import { NestFactory } from "@nestjs/core";
 import {
   ClientProxyFactory,
@@ -14,14 +15,25 @@ import {
   Transport,
 } from "@nestjs/microservices";
 import { WsAdapter } from "@nestjs/platform-ws";
-import { MessageBody, SubscribeMessage, WebSocketGateway } from "@nestjs/websockets";
+import {
+  MessageBody,
+  type OnGatewayConnection,
+  SubscribeMessage,
+  WebSocketGateway,
+} from "@nestjs/websockets";
 import { lastValueFrom } from "rxjs";
 import type { PolicyInput } from "sluice";
 import { afterEach, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { ManualTime } from "../../../test/support/manual-time.js";
 import { freePort } from "../../../test/support/ports.js";
-import { RateLimit, SluiceGuard, SluiceModule, SluiceWsExceptionFilter } from "../src/index.js";
+import {
+  RateLimit,
+  SluiceGuard,
+  SluiceLimits,
+  SluiceModule,
+  SluiceWsExceptionFilter,
+} from "../src/index.js";
 import { startApp } from "./support.js";
 
 // Nest runs no global guard or filter on gateways (its WsContextCreator is given none): both
@@ -29,7 +41,16 @@ import { startApp } from "./support.js";
 @WebSocketGateway({ path: "/chat" })
 @UseGuards(SluiceGuard)
 @UseFilters(SluiceWsExceptionFilter)
-class ChatGateway {
+class ChatGateway implements OnGatewayConnection {
+  constructor(@Inject(SluiceLimits) private readonly limits: SluiceLimits) {}
+
+  /** Connections per client IP: a gateway's connection runs no guard, so it decides by hand. */
+  async handleConnection(client: WebSocket, request: IncomingMessage): Promise<void> {
+    const address = request.socket.remoteAddress ?? "unknown";
+    const d = await this.limits.decide([{ policy: "connections", key: `ip:${address}` }]);
+    if (!d.allowed) client.close(4429, `rate limited: retry in ${d.decisions[0]!.retryAfterMs} ms`);
+  }
+
   @SubscribeMessage("say")
   @RateLimit("messages")
   say(@MessageBody() text: string): { event: string; data: string } {
@@ -49,6 +70,7 @@ class SumController {
 const policies: PolicyInput[] = [
   { name: "messages", algorithm: "fixed-window", rules: [{ limit: 3, period: "1m" }] },
   { name: "calls", algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] },
+  { name: "connections", algorithm: "fixed-window", rules: [{ limit: 3, period: "1m" }] },
 ];
 
 const time = new ManualTime();
@@ -129,6 +151,22 @@ describe("a WebSocket gateway (platform-ws)", () => {
     const two = await connect(port);
     two.socket.send(JSON.stringify({ event: "say", data: "hello" }));
     expect(await two.messages(1)).toEqual([{ event: "said", data: "hello" }]);
+  });
+
+  it("admits connections per client IP in handleConnection: the fourth is closed with 4429", async () => {
+    const { port } = await startApp(ChatModule, "express", (app) =>
+      app.useWebSocketAdapter(new WsAdapter(app)),
+    );
+    const open = [await connect(port), await connect(port), await connect(port)];
+    const fourth = await connect(port);
+    const [code, reason] = await new Promise<[number, string]>((resolve) =>
+      fourth.socket.once("close", (c: number, r: Buffer) => resolve([c, r.toString("utf8")])),
+    );
+    expect(code).toBe(4429);
+    expect(reason).toMatch(/^rate limited: retry in \d+ ms$/);
+    // The three admitted still talk.
+    open[2]!.socket.send(JSON.stringify({ event: "say", data: "still here" }));
+    expect(await open[2]!.messages(1)).toEqual([{ event: "said", data: "still here" }]);
   });
 });
 
