@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const reports = join(root, "api-reports");
 const update = process.argv.includes("--update");
-const PACKAGES = ["sluice", "api", "server"];
+const PACKAGES = ["sluice", "nest", "api", "server"];
 
 /** The `types` file an `exports` entry points at (its ESM condition's, else its own). */
 function typesOf(target) {

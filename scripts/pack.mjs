@@ -13,7 +13,7 @@ const packs = join(root, "packs");
 
 mkdirSync(packs, { recursive: true });
 for (const f of readdirSync(packs)) if (f.endsWith(".tgz")) rmSync(join(packs, f));
-// --workspaces packs every package in the root's order (sluice, api, admin, server): each one's build
+// --workspaces packs every package in the root's order (sluice, nest, api, admin, server): each one's build
 // finds the ones it needs already built.
 execFileSync("npm", ["pack", "--workspaces", "--pack-destination", packs, "--loglevel", "warn"], {
   cwd: root,
@@ -26,4 +26,5 @@ console.log(`Wrote ${files.length} tarballs to ${packs}:
 
 In your app's folder:
   npm install ${at("sluice")}          # the library
+  npm install ${at("sluice")} ${at("sluice-nest")}   # and the NestJS module
   npm install ${at("sluice")} ${at("sluice-api")} ${at("sluice-admin")} ${at("sluice-server")}   # and the service (npx sluice serve)`);

@@ -34,6 +34,11 @@ const PACKAGES = [
     ships: ["dist/index.js", "dist/index.cjs", "dist/express.d.ts", "src/stores/lua/sluice.lua"],
   },
   {
+    dir: "nest",
+    name: "@sluice/nest",
+    ships: ["dist/index.js", "dist/index.cjs", "dist/index.d.ts", "dist/index.d.cts"],
+  },
+  {
     dir: "api",
     name: "@sluice/api",
     ships: ["dist/index.js", "dist/index.d.ts"],
