@@ -9,6 +9,7 @@ export type {
   LimitOptions,
   Lease,
   NearLimitEvent,
+  OverrideInput,
   Permit,
   Reservation,
   SetCountOptions,

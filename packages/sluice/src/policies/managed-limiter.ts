@@ -4,7 +4,7 @@
  * (`decideLive`: enabled switch, draft in shadow), and counted for the client's reports.
  */
 import type { Decision } from "../decision.js";
-import { type SluiceError, ValidationError } from "../errors.js";
+import { SluiceError, ValidationError } from "../errors.js";
 import type { Explanation } from "../explain.js";
 import {
   type LimitOptions,
@@ -15,7 +15,7 @@ import {
   checkSettle,
   permitOf,
 } from "../limiter.js";
-import { type Policy, policyCapacity } from "../policy.js";
+import { type Policy, type RuleInput, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
 import type { DraftHooks } from "./live-document.js";
 import { type LivePolicy, decideLive, disabledDecision } from "./live.js";
@@ -141,6 +141,21 @@ export class ManagedLimiter implements Limiter {
     await this.current().limiter.setCount(key, count, options);
   }
 
+  /** Throws `SLUICE_ERR_UNSUPPORTED`: a managed policy's overrides are set in the service. */
+  setOverride(_key: string, _rules: RuleInput[]): void {
+    throw overridesAreTheServices(this.name);
+  }
+
+  /** Throws `SLUICE_ERR_UNSUPPORTED`: a managed policy's overrides are set in the service. */
+  deleteOverride(_key: string): boolean {
+    throw overridesAreTheServices(this.name);
+  }
+
+  /** The key's override as the service last sent it, or undefined. */
+  override(key: string): RuleInput[] | undefined {
+    return this.current().limiter.override(key);
+  }
+
   async reserve(key: string, estimate: number): Promise<Reservation> {
     const live = this.current();
     if (live.enabled) return live.limiter.reserve(key, estimate);
@@ -152,6 +167,14 @@ export class ManagedLimiter implements Limiter {
       cancel: async () => {},
     };
   }
+}
+
+/** A managed policy's overrides are the service's: they are set there, never in a client. */
+function overridesAreTheServices(name: string): SluiceError {
+  return new SluiceError(
+    "SLUICE_ERR_UNSUPPORTED",
+    `the overrides of managed policy "${name}" are set in the sluice service (PUT /v1/admin/policies/${name}/overrides/{key}), which every client applies within a second`,
+  );
 }
 
 /** The key and cost checks of a limiter, for a disabled policy (which calls none). */
