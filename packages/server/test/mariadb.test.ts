@@ -143,6 +143,7 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
       "0007_changes",
       "0008_documents",
       "0009_traffic_key_slots",
+      "0010_policy_overrides",
     ]);
     await Promise.all(nodes.map((n) => n.close()));
 

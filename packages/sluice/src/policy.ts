@@ -543,7 +543,7 @@ export function policyToInput(policy: Policy): PolicyInput {
  * The policy a per-key override makes of `policy`: the same policy (name, algorithm, every
  * other field) with `rules` in place of its rules, validated as that policy would be by
  * {@link definePolicy}. Throws a {@link ValidationError} (code `SLUICE_ERR_POLICY`) whose issues
- * name their field under `field` (e.g. `overrides.tenant:big.rules.0.limit`).
+ * name their field under `field` (e.g. `overrides.tenant:big.rules.0.limit`; `""`: `rules.0.limit`).
  */
 export function policyWithRules(policy: Policy, rules: unknown, field: string): Policy {
   try {
@@ -551,7 +551,7 @@ export function policyWithRules(policy: Policy, rules: unknown, field: string): 
   } catch (err) {
     if (!(err instanceof ValidationError)) throw err;
     const issues = err.issues.map((i) => ({
-      path: i.path === "" ? `${field}.rules` : `${field}.${i.path}`,
+      path: [field, i.path === "" ? "rules" : i.path].filter(Boolean).join("."),
       message: i.message,
     }));
     throw new ValidationError(

@@ -32,6 +32,7 @@ export type {
 export { decideLive, disabledDecision, policyLiveKind, policyInputOf } from "./policies/live.js";
 export { explainLive } from "./policies/live-explain.js";
 export { carryOverrides, overridesOf } from "./limiter.js";
+export { policyWithRules } from "./policy.js";
 export type {
   LiveDraft,
   LivePolicy,
