@@ -216,6 +216,32 @@ forEachDatabase((database) => {
     }
   });
 
+  it("a policy newly granted to a client's app comes with its overrides", async () => {
+    await s.createPolicy({
+      name: "later",
+      algorithm: "fixed-window",
+      rules: [{ limit: 2, period: "1m" }],
+      apps: [],
+    });
+    const r = await s.call("PUT", "/v1/admin/policies/later/overrides/acme", {
+      body: { rules: [{ limit: 6, period: "1m" }] },
+    });
+    expect(r.status).toBe(201);
+    // The client runs a revision past the override's before the policy is granted to it (a
+    // change to a policy it has wakes it).
+    await s.call("PUT", "/v1/admin/policies/plan/overrides/zeta", {
+      body: { rules: [{ limit: 5, period: "1m" }] },
+    });
+    await waitFor(() => client.limiter("plan").override("zeta") !== undefined, 1000, 10);
+    expect(client.status().revision).toBeGreaterThanOrEqual(r.body.revision);
+    await s.call("PUT", "/v1/admin/policies/later", {
+      body: { algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }], apps: ["web"] },
+    });
+    await waitFor(() => client.has("later"), 1000, 10);
+    await waitFor(() => client.limiter("later").override("acme")?.[0]?.limit === 6, 1000, 10);
+    expect((await client.limiter("later").peek("globex")).limit).toBe(2);
+  });
+
   it("deleting the policy deletes its overrides", async () => {
     expect((await s.call("DELETE", "/v1/admin/policies/plan")).status).toBe(204);
     await s.createPolicy({

@@ -1,6 +1,7 @@
 /** Per-key overrides on the memory store (time injected). */
 import { describe, expect, it } from "vitest";
 import { createLimiter, memoryStore } from "../../src/index.js";
+import { carryOverrides } from "../../src/service.js";
 import { overrideCases } from "./shared.js";
 
 let seq = 0;
@@ -47,5 +48,29 @@ describe("per-key overrides, memory store", () => {
     });
     for (let i = 0; i < 1000; i++) limiter.setOverride(`k${i}`, [{ limit: 5, period: "1s" }]);
     expect(limiter.override("k999")).toEqual([{ limit: 5, period: 1000 }]);
+  });
+
+  it("a new version of the policy takes the overrides over; one it refuses is told and left out", () => {
+    const store = memoryStore({ now: () => 0 });
+    const v1 = createLimiter({
+      store,
+      policy: { name: "plans", algorithm: "gcra", rules: [{ limit: 1, period: "1s" }] },
+      overrides: {
+        small: { rules: [{ limit: 3, period: "1s" }] },
+        bursty: { rules: [{ limit: 3, period: "1s", burst: 6 }] },
+      },
+    });
+    // Version 2 is a fixed window: a burst is no longer a field it takes.
+    const v2 = createLimiter({
+      store,
+      policy: { name: "plans", algorithm: "fixed-window", rules: [{ limit: 2, period: "1s" }] },
+    });
+    const dropped: string[] = [];
+    carryOverrides(v1, v2, (key) => dropped.push(key));
+    expect(dropped).toEqual(["bursty"]);
+    expect(v2.override("small")).toEqual([{ limit: 3, period: 1000 }]);
+    expect(v2.override("bursty")).toBeUndefined();
+    expect(v2.limitSync("small").limit).toBe(3);
+    expect(v2.limitSync("bursty").limit).toBe(2);
   });
 });
