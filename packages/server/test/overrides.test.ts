@@ -175,6 +175,23 @@ forEachDatabase((database) => {
     expect(badLimit.body.error.issues[0].path).toBe("limit");
   });
 
+  it("takes a cost the key's override fits, though the policy's rules never could", async () => {
+    await s.call("PUT", "/v1/admin/policies/plan/overrides/bulk", {
+      body: { rules: [{ limit: 20, period: "1m" }] },
+    });
+    const limit = (key: string, cost: number) =>
+      call(s.url, "POST", "/v1/limit", { token: appKey, body: { policy: "plan", key, cost } });
+    const big = await limit("bulk", 10);
+    expect(big.status).toBe(200);
+    expect(big.body).toMatchObject({ allowed: true, remaining: 10 });
+    const other = await limit("small", 10);
+    expect(other.status).toBe(400);
+    expect(other.body.error.issues[0].path).toBe("cost");
+    // Past the override's capacity: refused by the key's own rules.
+    expect((await limit("bulk", 21)).status).toBe(400);
+    expect((await s.call("DELETE", "/v1/admin/policies/plan/overrides/bulk")).status).toBe(204);
+  });
+
   it("a new version of the policy keeps the overrides, on every node and client", async () => {
     const r = await s.call("PUT", "/v1/admin/policies/plan", {
       body: {

@@ -13,6 +13,7 @@ import {
   type Reservation,
   type SetCountOptions,
   checkSettle,
+  overridesOf,
   permitOf,
 } from "../limiter.js";
 import { type Policy, type RuleInput, policyCapacity } from "../policy.js";
@@ -86,7 +87,7 @@ export class ManagedLimiter implements Limiter {
       live = this.current();
       cost = options?.cost ?? 1;
       // The limiter checks key and cost; a disabled policy has no limiter call, so check here.
-      if (!live.enabled) checkInput(live.policy, key, cost);
+      if (!live.enabled) checkInput(policyOf(live, key), key, cost);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -102,7 +103,7 @@ export class ManagedLimiter implements Limiter {
       const live = this.current();
       if (!live.enabled) {
         const cost = options?.cost ?? 1;
-        checkInput(live.policy, key, cost);
+        checkInput(policyOf(live, key), key, cost);
         return Promise.resolve(disabledDecision(live.policy, cost));
       }
       return live.limiter.peek(key, options);
@@ -159,7 +160,7 @@ export class ManagedLimiter implements Limiter {
   async reserve(key: string, estimate: number): Promise<Reservation> {
     const live = this.current();
     if (live.enabled) return live.limiter.reserve(key, estimate);
-    checkInput(live.policy, key, estimate);
+    checkInput(policyOf(live, key), key, estimate);
     const decision = disabledDecision(live.policy, estimate);
     return {
       decision,
@@ -167,6 +168,11 @@ export class ManagedLimiter implements Limiter {
       cancel: async () => {},
     };
   }
+}
+
+/** The policy a key is decided by: its override's, else the live policy. */
+function policyOf(live: LivePolicy, key: string): Policy {
+  return overridesOf(live.limiter)?.get(key) ?? live.policy;
 }
 
 /** A managed policy's overrides are the service's: they are set there, never in a client. */
