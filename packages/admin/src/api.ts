@@ -51,6 +51,12 @@ export type PolicyRecord = z.infer<typeof schemas.policyRecordSchema>;
 /** A draft: evaluated in shadow beside the enforced version until promoted or discarded. */
 export type DraftRecord = z.infer<typeof schemas.draftSchema>;
 
+/** A per-key override of a policy: rules that replace the policy's for one key. */
+export type OverrideRecord = z.infer<typeof schemas.overrideSchema>;
+
+/** `GET /v1/admin/policies/:name/overrides`: one page of a policy's overrides, by key. */
+export type OverridePage = z.infer<typeof schemas.overrideListSchema>;
+
 /** An app that calls the decision API. */
 export type AppRecord = z.infer<typeof schemas.appSchema>;
 
@@ -265,6 +271,27 @@ export class Api {
   /** Unblocks a key: resets its counters (audited). */
   resetKey(policy: string, key: string): Promise<KeyState> {
     return this.request("POST", `/policies/${enc(policy)}/key/reset`, { key });
+  }
+
+  /** A page of a policy's per-key overrides, by key (`after`: the previous page's `next`). */
+  overrides(
+    policy: string,
+    q: { after?: string | undefined; prefix?: string | undefined; limit?: number } = {},
+  ): Promise<OverridePage> {
+    const p = new URLSearchParams();
+    if (q.after !== undefined) p.set("after", q.after);
+    if (q.prefix) p.set("prefix", q.prefix);
+    if (q.limit !== undefined) p.set("limit", String(q.limit));
+    const qs = p.toString();
+    return this.request("GET", `/policies/${enc(policy)}/overrides${qs ? `?${qs}` : ""}`);
+  }
+  /** Sets a key's override (audited); the service refuses rules the policy would refuse. */
+  putOverride(policy: string, key: string, rules: Rule[]): Promise<OverrideRecord> {
+    return this.request("PUT", `/policies/${enc(policy)}/overrides/${enc(key)}`, { rules });
+  }
+  /** Deletes a key's override (audited). */
+  deleteOverride(policy: string, key: string): Promise<void> {
+    return this.request("DELETE", `/policies/${enc(policy)}/overrides/${enc(key)}`);
   }
 
   async policies(): Promise<PolicyRecord[]> {

@@ -14,6 +14,8 @@ export const AUDIT_ACTIONS = [
   "policy.delete",
   "policy.draft",
   "policy.draft.discard",
+  "policy.override.put",
+  "policy.override.delete",
   "key.reset",
   ...VERSION_ACTIONS.map((a) => `envoy.${a}` as const),
   "envoy.delete",

@@ -705,6 +705,10 @@ const explanationCoreSchema = z.strictObject({
     description:
       "What would answer the next decision: the counter store, the Redis store's deny cache on the node that answered, or an allotment that node holds.",
   }),
+  override: z.literal(true).optional().meta({
+    description:
+      "Present when the key has a per-key override: `rules` are the override's, in place of the policy's.",
+  }),
 });
 
 /** `GET /v1/admin/explain`: why a key is (or is not) limited, charging nothing. */
@@ -728,6 +732,27 @@ export const explanationSchema = explanationCoreSchema.extend({
 /** A policy document as an app receives it: the stored document without its grants. */
 export const servedPolicySchema = storedPolicySchema.omit({ apps: true });
 
+/** One key's override as an embedded client receives it (`rules` null: deleted). */
+const servedOverrideSchema = z.strictObject({
+  policy: z.string(),
+  key: z.string(),
+  rules: z.array(ruleSchema).nullable(),
+});
+
+/**
+ * The per-key overrides of `GET /v1/policies` (present when the client has some to take): every
+ * override of the app's policies (`whole`), or those changed since the client's `revision`.
+ */
+export const servedOverridesSchema = z
+  .strictObject({
+    whole: z.boolean().meta({
+      description:
+        "True: every override of the app's policies (the client drops any it holds that are not listed). False: only those changed since ?revision.",
+    }),
+    items: z.array(servedOverrideSchema),
+  })
+  .meta({ description: "Per-key overrides: rules that replace a policy's for one key." });
+
 /** `GET /v1/policies`: the policies granted to the app. */
 export const policySetSchema = z.strictObject({
   app: z.string(),
@@ -742,6 +767,68 @@ export const policySetSchema = z.strictObject({
         .meta({ description: "The draft, evaluated in shadow on the keys sluice.draft.<id>." }),
     }),
   ),
+  overrides: servedOverridesSchema.optional(),
+});
+
+/** An override's key: the identifier it applies to (at most 191 characters, as stored). */
+export const overrideKeySchema = z
+  .string({ error: "must be a string (the identifier the override applies to)" })
+  .min(1, { error: "must not be empty" })
+  .max(191, { error: "must be at most 191 characters" })
+  .refine((k) => !LONE_SURROGATE.test(k), {
+    error: "must not hold an unpaired surrogate",
+  });
+
+/** Path of the override routes: `/v1/admin/policies/{name}/overrides/{key}`. */
+export const overrideParamsSchema = z.strictObject({ name: policyName, key: overrideKeySchema });
+
+/**
+ * `PUT /v1/admin/policies/{name}/overrides/{key}`: the rules that replace the policy's for the
+ * key (validated as the policy with these rules: `definePolicy`).
+ */
+export const overrideWriteSchema = z.strictObject({
+  rules: z.array(ruleSchema).meta({
+    description:
+      "The key's rules, in place of the policy's (the policy's algorithm and other fields stay).",
+  }),
+});
+
+/** A per-key override, as the admin API answers it. */
+export const overrideSchema = z.strictObject({
+  policy: z.string(),
+  key: z.string(),
+  rules: z.array(ruleSchema),
+  revision: z.number().int().meta({ description: "The revision of its last write." }),
+  updatedBy: z.string(),
+  updatedAt: timestamp,
+});
+
+/** Query of `GET /v1/admin/policies/{name}/overrides`: one page, by key. */
+export const overrideListQuerySchema = z.strictObject({
+  after: overrideKeySchema
+    .optional()
+    .meta({ description: "The page after this key (the previous page's `next`)." }),
+  prefix: z
+    .string()
+    .max(191, { error: "must be at most 191 characters" })
+    .optional()
+    .meta({ description: "Only keys that start with this." }),
+  limit: z.coerce
+    .number({ error: "must be a whole number from 1 to 500" })
+    .int({ error: "must be a whole number from 1 to 500" })
+    .min(1, { error: "must be a whole number from 1 to 500" })
+    .max(500, { error: "must be a whole number from 1 to 500" })
+    .default(100),
+});
+
+/** `GET /v1/admin/policies/{name}/overrides`: one page of a policy's overrides, by key. */
+export const overrideListSchema = z.strictObject({
+  overrides: z.array(overrideSchema),
+  total: z.number().int().meta({ description: "How many overrides match (every page)." }),
+  next: z
+    .string()
+    .optional()
+    .meta({ description: "Ask `?after=` this for the next page; absent on the last page." }),
 });
 
 /** An embedded policy client, as its last report described it. */
@@ -820,4 +907,7 @@ export const namedSchemas = {
   PolicyReportAnswer: policyReportAnswerSchema,
   Client: clientSchema,
   ClientList: clientListSchema,
+  OverrideWrite: overrideWriteSchema,
+  Override: overrideSchema,
+  OverrideList: overrideListSchema,
 } as const;

@@ -29,9 +29,13 @@ export type {
   ImportPlan,
   Snapshot,
   ClientRecord,
+  OverrideRecord,
+  LiveOverrideRecord,
+  OverridePage,
 } from "./repository.js";
+export type { OverrideRepository } from "./repository/overrides.js";
 export { Registry } from "./registry.js";
-export type { LivePolicy, LiveDraft } from "./registry.js";
+export type { LivePolicy, LiveDraft, OverrideChange } from "./registry.js";
 export { API_ERROR_CODES, ApiError, toApiError } from "./errors.js";
 export type { ApiErrorCode, ApiErrorBody } from "./errors.js";
 export { ROLES, policyDocumentSchema } from "@sluice/api";

@@ -315,6 +315,34 @@ export function buildOpenApi(): Json {
           },
         ),
       }),
+      "/v1/admin/policies/{name}/overrides": {
+        parameters: [
+          nameParam,
+          { name: "after", in: "query", required: false, schema: { type: "string" } },
+          { name: "prefix", in: "query", required: false, schema: { type: "string" } },
+          {
+            name: "limit",
+            in: "query",
+            required: false,
+            schema: { type: "integer", minimum: 1, maximum: 500, default: 100 },
+          },
+        ],
+        get: admin("A page of the policy's per-key overrides, by key (?after, ?prefix, ?limit)", {
+          ok: "OverrideList",
+        }),
+      },
+      "/v1/admin/policies/{name}/overrides/{key}": {
+        parameters: [
+          nameParam,
+          { name: "key", in: "path", required: true, schema: { type: "string", maxLength: 191 } },
+        ],
+        get: admin("One key's override", { ok: "Override" }),
+        put: admin(
+          "Set a key's override: rules that replace the policy's for this key (validated as the policy with these rules; audited; admin, or owner of a granted app). 201 when new",
+          { body: "OverrideWrite", ok: "Override", errs: [400, 401, 403, 404, 503] },
+        ),
+        delete: admin("Delete a key's override (audited)", { ok: "none", okStatus: 204 }),
+      },
       "/v1/admin/policies/{name}/versions": withName({
         get: admin("Every version, newest first", { ok: "VersionList" }),
       }),

@@ -22,6 +22,7 @@ function slowRepo() {
         apps: [],
         envoyDomains: [],
         envoyDrafts: [],
+        overrides: [],
         corrupt: [],
       });
     },

@@ -6,7 +6,7 @@
  * the first load, and one the change log cannot answer, reads everything. A load that fails
  * leaves the last good view in force.
  */
-import { type Limiter, type Policy, type Store, createLimiter } from "sluice";
+import { type Limiter, type Policy, type RuleInput, type Store, createLimiter } from "sluice";
 import {
   type LiveDocument,
   type LiveDraft as SharedLiveDraft,
@@ -15,6 +15,7 @@ import {
   type PolicyDraftForm,
   type PolicyForm,
   buildLiveSet,
+  overridesOf,
   policyLiveKind,
   restoreDraftStats,
   takeDraftStats,
@@ -23,6 +24,7 @@ import type { Logger } from "pino";
 import type { PolicyDocument } from "./model.js";
 import type { AppKey, Repository, Snapshot } from "./repository.js";
 import type { DocumentKind, DocumentRecord, DraftRecord } from "./repository/documents.js";
+import { overrideTarget, parseOverrideTarget } from "./repository/overrides.js";
 import { envoyDomainKind, policyKind } from "./repository/kinds.js";
 import { secretId, secretMatches } from "./secrets.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
@@ -47,9 +49,18 @@ export interface RegistryLoad {
     readonly apps: number;
     readonly envoyDomains: number;
     readonly envoyDrafts: number;
+    /** Per-key override rows (deleted ones too). */
+    readonly overrides: number;
   };
-  /** Policies built anew (a limiter or a draft's), and Envoy domains compiled anew. */
-  readonly built: { readonly policies: number; readonly envoyDomains: number };
+  /**
+   * Policies built anew (a limiter or a draft's), Envoy domains compiled anew, and per-key
+   * overrides set or deleted on the live limiters.
+   */
+  readonly built: {
+    readonly policies: number;
+    readonly envoyDomains: number;
+    readonly overrides: number;
+  };
   /** What the node runs after the load. */
   readonly live: { readonly policies: number; readonly envoyDomains: number };
 }
@@ -77,6 +88,19 @@ const VERIFIED_KEYS = 10_000;
 /** How often each node adds its draft shadow counts to the shared totals. */
 const DRAFT_FLUSH_MS = 1000;
 
+/**
+ * Most override changes a node remembers for embedded clients (`overridesSince`): a client
+ * further behind gets every override of its policies again.
+ */
+const OVERRIDE_LOG = 20_000;
+
+/** One key's override as an embedded client receives it; `rules` null: deleted. */
+export interface OverrideChange {
+  readonly policy: string;
+  readonly key: string;
+  readonly rules: RuleInput[] | null;
+}
+
 /** The live policies and app keys of one node. */
 export class Registry {
   private policies = new Map<string, LivePolicy>();
@@ -86,6 +110,11 @@ export class Registry {
   /** API keys verified against `apps` (see {@link Registry.appForKey}). */
   private verified = new Map<string, string>();
   private envoy = new Map<string, LiveEnvoyDomain>();
+  /** Per policy, the revision of the last change to one of its overrides (a deletion too). */
+  private overrideStamps = new Map<string, number>();
+  /** The override changes since `overrideLogFrom`, in order (for embedded clients). */
+  private overrideLog: { revision: number; policy: string; key: string }[] = [];
+  private overrideLogFrom = Number.MAX_SAFE_INTEGER;
   private revision = -1;
   private timer: NodeJS.Timeout | undefined;
   /** The last load queued: every check and reload runs after the one before it. */
@@ -108,7 +137,14 @@ export class Registry {
   private readonly envoyLive: LiveKind<EnvoyDomainDocument, EnvoyDomainForm>;
 
   constructor(private readonly options: RegistryOptions) {
-    this.policyLive = policyLiveKind((policy) => this.limiter(policy));
+    this.policyLive = policyLiveKind(
+      (policy) => this.limiter(policy),
+      (policy, key, err) =>
+        options.logger.error(
+          { err, policy, key },
+          "a per-key override does not validate on the policy's new version; the key gets the policy's rules until the override is written again",
+        ),
+    );
     const traffic = options.traffic;
     this.envoyLive = envoyDomainLiveKind((policy, use) =>
       // The enforced limits' decisions count in the traffic history, as `envoy:<domain>` (app
@@ -305,9 +341,11 @@ export class Registry {
     });
     const built = { policies: policies.built, envoyDomains: envoy.built };
 
-    // Everything is built: swap it in (nothing below can fail half-way).
+    // Everything is built: swap it in (nothing below can fail half-way; an override that does
+    // not validate keeps the key's last good override, and is logged).
     this.policies = swapIn(this.policies, policies.changes, changed === undefined);
     this.envoy = swapIn(this.envoy, envoy.changes, changed === undefined);
+    const overrides = this.applyOverrides(snap);
     if (!changed || changed.apps.size > 0) this.swapApps(snap, corruptApps, changed?.apps);
     const load: RegistryLoad = {
       revision: snap.revision,
@@ -318,8 +356,9 @@ export class Registry {
         apps: snap.apps.length,
         envoyDomains: snap.envoyDomains.length,
         envoyDrafts: snap.envoyDrafts.length,
+        overrides: snap.overrides.length,
       },
-      built,
+      built: { ...built, overrides },
       live: { policies: this.policies.size, envoyDomains: this.envoy.size },
     };
     if (this.revision !== -1 && snap.revision !== this.revision) {
@@ -372,6 +411,116 @@ export class Registry {
     const keyId = this.keyIdOf.get(name);
     if (keyId !== undefined) this.apps.delete(keyId);
     this.keyIdOf.delete(name);
+  }
+
+  /**
+   * Puts the per-key overrides of `snap` on the live limiters: every override (a whole
+   * snapshot: keys no longer overridden lose theirs), or those that changed. A row that cannot
+   * be read, or rules that no longer validate on the policy, keep the key's last good override.
+   * Returns how many were set or deleted.
+   */
+  private applyOverrides(snap: Snapshot): number {
+    const corrupt = new Set<string>();
+    for (const err of snap.corrupt)
+      if (err.table === "policy_overrides")
+        corrupt.add(overrideTarget(String(err.key.policy), String(err.key.ident)));
+    let applied = 0;
+    const put = (live: LivePolicy, key: string, rules: RuleInput[] | null) => {
+      applied++;
+      if (rules === null) {
+        live.limiter.deleteOverride(key);
+        return;
+      }
+      try {
+        live.limiter.setOverride(key, rules);
+      } catch (err) {
+        this.options.logger.error(
+          { err, policy: live.policy.name, key },
+          "stored override is invalid; keeping the key's last good override",
+        );
+      }
+    };
+    const changed = snap.changed?.overrides;
+    if (changed === undefined) {
+      const stamps = new Map<string, number>();
+      const wanted = new Map<string, Map<string, RuleInput[]>>();
+      for (const o of snap.overrides) {
+        stamps.set(o.policy, Math.max(stamps.get(o.policy) ?? 0, o.revision));
+        if (o.rules === null) continue;
+        let keys = wanted.get(o.policy);
+        if (keys === undefined) wanted.set(o.policy, (keys = new Map()));
+        keys.set(o.key, o.rules);
+      }
+      for (const [name, live] of this.policies) {
+        const keys = wanted.get(name);
+        const held = overridesOf(live.limiter);
+        if (held !== undefined)
+          for (const key of [...held.keys()])
+            if (!keys?.has(key) && !corrupt.has(overrideTarget(name, key))) put(live, key, null);
+        for (const [key, rules] of keys ?? []) put(live, key, rules);
+      }
+      this.overrideStamps = stamps;
+      this.overrideLog = [];
+      this.overrideLogFrom = snap.revision;
+      return applied;
+    }
+    const read = new Map(snap.overrides.map((o) => [overrideTarget(o.policy, o.key), o]));
+    for (const target of changed) {
+      if (corrupt.has(target)) continue;
+      const { policy, key } = parseOverrideTarget(target);
+      const live = this.policies.get(policy);
+      if (live !== undefined) put(live, key, read.get(target)?.rules ?? null);
+      this.overrideStamps.set(policy, snap.revision);
+      this.overrideLog.push({ revision: snap.revision, policy, key });
+    }
+    if (this.overrideLog.length > OVERRIDE_LOG) {
+      const dropped = this.overrideLog.splice(0, this.overrideLog.length - OVERRIDE_LOG / 2);
+      this.overrideLogFrom = dropped[dropped.length - 1]!.revision;
+    }
+    return applied;
+  }
+
+  /**
+   * What an embedded client needs of the overrides of `policies` (the app's) to be as this
+   * node is: the changes after `revision` (the client's; each key once, as it is now, `rules`
+   * null when deleted), or — `whole` — every override of those policies, when the client has
+   * none yet (`revision` undefined) or is further behind than this node remembers.
+   */
+  overridesSince(
+    policies: readonly string[],
+    revision: number | undefined,
+  ): { whole: boolean; items: OverrideChange[] } {
+    const items: OverrideChange[] = [];
+    if (revision === undefined || revision < this.overrideLogFrom) {
+      for (const name of policies) {
+        const live = this.policies.get(name);
+        const held = live && overridesOf(live.limiter);
+        if (held === undefined) continue;
+        for (const key of held.keys())
+          items.push({ policy: name, key, rules: live!.limiter.override(key)! });
+      }
+      return { whole: true, items };
+    }
+    const wanted = new Set(policies);
+    const seen = new Set<string>();
+    for (let i = this.overrideLog.length - 1; i >= 0; i--) {
+      const c = this.overrideLog[i]!;
+      if (c.revision <= revision) break;
+      const target = overrideTarget(c.policy, c.key);
+      if (!wanted.has(c.policy) || seen.has(target)) continue;
+      seen.add(target);
+      items.push({
+        policy: c.policy,
+        key: c.key,
+        rules: this.policies.get(c.policy)?.limiter.override(c.key) ?? null,
+      });
+    }
+    return { whole: false, items: items.reverse() };
+  }
+
+  /** The revision of the last change to one of `policy`'s overrides (0: none seen). */
+  overrideStamp(policy: string): number {
+    return this.overrideStamps.get(policy) ?? 0;
   }
 
   private limiter(policy: Policy): Limiter {

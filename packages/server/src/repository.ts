@@ -39,6 +39,7 @@ import {
 } from "./repository/documents.js";
 import { envoyDomainKind, policyKind } from "./repository/kinds.js";
 import { type LoadedKind, type Tx, readMeta, writeTransaction } from "./repository/common.js";
+import { type OverrideRecord, OverrideRepository, overrideRows } from "./repository/overrides.js";
 import type { PolicyDocument } from "./model.js";
 import type { EnvoyDomainDocument } from "./envoy/config.js";
 
@@ -63,6 +64,7 @@ export type {
 } from "./repository/documents.js";
 export { DocumentRepository } from "./repository/documents.js";
 export { envoyDomainKind, policyKind } from "./repository/kinds.js";
+export type { LiveOverrideRecord, OverridePage, OverrideRecord } from "./repository/overrides.js";
 
 /** A policy as enforced, with its bookkeeping. */
 export type PolicyRecord = DocumentRecord<PolicyDocument>;
@@ -88,6 +90,11 @@ export interface Snapshot {
   /** Every domain's draft. */
   readonly envoyDrafts: readonly EnvoyDraftRecord[];
   /**
+   * Per-key overrides of policies: every row (deleted ones without rules), or in the changes
+   * since a revision those that changed.
+   */
+  readonly overrides: readonly OverrideRecord[];
+  /**
    * Rows of `documents`, `document_drafts` and `apps` that could not be read: left out of the lists above, so that one bad row does not hold back every
    * other change.
    */
@@ -101,6 +108,8 @@ export interface Snapshot {
     readonly policies: ReadonlySet<string>;
     readonly apps: ReadonlySet<string>;
     readonly envoyDomains: ReadonlySet<string>;
+    /** Overrides, as `<policy>/<key>` (see repository/overrides.ts). */
+    readonly overrides: ReadonlySet<string>;
   };
 }
 
@@ -123,6 +132,7 @@ async function readSnapshot(
   const live = await liveDocuments(trx, policyKind, only("policy"));
   const keys = await appKeys(trx, only("app"));
   const envoy = await liveDocuments(trx, envoyDomainKind, only("envoy_domain"));
+  const overrides = await overrideRows(trx, only("policy_override"));
   return {
     revision,
     policies: live.documents,
@@ -130,9 +140,17 @@ async function readSnapshot(
     apps: keys.apps,
     envoyDomains: envoy.documents,
     envoyDrafts: envoy.drafts,
-    corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt],
+    overrides: overrides.records,
+    corrupt: [...live.corrupt, ...keys.corrupt, ...envoy.corrupt, ...overrides.corrupt],
     ...(names
-      ? { changed: { policies: names.policy, apps: names.app, envoyDomains: names.envoy_domain } }
+      ? {
+          changed: {
+            policies: names.policy,
+            apps: names.app,
+            envoyDomains: names.envoy_domain,
+            overrides: names.policy_override,
+          },
+        }
       : {}),
   };
 }
@@ -154,6 +172,8 @@ export class Repository {
   readonly policies: DocumentRepository<PolicyDocument>;
   /** Envoy domains: their versions, drafts and imports. */
   readonly envoyDomains: DocumentRepository<EnvoyDomainDocument>;
+  /** Per-key overrides of policies (rows of their own, not in the policy's document). */
+  readonly overrides: OverrideRepository;
   private readonly identity: IdentityRepository;
   private readonly audit: AuditRepository;
   /** Traffic history (see repository/traffic.ts): written by every node, read by the console. */
@@ -166,6 +186,7 @@ export class Repository {
   ) {
     this.policies = new DocumentRepository(database.db, policyKind);
     this.envoyDomains = new DocumentRepository(database.db, envoyDomainKind);
+    this.overrides = new OverrideRepository(database.db);
     this.identity = new IdentityRepository(database.db, options.scrypt);
     this.audit = new AuditRepository(database.db);
     this.traffic = new TrafficRepository(database.db, database.dialect);
@@ -206,6 +227,7 @@ export class Repository {
         policy: new Set(),
         app: new Set(),
         envoy_domain: new Set(),
+        policy_override: new Set(),
       };
       for (const r of rows) if (r.kind in names) names[r.kind as LoadedKind].add(r.name);
       if (Object.values(names).some((n) => n.size > MOST_CHANGES)) return undefined;

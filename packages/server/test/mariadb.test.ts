@@ -68,7 +68,7 @@ describe("on MariaDB with Redis counters (in process)", () => {
     const tables = await sql<{ name: string; collation: string }>`
       select table_name as name, table_collation as collation from information_schema.tables
       where table_schema = database() and table_name not like 'kysely%'`.execute(db);
-    expect(tables.rows.length).toBe(14);
+    expect(tables.rows.length).toBe(15);
     for (const t of tables.rows) expect(t, t.name).toMatchObject({ collation: "utf8mb4_bin" });
     expect(s.service.context.repo.database.location).toBe(
       `mariadb://sluice:***@127.0.0.1:${maria.port}/inproc`,
@@ -143,6 +143,7 @@ describe("migrations on MySQL, where DDL is not transactional", () => {
       "0007_changes",
       "0008_documents",
       "0009_traffic_key_slots",
+      "0010_policy_overrides",
     ]);
     await Promise.all(nodes.map((n) => n.close()));
 

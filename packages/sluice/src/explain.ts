@@ -91,6 +91,11 @@ export interface Explanation {
   /** What would answer the next decision for the key: see {@link AnsweredBy}. */
   readonly answeredBy: AnsweredBy;
   /**
+   * True when the key has a per-key override (`limiter.setOverride`): `rules` are the
+   * override's, which replace the policy's for this key. Absent otherwise.
+   */
+  readonly override?: boolean;
+  /**
    * Managed limiters only (`connectPolicies`, the sluice service): whether the policy is
    * enabled. A disabled policy allows every request without counting; `rules` still show the
    * counters as they stand.

@@ -11,6 +11,7 @@ export type {
   LimitOptions,
   Lease,
   NearLimitEvent,
+  OverrideInput,
   Permit,
   Reservation,
   SetCountOptions,

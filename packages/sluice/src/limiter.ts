@@ -6,11 +6,14 @@ import { type Explanation, explainOn } from "./explain.js";
 import {
   type Policy,
   type PolicyInput,
+  type RuleInput,
   algorithmOf,
   definePolicy,
   ruleToInput,
   isResolvedPolicy,
   policyCapacity,
+  policyToInput,
+  policyWithRules,
 } from "./policy.js";
 import { type Store, type StoreDecision, type SyncStore, isSyncStore } from "./store.js";
 import { MemoryStore } from "./stores/memory.js";
@@ -46,6 +49,20 @@ export interface LimiterOptions {
   clock?: Clock;
   /** Timers of an adaptive policy's priority line (its waits' deadlines). Default: the runtime's. */
   timers?: Timers;
+  /**
+   * Per-key overrides: for each key named, rules that replace the policy's rules for that key
+   * alone (the algorithm and every other field stay the policy's), counted on the key's own
+   * state. Each is validated as the policy with those rules would be; a bad one throws a
+   * `ValidationError` naming its field (`overrides.<key>.rules.0.limit`). Change them later with
+   * {@link Limiter.setOverride} and {@link Limiter.deleteOverride}.
+   */
+  overrides?: { readonly [key: string]: OverrideInput };
+}
+
+/** One key's override (see {@link LimiterOptions.overrides}). */
+export interface OverrideInput {
+  /** The rules that replace the policy's for this key. */
+  rules: RuleInput[];
 }
 
 /** A key crossing its policy's `warnAt` share of a rule (see {@link LimiterOptions.warnAt}). */
@@ -182,6 +199,19 @@ export interface Limiter {
    * imported from elsewhere (rate-limiter-flexible's `set` and `block` are this).
    */
   setCount(key: string, count: number, options?: SetCountOptions): Promise<void>;
+  /**
+   * Gives `key` rules of its own in place of the policy's (a tenant's plan): the same policy —
+   * algorithm, penalty, shadow, every other field — with these rules, counted on the key's own
+   * state (the same store keys: with as many rules as the policy's, the key keeps its counts).
+   * Validated as the policy with these rules would be: a bad override throws a
+   * `ValidationError` naming its field (`overrides.<key>.rules.0.limit`) and leaves the key's
+   * override, if any, as it was.
+   */
+  setOverride(key: string, rules: RuleInput[]): void;
+  /** Removes `key`'s override (the policy's rules apply again); `true` when it had one. */
+  deleteOverride(key: string): boolean;
+  /** The rules of `key`'s override (as a policy's input writes them), or undefined when it has none. */
+  override(key: string): RuleInput[] | undefined;
 }
 
 /** See {@link Limiter.adaptiveState}. */
@@ -232,7 +262,7 @@ export function createLimiter(options: LimiterOptions): Limiter {
   const warnings =
     options.warnAt === undefined
       ? undefined
-      : nearLimitWarnings(policy, options.warnAt, options.onNearLimit);
+      : nearLimitWarnings(options.warnAt, options.onNearLimit);
   const gate =
     policy.adaptive === undefined
       ? undefined
@@ -242,14 +272,45 @@ export function createLimiter(options: LimiterOptions): Limiter {
           options.clock ?? systemClock,
           options.timers ?? systemTimers,
         );
-  return new PolicyLimiter(
+  const limiter = new PolicyLimiter(
     policy,
     options.store ?? new MemoryStore(),
     options.onError,
     warnings,
     gate,
   );
+  const overrides = options.overrides;
+  if (overrides !== undefined) {
+    if (typeof overrides !== "object" || overrides === null || Array.isArray(overrides))
+      throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid limiter options", [
+        { path: "overrides", message: "must be an object of keys to { rules }" },
+      ]);
+    // Every bad override at once, each naming its field.
+    const issues: ValidationIssue[] = [];
+    for (const [key, override] of Object.entries(overrides)) {
+      try {
+        if (typeof override !== "object" || override === null)
+          throw new ValidationError("SLUICE_ERR_POLICY", "Invalid override", [
+            { path: `overrides.${key}`, message: "must be an object { rules }" },
+          ]);
+        limiter.setOverride(key, override.rules, `overrides.${key}`);
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        issues.push(...err.issues);
+      }
+    }
+    if (issues.length > 0)
+      throw new ValidationError(
+        "SLUICE_ERR_POLICY",
+        `Invalid overrides of policy "${policy.name}"`,
+        issues,
+      );
+  }
+  return limiter;
 }
+
+/** Most distinct rule sets a limiter keeps resolved for its overrides (overrides share them). */
+const RESOLVED_RULE_SETS = 10_000;
 
 class PolicyLimiter implements Limiter {
   private readonly capacity: number;
@@ -257,6 +318,13 @@ class PolicyLimiter implements Limiter {
   private readonly sync: SyncStore | undefined;
   /** The insurance limiter, built for `instances` sharing the limit; rebuilt when that changes. */
   private insurance: { store: MemoryStore; policy: Policy; instances: number } | undefined;
+  /**
+   * Per-key overrides: the policy with the key's rules. A key without one costs one look-up
+   * here; keys with the same rules share one policy object ({@link PolicyLimiter.resolved}).
+   */
+  readonly overrides = new Map<string, Policy>();
+  /** The override policies made so far, by their rules as JSON: 100,000 keys on a few plans hold a few policies. */
+  private readonly resolved = new Map<string, Policy>();
 
   /** This policy's decisions on this kind of store, for OpenTelemetry (telemetry.ts). */
   readonly tally: Tally;
@@ -314,9 +382,11 @@ class PolicyLimiter implements Limiter {
 
   explain(key: string, options?: LimitOptions): Promise<Explanation> {
     try {
-      const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+      const policy = this.overrides.get(key) ?? this.policy;
+      const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost", policy);
       checkKey(key);
-      return explainOn(this.policy, this.store, key, cost);
+      const explained = explainOn(policy, this.store, key, cost);
+      return policy === this.policy ? explained : explained.then((e) => ({ ...e, override: true }));
     } catch (err) {
       return Promise.reject(err);
     }
@@ -324,13 +394,51 @@ class PolicyLimiter implements Limiter {
 
   async reset(key: string): Promise<void> {
     checkKey(key);
-    await this.store.reset(this.policy, key);
+    await this.store.reset(this.overrides.get(key) ?? this.policy, key);
   }
 
   async refund(key: string, cost = 1): Promise<void> {
     checkKey(key);
-    this.checkCost(cost, "cost");
-    await this.store.adjust(this.policy, key, -cost);
+    const policy = this.overrides.get(key) ?? this.policy;
+    this.checkCost(cost, "cost", policy);
+    await this.store.adjust(policy, key, -cost);
+  }
+
+  setOverride(key: string, rules: RuleInput[], field = `overrides.${key}`): void {
+    checkKey(key);
+    // Validated (and shared) before it replaces anything: a bad override leaves the key as it was.
+    this.overrides.set(key, this.overridePolicy(rules, field));
+  }
+
+  deleteOverride(key: string): boolean {
+    checkKey(key);
+    return this.overrides.delete(key);
+  }
+
+  override(key: string): RuleInput[] | undefined {
+    const policy = this.overrides.get(key);
+    return policy === undefined ? undefined : policyToInput(policy).rules;
+  }
+
+  /**
+   * The policy of an override's rules: made once per distinct set of rules (validated by
+   * `definePolicy` as this policy with those rules), then shared by every key that has them.
+   */
+  overridePolicy(rules: unknown, field: string): Policy {
+    let id: string | undefined;
+    try {
+      id = JSON.stringify(rules);
+    } catch {
+      // Not JSON (a cycle, a BigInt): validation says what is wrong with it.
+    }
+    const known = id === undefined ? undefined : this.resolved.get(id);
+    if (known !== undefined) return known;
+    const policy = policyWithRules(this.policy, rules, field);
+    if (id !== undefined) {
+      if (this.resolved.size >= RESOLVED_RULE_SETS) this.resolved.clear();
+      this.resolved.set(id, policy);
+    }
+    return policy;
   }
 
   async acquire(key: string, options?: AcquireOptions): Promise<Permit> {
@@ -356,7 +464,8 @@ class PolicyLimiter implements Limiter {
         () => {
           const started = this.tally.begin();
           try {
-            const r = this.decideOnStore(key, cost, true, "limit", started, gate, priority);
+            const policy = this.overrides.get(key) ?? this.policy;
+            const r = this.decideOnStore(policy, key, cost, true, "limit", started, gate, priority);
             void Promise.resolve(r).then((next) => resolve(permitOf(next!, release)), reject);
           } catch (err) {
             reject(err);
@@ -370,6 +479,7 @@ class PolicyLimiter implements Limiter {
   release(key: string, leaseId: string, outcome?: ReleaseOutcome): Promise<boolean> {
     try {
       checkKey(key);
+      const policy = this.overrides.get(key) ?? this.policy;
       if (typeof leaseId !== "string" || leaseId === "") {
         throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid release", [
           { path: "leaseId", message: "must be a non-empty string" },
@@ -381,7 +491,7 @@ class PolicyLimiter implements Limiter {
         ]);
       }
       this.tally.permitReleased();
-      const released = this.store.release(this.policy, key, leaseId);
+      const released = this.store.release(policy, key, leaseId);
       // After the store's release (done at once in memory): a waiter let in next finds it free.
       this.gate?.released(leaseId, outcome);
       return released;
@@ -412,7 +522,8 @@ class PolicyLimiter implements Limiter {
     const settleBy = async (delta: number) => {
       if (done) return;
       done = true;
-      if (delta !== 0) await this.store.adjust(this.policy, key, delta);
+      // The key's policy as it is now: an override set meanwhile settles on the key's state.
+      if (delta !== 0) await this.store.adjust(this.overrides.get(key) ?? this.policy, key, delta);
     };
     return {
       decision,
@@ -453,9 +564,10 @@ class PolicyLimiter implements Limiter {
       );
     }
     // One window for every rule: the given length, else each rule's own (a single rule's).
-    const rules = this.policy.rules;
+    const policy = this.overrides.get(key) ?? this.policy;
+    const rules = policy.rules;
     if (windowMs !== undefined || rules.length === 1) {
-      await this.store.setCount(this.policy, key, count, windowMs ?? rules[0]!.periodMs);
+      await this.store.setCount(policy, key, count, windowMs ?? rules[0]!.periodMs);
       return;
     }
     throw new ValidationError("SLUICE_ERR_OPTIONS", "Invalid setCount", [
@@ -486,7 +598,9 @@ class PolicyLimiter implements Limiter {
     options: LimitOptions | undefined,
     face: Face,
   ): Decision | Promise<Decision> | undefined {
-    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost");
+    // A key's override, else the policy: the one look-up a key without an override costs.
+    const policy = this.overrides.get(key) ?? this.policy;
+    const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost", policy);
     checkKey(key);
     const commit = face !== "peek" && face !== "peekSync";
     const gate = this.gate;
@@ -495,11 +609,18 @@ class PolicyLimiter implements Limiter {
       // A decision is counted (and, in a sample, timed); a peek is not.
       const started = this.tally.begin();
       if (!gate.admits(priority))
-        return this.counted(this.shed(gate, priority, cost), key, started);
+        return this.counted(policy, this.shed(gate, priority, cost), key, started);
       gate.pending++;
-      return this.decideOnStore(key, cost, commit, face, started, gate, priority);
+      return this.decideOnStore(policy, key, cost, commit, face, started, gate, priority);
     }
-    return this.decideOnStore(key, cost, commit, face, commit ? this.tally.begin() : NOT_COUNTED);
+    return this.decideOnStore(
+      policy,
+      key,
+      cost,
+      commit,
+      face,
+      commit ? this.tally.begin() : NOT_COUNTED,
+    );
   }
 
   /**
@@ -508,6 +629,7 @@ class PolicyLimiter implements Limiter {
    * is given back when the store refuses.
    */
   private decideOnStore(
+    policy: Policy,
     key: string,
     cost: number,
     commit: boolean,
@@ -519,7 +641,7 @@ class PolicyLimiter implements Limiter {
     if (gate !== undefined) {
       let r: Decision | Promise<Decision> | undefined;
       try {
-        r = this.decideOnStore(key, cost, commit, face, started);
+        r = this.decideOnStore(policy, key, cost, commit, face, started);
       } catch (err) {
         gate.settled(undefined, priority);
         throw err;
@@ -536,11 +658,12 @@ class PolicyLimiter implements Limiter {
     const sync = this.sync;
     if (sync !== undefined) {
       try {
-        return this.answer(this.askSync(sync, key, cost, commit), key, cost, started);
+        const sd = commit ? sync.decideSync(policy, key, cost) : sync.peekSync(policy, key, cost);
+        return this.answer(policy, sd, key, cost, started);
       } catch (err) {
         // The synchronous faces let a store failure throw.
         if (face !== "limit" && face !== "peek") throw err;
-        return this.onStoreFailure(err, key, cost, started);
+        return this.onStoreFailure(policy, err, key, cost, started);
       }
     }
     if (face === "limitSync" || face === "peekSync") {
@@ -550,20 +673,22 @@ class PolicyLimiter implements Limiter {
       );
     }
     if (face === "tryLimitSync") {
-      const sd = this.store.decideLocal?.(this.policy, key, cost);
-      return sd === undefined ? undefined : this.counted(this.finish(sd, cost), key, started);
+      const sd = this.store.decideLocal?.(policy, key, cost);
+      return sd === undefined
+        ? undefined
+        : this.counted(policy, this.finish(policy, sd, cost), key, started);
     }
     let pending: Promise<StoreDecision>;
     try {
-      const req = { policy: this.policy, key, cost };
+      const req = { policy, key, cost };
       pending = commit ? this.store.decide(req) : this.store.peek(req);
     } catch (err) {
       // A store that throws instead of rejecting is a store failure all the same.
-      return this.onStoreFailure(err, key, cost, started);
+      return this.onStoreFailure(policy, err, key, cost, started);
     }
     return pending.then(
-      (sd) => this.answer(sd, key, cost, started),
-      (err: unknown) => this.onStoreFailure(err, key, cost, started),
+      (sd) => this.answer(policy, sd, key, cost, started),
+      (err: unknown) => this.onStoreFailure(policy, err, key, cost, started),
     );
   }
 
@@ -625,16 +750,17 @@ class PolicyLimiter implements Limiter {
     return priority;
   }
 
-  /** A synchronous store's answer. */
-  private askSync(sync: SyncStore, key: string, cost: number, commit: boolean): StoreDecision {
-    return commit ? sync.decideSync(this.policy, key, cost) : sync.peekSync(this.policy, key, cost);
-  }
-
   /** The decision of a store's answer: a decision's (counted), or a peek's. */
-  private answer(sd: StoreDecision, key: string, cost: number, started: number): Decision {
+  private answer(
+    policy: Policy,
+    sd: StoreDecision,
+    key: string,
+    cost: number,
+    started: number,
+  ): Decision {
     return started === NOT_COUNTED
-      ? this.peeked(sd, cost)
-      : this.counted(this.finish(sd, cost), key, started);
+      ? this.peeked(policy, sd, cost)
+      : this.counted(policy, this.finish(policy, sd, cost), key, started);
   }
 
   /**
@@ -642,16 +768,17 @@ class PolicyLimiter implements Limiter {
    * remembered, and a denial marked on the active span (an allowed one is the door's to mark:
    * the bare limiter's hot path stays a counter).
    */
-  private counted(d: Decision, key: string, started: number): Decision {
+  private counted(policy: Policy, d: Decision, key: string, started: number): Decision {
     const tally = this.tally;
     tally.count(d, started);
-    if (d.leaseId !== undefined && d.allowed) tally.permitTaken(this.policy.rules[0]!.periodMs);
+    if (d.leaseId !== undefined && d.allowed) tally.permitTaken(policy.rules[0]!.periodMs);
     if (!d.allowed || d.reason === "shadow") annotateActiveSpan(d);
-    if (this.warnings !== undefined && d.allowed) this.warnings(key, d);
+    if (this.warnings !== undefined && d.allowed) this.warnings(policy, key, d);
     return d;
   }
 
-  private checkCost(cost: unknown, field: string): number {
+  /** `cost` checked against `policy` (this policy, or a key's override). */
+  private checkCost(cost: unknown, field: string, policy: Policy = this.policy): number {
     if (typeof cost !== "number" || !Number.isInteger(cost) || cost <= 0) {
       throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
         {
@@ -660,60 +787,74 @@ class PolicyLimiter implements Limiter {
         },
       ]);
     }
-    if (cost > this.capacity) {
+    const capacity = policy === this.policy ? this.capacity : policyCapacity(policy);
+    if (cost > capacity) {
       throw new ValidationError("SLUICE_ERR_COST", "Invalid cost", [
         {
           path: field,
-          message: `${cost} can never fit policy "${this.policy.name}", whose capacity is ${this.capacity}`,
+          message: `${cost} can never fit policy "${policy.name}", whose capacity is ${capacity}${policy === this.policy ? "" : " for this key (its override)"}`,
         },
       ]);
     }
     return cost;
   }
 
-  private finish(sd: StoreDecision, cost: number): Decision {
+  private finish(policy: Policy, sd: StoreDecision, cost: number): Decision {
     const reason: DecisionReason | undefined =
       sd.reason ?? (sd.blockedForMs > 0 ? "blocked" : undefined);
-    const d = toDecision(this.policy, sd, cost, reason);
-    if (this.policy.shadow && !d.allowed)
+    const d = toDecision(policy, sd, cost, reason);
+    if (policy.shadow && !d.allowed)
       return { ...d, allowed: true, retryAfterMs: 0, reason: "shadow" };
     return d;
   }
 
   /** A peek reports what is left now, before the hypothetical request. */
-  private peeked(sd: StoreDecision, cost: number): Decision {
+  private peeked(policy: Policy, sd: StoreDecision, cost: number): Decision {
     // A denial already reports every rule uncharged; an allowed peek reports every rule as if
     // charged.
     const rules = sd.allowed
       ? sd.rules.map((r) => ({ ...r, remaining: r.remaining + cost }))
       : sd.rules;
-    return this.finish({ ...sd, rules }, cost);
+    return this.finish(policy, { ...sd, rules }, cost);
   }
 
   /** The decision when the store failed, by `onStoreError`; throws a `ValidationError` on. */
-  private onStoreFailure(err: unknown, key: string, cost: number, started: number): Decision {
+  private onStoreFailure(
+    policy: Policy,
+    err: unknown,
+    key: string,
+    cost: number,
+    started: number,
+  ): Decision {
     if (err instanceof ValidationError) throw err;
     const commit = started !== NOT_COUNTED;
-    const d = this.failedDecision(err, key, cost, commit);
-    return commit ? this.counted(d, key, started) : d;
+    const d = this.failedDecision(policy, err, key, cost, commit);
+    return commit ? this.counted(policy, d, key, started) : d;
   }
 
   /** {@link PolicyLimiter.onStoreFailure}'s decision. */
-  private failedDecision(err: unknown, key: string, cost: number, commit: boolean): Decision {
+  private failedDecision(
+    policy: Policy,
+    err: unknown,
+    key: string,
+    cost: number,
+    commit: boolean,
+  ): Decision {
     try {
       this.onError?.(err, this.policy);
     } catch {
       // A throwing error hook must not turn a decision into a crash.
     }
-    const mode = this.policy.onStoreError;
+    const mode = policy.onStoreError;
+    // The insurance limiter keeps to the policy's rules (its share of them), override or not.
     if (mode === "insurance") return this.insured(key, cost, commit);
     const allowed = mode === "allow";
-    const spec = algorithmOf(this.policy);
+    const spec = algorithmOf(policy);
     // Nothing is known about the counters. Failing open, each rule reports what it admits at
     // most (its capacity, less this request's cost unless it is a peek): the limiter lets
     // requests through, so nothing reads as "exhausted". Failing closed, nothing passes: 0.
     // No reset and no wait are invented; headers show neither (see http/headers.ts).
-    const rules: RuleDecision[] = this.policy.rules.map((r) =>
+    const rules: RuleDecision[] = policy.rules.map((r) =>
       ruleDecision(r, {
         allowed,
         remaining: allowed ? spec.capacity(r) - (commit ? cost : 0) : 0,
@@ -721,7 +862,7 @@ class PolicyLimiter implements Limiter {
         retryAfterMs: 0,
       }),
     );
-    return toDecision(this.policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
+    return toDecision(policy, { allowed, rules, blockedForMs: 0 }, cost, "store-error");
   }
 
   /**
@@ -938,14 +1079,51 @@ export function permitOf(
   };
 }
 
-/** The `warnAt` check of a limiter: told every allowed decision, warns on a crossing. */
-type NearLimitWarnings = (key: string, d: Decision) => void;
+/** The `warnAt` check of a limiter: told every allowed decision (and its policy), warns on a crossing. */
+type NearLimitWarnings = (policy: Policy, key: string, d: Decision) => void;
 
 /**
  * The faces' counting policies (compat/shared.ts's `counterPolicy`): their limiters only count
  * (the face decides and tells its verdict to telemetry), so their answers are not decisions.
  */
 export const COUNTING_POLICIES = new WeakSet<Policy>();
+
+/**
+ * The per-key overrides of a limiter `createLimiter` made (each key's policy: the limiter's with
+ * the key's rules), or undefined for any other limiter. Read-only: change them through the
+ * limiter.
+ */
+export function overridesOf(limiter: Limiter): ReadonlyMap<string, Policy> | undefined {
+  return limiter instanceof PolicyLimiter ? limiter.overrides : undefined;
+}
+
+/**
+ * Gives `to` (a new version of a policy) the overrides of `from` (the version before it): each
+ * made anew on `to`'s policy, once per distinct set of rules. An override whose rules do not
+ * validate on the new version is left out (the key gets the policy's rules) and `onDropped` is
+ * told. Limiters `createLimiter` did not make are left as they are.
+ */
+export function carryOverrides(
+  from: Limiter,
+  to: Limiter,
+  onDropped?: (key: string, error: unknown) => void,
+): void {
+  if (!(from instanceof PolicyLimiter) || !(to instanceof PolicyLimiter) || from === to) return;
+  const made = new Map<Policy, Policy | { error: unknown }>();
+  for (const [key, before] of from.overrides) {
+    let after = made.get(before);
+    if (after === undefined) {
+      try {
+        after = to.overridePolicy(policyToInput(before).rules, `overrides.${key}`);
+      } catch (error) {
+        after = { error };
+      }
+      made.set(before, after);
+    }
+    if ("error" in after) onDropped?.(key, after.error);
+    else to.overrides.set(key, after);
+  }
+}
 
 /** The tally a limiter counts in (its own, for sluice's limiters: no look-up). */
 export function tallyOf(limiter: Limiter): Tally {
@@ -956,7 +1134,6 @@ export function tallyOf(limiter: Limiter): Tally {
 
 /** The `warnAt` check (see {@link LimiterOptions.warnAt}); throws a `ValidationError` for a bad share. */
 function nearLimitWarnings(
-  policy: Policy,
   warnAt: unknown,
   onNearLimit: ((event: NearLimitEvent) => void) | undefined,
 ): NearLimitWarnings {
@@ -965,10 +1142,16 @@ function nearLimitWarnings(
       { path: "warnAt", message: `must be a number above 0 and at most 1 (got ${String(warnAt)})` },
     ]);
   }
-  const spec = algorithmOf(policy);
-  const thresholds = policy.rules.map((r) => warnAt * spec.capacity(r));
   const tell = onNearLimit ?? defaultNearLimit;
-  return (key, d) => {
+  // Each rule's share, per policy (the limiter's, and each override's: they are few and shared).
+  const thresholdsOf = new WeakMap<Policy, number[]>();
+  return (policy, key, d) => {
+    const spec = algorithmOf(policy);
+    let thresholds = thresholdsOf.get(policy);
+    if (thresholds === undefined) {
+      thresholds = policy.rules.map((r) => warnAt * spec.capacity(r));
+      thresholdsOf.set(policy, thresholds);
+    }
     for (let i = 0; i < d.rules.length; i++) {
       const r = d.rules[i]!;
       const capacity = spec.capacity(policy.rules[i]!);

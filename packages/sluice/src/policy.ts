@@ -820,3 +820,26 @@ export function policyToInput(policy: Policy): PolicyInput {
   }
   return out;
 }
+
+/**
+ * The policy a per-key override makes of `policy`: the same policy (name, algorithm, every
+ * other field) with `rules` in place of its rules, validated as that policy would be by
+ * {@link definePolicy}. Throws a {@link ValidationError} (code `SLUICE_ERR_POLICY`) whose issues
+ * name their field under `field` (e.g. `overrides.tenant:big.rules.0.limit`; `""`: `rules.0.limit`).
+ */
+export function policyWithRules(policy: Policy, rules: unknown, field: string): Policy {
+  try {
+    return definePolicy({ ...policyToInput(policy), rules: rules as RuleInput[] });
+  } catch (err) {
+    if (!(err instanceof ValidationError)) throw err;
+    const issues = err.issues.map((i) => ({
+      path: [field, i.path === "" ? "rules" : i.path].filter(Boolean).join("."),
+      message: i.message,
+    }));
+    throw new ValidationError(
+      "SLUICE_ERR_POLICY",
+      `Invalid override of policy "${policy.name}"`,
+      issues,
+    );
+  }
+}

@@ -31,6 +31,8 @@ export type {
 } from "./policies/live-document.js";
 export { decideLive, disabledDecision, policyLiveKind, policyInputOf } from "./policies/live.js";
 export { explainLive } from "./policies/live-explain.js";
+export { carryOverrides, overridesOf } from "./limiter.js";
+export { policyWithRules } from "./policy.js";
 export type {
   LiveDraft,
   LivePolicy,

@@ -43,6 +43,8 @@ const RECORDED: Record<AuditAction, true> = {
   "policy.delete": true,
   "policy.draft": true,
   "policy.draft.discard": true,
+  "policy.override.put": true,
+  "policy.override.delete": true,
   "key.reset": true,
   "envoy.create": true,
   "envoy.update": true,

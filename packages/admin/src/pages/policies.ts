@@ -46,6 +46,7 @@ import {
   submitForm,
 } from "../ui.js";
 import { keyLookup, topKeysCard } from "./keys.js";
+import { overridesCard } from "./overrides.js";
 
 const enc = encodeURIComponent;
 
@@ -275,6 +276,7 @@ export const policyKind: ConsoleKind<PolicyRecord, PolicyDoc> = {
         }),
         lookup,
         h("section", { class: "card", id: "enforced" }, h("h2", {}, "Enforced"), docView(p)),
+        overridesCard(ctx, p, editable),
       ],
       after: [snippetsCard(p)],
     };

@@ -552,6 +552,21 @@ function migrations(dialect: DialectName): Record<string, Step[]> {
       ),
       createIndex("traffic_keys_minute", "traffic_keys", "minute"),
     ],
+    // Per-key overrides of a policy (repository/overrides.ts): rows of their own, not part of
+    // the policy's document, so that changing one of 100,000 moves that one alone. A deleted
+    // override stays as a row without rules (its revision tells clients that it changed).
+    "0010_policy_overrides": [
+      createTable("policy_overrides", (b) =>
+        b
+          .addColumn("policy", t.key, (c) => c.notNull())
+          .addColumn("ident", t.key, (c) => c.notNull())
+          .addColumn("rules", t.doc)
+          .addColumn("revision", "bigint", (c) => c.notNull())
+          .addColumn("updated_by", t.short, (c) => c.notNull())
+          .addColumn("updated_at", t.short, (c) => c.notNull())
+          .addPrimaryKeyConstraint("policy_overrides_pk", ["policy", "ident"]),
+      ),
+    ],
   };
 }
 

@@ -180,8 +180,24 @@ export interface TrafficKeysTable {
   floor_hits: number;
 }
 
+/**
+ * Per-key overrides of policies (migration 0010): one row per policy and identifier (`ident`,
+ * the key a decision names), its rules as JSON text, or null once deleted (the row stays, so
+ * its `revision` — the write's — says when it last changed).
+ */
+export interface PolicyOverridesTable {
+  policy: string;
+  ident: string;
+  /** JSON: the rules that replace the policy's for this key; null: deleted. */
+  rules: string | null;
+  revision: number | string;
+  updated_by: string;
+  updated_at: string;
+}
+
 /** The whole database. */
 export interface Tables {
+  policy_overrides: PolicyOverridesTable;
   documents: DocumentsTable;
   document_versions: DocumentVersionsTable;
   document_drafts: DocumentDraftsTable;

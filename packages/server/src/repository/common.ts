@@ -21,10 +21,10 @@ export const json = (value: unknown): string => JSON.stringify(value);
 
 /**
  * Audit target types of the objects nodes load: policies with their drafts, apps, Envoy domains
- * with theirs. (Changes to other objects, users say, are noted too: a revision with no note at
+ * with theirs, and policies' per-key overrides (named `<policy>/<key>`). (Changes to other objects, users say, are noted too: a revision with no note at
  * all was changed by hand, and nodes then reload everything.)
  */
-export const LOADED_KINDS = ["policy", "app", "envoy_domain"] as const;
+export const LOADED_KINDS = ["policy", "app", "envoy_domain", "policy_override"] as const;
 /** One of {@link LOADED_KINDS}. */
 export type LoadedKind = (typeof LOADED_KINDS)[number];
 

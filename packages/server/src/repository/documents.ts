@@ -61,6 +61,8 @@ export interface DocumentKind<D> {
    * (a policy's apps). Absent: the kind refers to nothing.
    */
   checkReferences?(trx: Db | Tx, doc: D, at: ReferenceCheck): Promise<void>;
+  /** What goes with a deleted document, in its delete's transaction (a policy's overrides). */
+  onDelete?(trx: Tx, name: string): Promise<void>;
 }
 
 /** A document as enforced, with its bookkeeping. */
@@ -612,6 +614,7 @@ async function deleteDocument<D>(
     .where("name", "=", name)
     .execute();
   await dropDraft(trx, kind, name);
+  await kind.onDelete?.(trx, name);
   await appendAudit(trx, actor, `${kind.actions}.delete`, kind.kind, name, {
     ...extra,
     version: before?.version,

@@ -13,6 +13,7 @@ import { invalid } from "../errors.js";
 import { type PolicyDocument, sameDocument } from "../model.js";
 import type { DocumentKind } from "./documents.js";
 import { checkAppsExist, missingApps } from "./grants.js";
+import { dropOverrides } from "./overrides.js";
 import { policyDocumentShape } from "./rows.js";
 
 /**
@@ -38,6 +39,8 @@ export const policyKind: DocumentKind<PolicyDocument> = {
       { path: `policies.${at.index}.apps`, message },
     ]);
   },
+  // A deleted policy's overrides go with it (a policy made again under its name has none).
+  onDelete: dropOverrides,
 };
 
 /** A stored domain document: it must still pass the checks it passed when written. */

@@ -16,6 +16,7 @@ import { documentRoutes } from "./documents.js";
 import { envoyCounterRoutes } from "./envoy.js";
 import { envoyDomainAdmin } from "./kinds/envoy-domains.js";
 import { policyAdmin } from "./kinds/policies.js";
+import { overrideRoutes } from "./overrides.js";
 import { peopleRoutes } from "./people.js";
 
 /** Registers every admin route, in a scope of their own (see the module comment). */
@@ -36,6 +37,7 @@ export function adminRoutes(app: FastifyInstance, ctx: ServiceContext): void {
       auditRoutes,
       consoleRoutes,
       envoyCounterRoutes,
+      overrideRoutes,
     ])
       routes(admin, ctx, auth);
   });

@@ -14,7 +14,7 @@ import type { Span, Tracer } from "@opentelemetry/api";
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { type Decision, type Policy, policyCapacity } from "sluice";
 import type { HeaderList } from "sluice/http";
-import { type DraftHooks, decideLive, disabledDecision } from "sluice/service";
+import { type DraftHooks, decideLive, disabledDecision, overridesOf } from "sluice/service";
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from "fastify";
 import {
   batchRequestSchema,
@@ -67,10 +67,15 @@ export function disabledAnswer(policy: Policy, cost: number): Answer {
   return { ...disabledDecision(policy, cost), disabled: true };
 }
 
-/** Refuses (400) a cost the policy could never allow, whatever its counts. */
-function checkCost(live: LivePolicy, cost: number, at: string): void {
+/**
+ * Refuses (400) a cost the policy could never allow, whatever its counts — unless the key's
+ * override could (the limiter then checks the cost against the override itself).
+ */
+function checkCost(live: LivePolicy, key: string, cost: number, at: string): void {
   const capacity = policyCapacity(live.policy);
-  if (cost > capacity)
+  if (cost <= capacity) return;
+  const own = overridesOf(live.limiter)?.get(key);
+  if (own === undefined || cost > policyCapacity(own))
     throw invalid("Invalid cost", [
       {
         path: at,
@@ -127,7 +132,7 @@ class Decisions {
       plainLimitRequest(value) ?? parseOr400(limitRequestSchema, value, "Invalid limit request");
     const live = this.granted(appName, body.policy, "policy");
     const cost = body.cost ?? 1;
-    checkCost(live, cost, "cost");
+    checkCost(live, body.key, cost, "cost");
     return [live, await this.decide(live, body.key, cost, appName)];
   }
 
@@ -135,7 +140,7 @@ class Decisions {
   batch(appName: string, items: readonly LimitItem[]): Promise<Answer[]> {
     const lives = items.map((r, i) => {
       const live = this.granted(appName, r.policy, `requests.${i}.policy`);
-      checkCost(live, r.cost ?? 1, `requests.${i}.cost`);
+      checkCost(live, r.key, r.cost ?? 1, `requests.${i}.cost`);
       return live;
     });
     return Promise.all(items.map((r, i) => this.decide(lives[i]!, r.key, r.cost ?? 1, appName)));

@@ -39,6 +39,12 @@ interface PolicySet {
     readonly document: ServedDocument;
     readonly draft?: { readonly id: number; readonly document: ServedDocument };
   }[];
+  /**
+   * The per-key overrides of these policies the client does not have yet: every one (`whole`:
+   * a client without a revision, or further behind than this node remembers), or those changed
+   * since its revision. Made per request (see {@link PolicySetRoute.answer}).
+   */
+  readonly overrides?: ReturnType<Registry["overridesSince"]>;
 }
 
 /** An app's set, with its ETag. */
@@ -69,14 +75,16 @@ class Views {
     }
     let view = this.byApp.get(app);
     if (!view) {
-      view = build(app, this.registry.all(), this.registry.currentRevision);
+      view = build(this.registry, app);
       this.byApp.set(app, view);
     }
     return view;
   }
 }
 
-function build(app: string, all: readonly LivePolicy[], revision: number): View {
+function build(registry: Registry, app: string): View {
+  const all = registry.all();
+  const revision = registry.currentRevision;
   const policies = all
     .filter((live) => live.apps.has(app))
     .sort((a, b) => (a.doc.name < b.doc.name ? -1 : a.doc.name > b.doc.name ? 1 : 0))
@@ -85,9 +93,14 @@ function build(app: string, all: readonly LivePolicy[], revision: number): View 
       document: served(live.doc),
       ...(live.draft ? { draft: { id: live.draft.id, document: served(live.draft.doc) } } : {}),
     }));
-  // The ETag covers the policies alone: a change elsewhere (another app's policy) is no change
-  // for this app, and its clients keep waiting.
-  const etag = `"${createHash("sha256").update(JSON.stringify(policies)).digest("base64url").slice(0, 27)}"`;
+  // The ETag covers the app's policies alone, and the revision of each one's last override
+  // change: a change elsewhere (another app's policy) is no change for this app, and its
+  // clients keep waiting.
+  const stamps = policies.map((p) => registry.overrideStamp(p.document.name));
+  const etag = `"${createHash("sha256")
+    .update(JSON.stringify([policies, stamps]))
+    .digest("base64url")
+    .slice(0, 27)}"`;
   return { set: { app, revision, policies }, etag };
 }
 
@@ -141,7 +154,13 @@ class PolicySetRoute {
     // another node, behind a balancer), and this one does not hold the shutdown up.
     if (this.closing) void reply.header("Connection", "close");
     if (matchesEtag(inm, view.etag)) return reply.status(304).send();
-    return view.set;
+    // The overrides the client lacks: those changed since its revision, or every one.
+    const overrides = this.registry.overridesSince(
+      view.set.policies.map((p) => p.document.name),
+      q.revision,
+    );
+    if (!overrides.whole && overrides.items.length === 0) return view.set;
+    return { ...view.set, overrides };
   }
 
   /**

@@ -15,6 +15,7 @@ import type {
   Permit,
   Policy,
   Reservation,
+  RuleInput,
   SetCountOptions,
   SyncLimiter,
 } from "sluice";
@@ -88,6 +89,15 @@ class RecordedLimiter implements SyncLimiter {
   }
   setCount(key: string, count: number, options?: SetCountOptions): Promise<void> {
     return this.inner.setCount(key, count, options);
+  }
+  setOverride(key: string, rules: RuleInput[]): void {
+    this.inner.setOverride(key, rules);
+  }
+  deleteOverride(key: string): boolean {
+    return this.inner.deleteOverride(key);
+  }
+  override(key: string): RuleInput[] | undefined {
+    return this.inner.override(key);
   }
 }
 

@@ -12,7 +12,8 @@
 import type { z } from "zod";
 import type { Decision } from "../decision.js";
 import { SluiceError, ValidationError } from "../errors.js";
-import { type LimitOptions, type Limiter, createLimiter } from "../limiter.js";
+import { type LimitOptions, type Limiter, createLimiter, overridesOf } from "../limiter.js";
+import type { RuleInput } from "../policy.js";
 import type { Store } from "../store.js";
 import { VERSION } from "../version.js";
 import { importBuiltin, randomHex } from "../platform.js";
@@ -95,6 +96,11 @@ class Client implements PolicyClient, LimiterOwner {
   private reportTimer: unknown;
   private reporting: Promise<void> | undefined;
   private saving: Promise<void> = Promise.resolve();
+  /**
+   * A policy new to this client came with the changes of its overrides only: the next request
+   * asks for every override (no revision, no ETag), answered at once.
+   */
+  private wholeOverridesNext = false;
   /** How a served document becomes a live policy, on this client's store. */
   private readonly kind: LiveKind<ManagedPolicyDocument, PolicyForm, PolicyDraftForm>;
   readonly store: Store;
@@ -212,15 +218,16 @@ class Client implements PolicyClient, LimiterOwner {
   /** One request for the set; resolves to whether a new set was put in force. */
   private async fetchSet(waitMs: number): Promise<boolean> {
     const query = new URLSearchParams();
-    if (waitMs > 0) query.set("wait", String(waitMs));
-    if (this.revision >= 0) query.set("revision", String(this.revision));
+    const whole = this.wholeOverridesNext;
+    if (waitMs > 0 && !whole) query.set("wait", String(waitMs));
+    if (this.revision >= 0 && !whole) query.set("revision", String(this.revision));
     const qs = query.toString();
     const res = await this.http.request(
       "GET",
       `/v1/policies${qs ? `?${qs}` : ""}`,
       undefined,
-      waitMs,
-      this.etag !== undefined ? { "if-none-match": this.etag } : {},
+      whole ? 0 : waitMs,
+      this.etag !== undefined && !whole ? { "if-none-match": this.etag } : {},
     );
     const rev = Number(res.headers.get("sluice-revision") ?? "");
     if (res.status === 304) {
@@ -240,8 +247,59 @@ class Client implements PolicyClient, LimiterOwner {
     const set = parseSet(res.text, `the sluice service at ${this.o.url}`);
     const etag = res.headers.get("etag") ?? undefined;
     this.apply(set, etag, "service");
-    this.saveCache(set, etag);
+    // The cache holds every override in force, whatever part of them this answer carried.
+    this.saveCache({ ...set, overrides: { whole: true, items: this.overrideItems() } }, etag);
     return true;
+  }
+
+  /**
+   * Puts a set's per-key overrides on the live limiters (after the set is in force): every one
+   * (`whole`: a key not listed loses its override), or those that changed. An override that
+   * does not validate keeps the key's last good one, and is told to `onError`.
+   */
+  private applyOverrides(
+    overrides: NonNullable<PolicySet["overrides"]>,
+    fresh: ReadonlySet<string>,
+  ): void {
+    const byPolicy = new Map<string, Array<{ key: string; rules: unknown[] | null }>>();
+    for (const item of overrides.items) {
+      let list = byPolicy.get(item.policy);
+      if (list === undefined) byPolicy.set(item.policy, (list = []));
+      list.push(item);
+    }
+    for (const [name, live] of this.live) {
+      const items = byPolicy.get(name);
+      if (overrides.whole || fresh.has(name)) {
+        const listed = new Set(items?.map((i) => i.key));
+        for (const key of [...(overridesOf(live.limiter)?.keys() ?? [])])
+          if (!listed.has(key)) live.limiter.deleteOverride(key);
+      }
+      for (const { key, rules } of items ?? []) {
+        if (rules === null) {
+          live.limiter.deleteOverride(key);
+          continue;
+        }
+        try {
+          live.limiter.setOverride(key, rules as RuleInput[]);
+        } catch (err) {
+          this.tell(
+            sourceErrorFrom(
+              `the override of key "${key}" of policy "${name}" from the service does not validate; the key keeps its last good override`,
+              err,
+            ),
+          );
+        }
+      }
+    }
+  }
+
+  /** Every override in force, as the service sends them. */
+  private overrideItems(): NonNullable<PolicySet["overrides"]>["items"] {
+    const items: NonNullable<PolicySet["overrides"]>["items"] = [];
+    for (const [name, live] of this.live)
+      for (const key of overridesOf(live.limiter)?.keys() ?? [])
+        items.push({ policy: name, key, rules: live.limiter.override(key) ?? null });
+    return items;
   }
 
   /** Puts a set in force, whole. A document that does not validate keeps its last good version. */
@@ -270,6 +328,10 @@ class Client implements PolicyClient, LimiterOwner {
     const changed = [...next].filter(([name, live]) => live !== prev.get(name)).map(([n]) => n);
     const removed = [...prev.keys()].filter((n) => !next.has(n));
     this.live = next;
+    // A policy new to this client has none of its overrides yet: only a whole answer has them.
+    const fresh = new Set([...next.keys()].filter((n) => !prev.has(n)));
+    if (set.overrides !== undefined) this.applyOverrides(set.overrides, fresh);
+    this.wholeOverridesNext = fresh.size > 0 && set.overrides?.whole !== true && prev.size > 0;
     this.etag = etag;
     this.source = source;
     this.revision = source === "service" ? set.revision : Math.max(this.revision, set.revision);

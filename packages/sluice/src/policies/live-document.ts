@@ -77,6 +77,11 @@ export interface LiveKind<D, F, DF = F> {
    * document does not validate.
    */
   draft(doc: D, draftId: number): DF;
+  /**
+   * Optional: what a new version's form takes over from the form of the version before it
+   * (a policy's per-key overrides), called once the new form is built.
+   */
+  carry?(next: F, previous: F): void;
 }
 
 /** One document as it is read, for {@link buildLive}. */
@@ -106,6 +111,7 @@ export function buildLive<D, F, DF>(
 ): LiveDocument<F, DF> {
   const reuse = previous !== undefined && previous.version === source.version;
   const form: F = reuse ? previous : kind.live(source.doc);
+  if (!reuse && previous !== undefined) kind.carry?.(form, previous);
   const draft = liveDraft(kind, source.draft, previous?.draft);
   if (reuse && draft === previous.draft) return previous;
   return { ...form, version: source.version, draft };

@@ -9,7 +9,7 @@
  */
 import type { Decision, RuleDecision } from "../decision.js";
 import { ValidationError } from "../errors.js";
-import { type Limiter, tallyOf } from "../limiter.js";
+import { type Limiter, carryOverrides, tallyOf } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
 import {
   type DraftHooks,
@@ -71,13 +71,21 @@ export function policyInputOf(doc: ManagedPolicyDocument): PolicyInput {
 /**
  * The policy kind of a live document, its limiters made with `limiterFor` on one store. The
  * keys depend only on the policy's name and algorithm, so a new version of a policy keeps its
- * counters; a draft counts on `sluice.draft.<id>`. Throws a `ValidationError` for a document
- * that does not validate.
+ * counters; a draft counts on `sluice.draft.<id>`. A new version takes over the per-key
+ * overrides of the one before it (`onOverrideDropped` is told of one that does not validate on
+ * it). Throws a `ValidationError` for a document that does not validate.
  */
 export function policyLiveKind<D extends ManagedPolicyDocument>(
   limiterFor: (policy: Policy) => Limiter,
+  onOverrideDropped?: (policy: string, key: string, error: unknown) => void,
 ): LiveKind<D, PolicyForm<D>, PolicyDraftForm<D>> {
   return {
+    // A new version keeps the per-key overrides, made anew on its rules' policy (one that no
+    // longer validates on it is left out, and told).
+    carry: (next, previous) =>
+      carryOverrides(previous.limiter, next.limiter, (key, error) =>
+        onOverrideDropped?.(next.policy.name, key, error),
+      ),
     live: (doc) => {
       const policy = definePolicy(policyInputOf(doc));
       return {

@@ -5,7 +5,7 @@
  */
 import type { ReleaseOutcome } from "../adaptive.js";
 import type { Decision } from "../decision.js";
-import { type SluiceError, ValidationError } from "../errors.js";
+import { SluiceError, ValidationError } from "../errors.js";
 import type { Explanation } from "../explain.js";
 import {
   type AdaptiveState,
@@ -15,9 +15,10 @@ import {
   type Reservation,
   type SetCountOptions,
   checkSettle,
+  overridesOf,
   permitOf,
 } from "../limiter.js";
-import { type Policy, policyCapacity } from "../policy.js";
+import { type Policy, type RuleInput, policyCapacity } from "../policy.js";
 import type { Store } from "../store.js";
 import type { DraftHooks } from "./live-document.js";
 import { type LivePolicy, decideLive, disabledDecision } from "./live.js";
@@ -88,7 +89,7 @@ export class ManagedLimiter implements Limiter {
       live = this.current();
       cost = options?.cost ?? 1;
       // The limiter checks key and cost; a disabled policy has no limiter call, so check here.
-      if (!live.enabled) checkInput(live.policy, key, cost);
+      if (!live.enabled) checkInput(policyOf(live, key), key, cost);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -104,7 +105,7 @@ export class ManagedLimiter implements Limiter {
       const live = this.current();
       if (!live.enabled) {
         const cost = options?.cost ?? 1;
-        checkInput(live.policy, key, cost);
+        checkInput(policyOf(live, key), key, cost);
         return Promise.resolve(disabledDecision(live.policy, cost));
       }
       return live.limiter.peek(key, options);
@@ -147,10 +148,25 @@ export class ManagedLimiter implements Limiter {
     await this.current().limiter.setCount(key, count, options);
   }
 
+  /** Throws `SLUICE_ERR_UNSUPPORTED`: a managed policy's overrides are set in the service. */
+  setOverride(_key: string, _rules: RuleInput[]): void {
+    throw overridesAreTheServices(this.name);
+  }
+
+  /** Throws `SLUICE_ERR_UNSUPPORTED`: a managed policy's overrides are set in the service. */
+  deleteOverride(_key: string): boolean {
+    throw overridesAreTheServices(this.name);
+  }
+
+  /** The key's override as the service last sent it, or undefined. */
+  override(key: string): RuleInput[] | undefined {
+    return this.current().limiter.override(key);
+  }
+
   async reserve(key: string, estimate: number): Promise<Reservation> {
     const live = this.current();
     if (live.enabled) return live.limiter.reserve(key, estimate);
-    checkInput(live.policy, key, estimate);
+    checkInput(policyOf(live, key), key, estimate);
     const decision = disabledDecision(live.policy, estimate);
     return {
       decision,
@@ -158,6 +174,19 @@ export class ManagedLimiter implements Limiter {
       cancel: async () => {},
     };
   }
+}
+
+/** The policy a key is decided by: its override's, else the live policy. */
+function policyOf(live: LivePolicy, key: string): Policy {
+  return overridesOf(live.limiter)?.get(key) ?? live.policy;
+}
+
+/** A managed policy's overrides are the service's: they are set there, never in a client. */
+function overridesAreTheServices(name: string): SluiceError {
+  return new SluiceError(
+    "SLUICE_ERR_UNSUPPORTED",
+    `the overrides of managed policy "${name}" are set in the sluice service (PUT /v1/admin/policies/${name}/overrides/{key}), which every client applies within a second`,
+  );
 }
 
 /** The key and cost checks of a limiter, for a disabled policy (which calls none). */

@@ -25,6 +25,18 @@ export const policySetSchema = z.object({
       draft: z.object({ id: z.number().int().min(1), document: documentSchema }).optional(),
     }),
   ),
+  /**
+   * Per-key overrides of these policies: every one (`whole`), or those changed since the
+   * client's revision (`rules` null: deleted). The rules are checked by `definePolicy`.
+   */
+  overrides: z
+    .object({
+      whole: z.boolean(),
+      items: z.array(
+        z.object({ policy: z.string(), key: z.string(), rules: z.array(z.unknown()).nullable() }),
+      ),
+    })
+    .optional(),
 });
 
 /** A policy set as the service sends it. */
