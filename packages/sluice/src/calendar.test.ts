@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CalendarWindows, anchorProblem, startOfDay, timeZoneProblem } from "./calendar.js";
+import { createLimiter } from "./limiter.js";
+import { memoryStore } from "./stores/memory.js";
 
 const iso = (s: string) => Date.parse(s);
 const edges = (w: CalendarWindows, at: string) => [
@@ -120,5 +122,36 @@ describe("calendar windows", () => {
     expect(anchorProblem("year", "02-30")).toMatch(/MM-DD/);
     expect(anchorProblem("year", "02-29")).toBeUndefined();
     expect(anchorProblem("day", 1)).toMatch(/does not apply/);
+  });
+});
+
+describe("calendar rules in per-key overrides", () => {
+  it("a tenant's plan with a monthly quota of its own: kept as written, decided by its window", async () => {
+    let t = Date.UTC(2026, 4, 31, 21, 0); // 2026-05-31 23:00 in Berlin (CEST)
+    const limiter = createLimiter({
+      store: memoryStore({ now: () => t }),
+      policy: {
+        name: "plans",
+        algorithm: "fixed-window",
+        rules: [{ limit: 1, calendar: "month", timeZone: "Europe/Berlin" }],
+      },
+      overrides: {
+        "tenant:big": { rules: [{ limit: 2, calendar: "month", timeZone: "Europe/Berlin" }] },
+      },
+    });
+    expect(limiter.override("tenant:big")).toEqual([
+      { limit: 2, calendar: "month", timeZone: "Europe/Berlin" },
+    ]);
+    expect((await limiter.limit("tenant:big")).remaining).toBe(1);
+    expect((await limiter.limit("tenant:big")).allowed).toBe(true);
+    const denied = await limiter.limit("tenant:big");
+    expect(denied).toMatchObject({ allowed: false, retryAfterMs: 3_600_000 });
+    expect((await limiter.limit("tenant:small")).allowed).toBe(true);
+    expect((await limiter.limit("tenant:small")).allowed).toBe(false);
+    t += 3_600_000; // June, local midnight
+    expect((await limiter.limit("tenant:big")).remaining).toBe(1);
+    expect(() =>
+      limiter.setOverride("tenant:odd", [{ limit: 1, calendar: "month", anchor: 40 }]),
+    ).toThrow(/overrides\.tenant:odd\.rules\.0\.anchor/);
   });
 });
