@@ -346,6 +346,38 @@ const adaptiveSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * A policy field holding an object of settings (`lease`, `adaptive`; `lease` also takes
+ * `true`/`false`): anything else is refused with `message`, and the object's own issues keep
+ * their paths under the field (`lease.ttl`, `adaptive.min`).
+ */
+function settingsField<T extends z.ZodType>(
+  schema: T,
+  message: string,
+  orBoolean: true,
+): z.ZodType<z.output<T> | boolean | undefined, unknown>;
+function settingsField<T extends z.ZodType>(
+  schema: T,
+  message: string,
+  orBoolean: false,
+): z.ZodType<z.output<T> | undefined, unknown>;
+function settingsField<T extends z.ZodType>(schema: T, message: string, orBoolean: boolean) {
+  return z.unknown().transform((v, ctx) => {
+    if (v === undefined || (orBoolean && typeof v === "boolean")) return v;
+    if (typeof v !== "object" || v === null || Array.isArray(v)) {
+      ctx.addIssue({ code: "custom", message });
+      return z.NEVER;
+    }
+    const r = schema.safeParse(v);
+    if (!r.success) {
+      for (const i of toIssues(r.error))
+        ctx.addIssue({ code: "custom", message: i.message, path: i.path ? i.path.split(".") : [] });
+      return z.NEVER;
+    }
+    return r.data as z.output<T>;
+  });
+}
+
 const policySchema = z.strictObject({
   name: z.string({ error: "name must be a string" }).regex(NAME, {
     error: "name must be 1–128 characters of letters, digits, '.', '_', '-', ':'",
@@ -375,54 +407,16 @@ const policySchema = z.strictObject({
   insuranceInstances: positiveInt("insuranceInstances").optional(),
   shadow: z.boolean({ error: "shadow must be true or false" }).default(false),
   description: z.string({ error: "description must be a string" }).max(2000).default(""),
-  lease: z
-    .unknown()
-    .transform((v, ctx) => {
-      if (v === undefined || typeof v === "boolean") return v;
-      if (typeof v !== "object" || v === null || Array.isArray(v)) {
-        ctx.addIssue({
-          code: "custom",
-          message: "lease must be true, false or { maxShare, ttl, hotAfter }",
-        });
-        return z.NEVER;
-      }
-      const r = allotmentSchema.safeParse(v);
-      if (!r.success) {
-        for (const i of toIssues(r.error))
-          ctx.addIssue({
-            code: "custom",
-            message: i.message,
-            path: i.path ? i.path.split(".") : [],
-          });
-        return z.NEVER;
-      }
-      return r.data;
-    })
-    .optional(),
-  adaptive: z
-    .unknown()
-    .transform((v, ctx) => {
-      if (v === undefined) return v;
-      if (typeof v !== "object" || v === null || Array.isArray(v)) {
-        ctx.addIssue({
-          code: "custom",
-          message: "adaptive must be an object { algorithm, min, max, initial }",
-        });
-        return z.NEVER;
-      }
-      const r = adaptiveSchema.safeParse(v);
-      if (!r.success) {
-        for (const i of toIssues(r.error))
-          ctx.addIssue({
-            code: "custom",
-            message: i.message,
-            path: i.path ? i.path.split(".") : [],
-          });
-        return z.NEVER;
-      }
-      return r.data;
-    })
-    .optional(),
+  lease: settingsField(
+    allotmentSchema,
+    "lease must be true, false or { maxShare, ttl, hotAfter }",
+    true,
+  ).optional(),
+  adaptive: settingsField(
+    adaptiveSchema,
+    "adaptive must be an object { algorithm, min, max, initial }",
+    false,
+  ).optional(),
 });
 
 function describe(v: unknown): string {
