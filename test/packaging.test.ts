@@ -240,6 +240,7 @@ describe("the README's Install and first program, in a new app outside the repos
     expect(readdirSync(packs).sort()).toEqual(
       [
         `sluice-${version}.tgz`,
+        `sluice-nest-${version}.tgz`,
         `sluice-api-${version}.tgz`,
         `sluice-admin-${version}.tgz`,
         `sluice-server-${version}.tgz`,
