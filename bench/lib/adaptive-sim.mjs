@@ -336,8 +336,11 @@ export async function adaptiveComparison({
   loads = LOADS,
 }) {
   const cap = capacityOf();
-  const one = (limiter, rate, extra = {}) =>
-    simulate({
+  // Each run first yields to the event loop (a run's awaits are microtasks only, so it holds the
+  // thread for its whole length): a test runner's messages get through between runs.
+  const one = async (limiter, rate, extra = {}) => {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    return simulate({
       sluice,
       seed,
       durationMs,
@@ -345,6 +348,7 @@ export async function adaptiveComparison({
       tiers: [{ rate, priority: 1, maxWaitMs: 0 }],
       ...extra,
     });
+  };
   const limits = sweep ?? Array.from({ length: 19 }, (_, i) => i + 2);
   const rows = [];
   for (const load of loads) {
@@ -376,6 +380,7 @@ export async function adaptiveComparison({
   const rate = 2 * cap;
   let newOracle;
   for (const limit of limits.filter((l) => l <= 12)) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
     const r = await simulate({
       sluice,
       seed,
@@ -389,6 +394,7 @@ export async function adaptiveComparison({
   }
   const drop = { atMs: dropAt, newOracle, algorithms: {} };
   for (const algorithm of ADAPTIVE) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
     const r = await simulate({
       sluice,
       seed,
@@ -407,6 +413,7 @@ export async function adaptiveComparison({
   // Priorities: tier 0 at a quarter of capacity, tier 3 flooding at 4×.
   const priority = {};
   for (const algorithm of ADAPTIVE) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
     const r = await simulate({
       sluice,
       seed,
