@@ -72,6 +72,12 @@ export type {
   NodeRedisSentinelLike,
 } from "./stores/redis.js";
 export type { AllotmentCounters, LeaseCounters } from "./stores/redis-allotments.js";
+export { multiRegionStore, MultiRegionStore } from "./stores/multi-region.js";
+export type {
+  MultiRegionMode,
+  MultiRegionStoreOptions,
+  RegionStats,
+} from "./stores/multi-region.js";
 export { connectPolicies } from "./policies/client.js";
 export type {
   ConnectPoliciesOptions,

@@ -343,6 +343,7 @@ class PolicyLimiter implements Limiter {
       const name = policy.name;
       this.tally.allotments = () => store.allotmentsHeld?.(name) ?? 0;
     }
+    if (store.regionStats !== undefined) this.tally.regions = () => store.regionStats!(policy);
     if (gate !== undefined) this.tally.adaptive = () => this.adaptiveState()!;
   }
 

@@ -1,6 +1,23 @@
 import type { RuleDecision } from "./decision.js";
 import type { Policy } from "./policy.js";
 
+/** What a multi-region store has done for one policy, since it started (all in this process). */
+export interface RegionStats {
+  /** The most the regions together admit per window: the limit, plus (regions − 1) × borrow in bounded mode. */
+  readonly bound: number;
+  /** Calls to another region (asks for units, give-backs, settled borrowings). */
+  readonly crossRegionCalls: number;
+  /** Units debited from other regions' ledgers for this region's leases. */
+  readonly unitsLeased: number;
+  /**
+   * Under-admission: units denied while the home was out of reach or a lease was being renewed,
+   * plus leased units that lapsed unspent (they were debited, so nobody spent them).
+   */
+  readonly underAdmitted: number;
+  /** Units admitted from the borrow ledger (bounded mode). */
+  readonly borrowed: number;
+}
+
 /** One decision asked of a store. */
 export interface StoreRequest {
   /** The resolved policy. */
@@ -90,6 +107,11 @@ export interface Store {
    * policy now, for the `ratelimit.allotments` gauge. Optional: only stores that take them.
    */
   allotmentsHeld?(policy: string): number;
+  /**
+   * A multi-region store's figures for the policy (the `ratelimit.region.*` instruments):
+   * the bound it keeps and what it under-admitted and borrowed. Optional.
+   */
+  regionStats?(policy: Policy): RegionStats;
   /** How many instances share this store, when the store can tell (used by the insurance limiter). */
   liveInstances?(): number | undefined;
   /** Release resources (timers); does not close clients the caller owns. */

@@ -43,6 +43,12 @@ export const RATELIMIT_METRICS = {
   PERMITS: "ratelimit.permits",
   /** Allotments (a Redis store's local shares) this process holds (`{allotment}`). */
   ALLOTMENTS: "ratelimit.allotments",
+  /** Gauge: the most a multi-region store's regions admit together per window (`{unit}`). */
+  REGION_BOUND: "ratelimit.region.bound",
+  /** Counter: units a multi-region store denied or let lapse for want of its home (`{unit}`). */
+  REGION_UNDER_ADMITTED: "ratelimit.region.under_admitted",
+  /** Counter: units a multi-region store admitted from its borrow ledger (`{unit}`). */
+  REGION_BORROWED: "ratelimit.region.borrowed",
   /** Gauge: an adaptive concurrency policy's limit in this process (`{permit}`). */
   CONCURRENCY_LIMIT: "ratelimit.concurrency.limit",
   /** Gauge: the permits in flight under that limit in this process (`{permit}`). */
@@ -170,6 +176,8 @@ export class Tally {
   hasPermits = false;
   /** Reads the allotments held for this policy (set by a store that has them). */
   allotments: (() => number) | undefined;
+  /** Reads a multi-region store's figures for this policy (set by a limiter over one). */
+  regions: (() => { bound: number; underAdmitted: number; borrowed: number }) | undefined;
   /** Reads an adaptive concurrency policy's limit, in-flight count and RTT baseline (ms). */
   adaptive: (() => { limit: number; inFlight: number; rttBaselineMs: number }) | undefined;
   /** Denials count with reason `shadow` (a draft's policy: it only ever reports). */
@@ -476,10 +484,17 @@ function bind(): void {
     unit: "{allotment}",
   });
   const gauges = adaptiveGauges(meter);
+  const regions = regionInstruments(meter);
   meter.addBatchObservableCallback(
     (result) => {
       for (const t of state.tallies.values()) {
         observeTally(t, result, decisions, permits, allotments);
+        if (t.regions !== undefined) {
+          const r = t.regions();
+          if (regions.bound !== undefined) result.observe(regions.bound, r.bound, t.attributes);
+          result.observe(regions.underAdmitted, r.underAdmitted, t.attributes);
+          result.observe(regions.borrowed, r.borrowed, t.attributes);
+        }
         if (gauges !== undefined && t.adaptive !== undefined) {
           const a = t.adaptive();
           result.observe(gauges.limit, a.limit, t.attributes);
@@ -489,9 +504,15 @@ function bind(): void {
         }
       }
     },
-    gauges === undefined
-      ? [decisions, permits, allotments]
-      : [decisions, permits, allotments, gauges.limit, gauges.inFlight, gauges.rttBaseline],
+    [
+      decisions,
+      permits,
+      allotments,
+      regions.underAdmitted,
+      regions.borrowed,
+      ...(regions.bound === undefined ? [] : [regions.bound]),
+      ...(gauges === undefined ? [] : [gauges.limit, gauges.inFlight, gauges.rttBaseline]),
+    ],
   );
   startSeconds();
   const duration = meter.createHistogram(RATELIMIT_METRICS.DURATION, {
@@ -500,6 +521,28 @@ function bind(): void {
     advice: { explicitBucketBoundaries: DURATION_BOUNDARIES },
   });
   state.otel = { provider, duration };
+}
+
+/** The multi-region instruments (the bound is a gauge: left out where the meter makes none). */
+function regionInstruments(meter: MeterLike): {
+  bound: ObservableLike | undefined;
+  underAdmitted: ObservableLike;
+  borrowed: ObservableLike;
+} {
+  return {
+    bound: meter.createObservableGauge?.(RATELIMIT_METRICS.REGION_BOUND, {
+      description: "The most a multi-region store's regions admit together per window",
+      unit: "{unit}",
+    }),
+    underAdmitted: meter.createObservableCounter(RATELIMIT_METRICS.REGION_UNDER_ADMITTED, {
+      description: "Units denied or lapsed for want of the key's home region (strict's cost)",
+      unit: "{unit}",
+    }),
+    borrowed: meter.createObservableCounter(RATELIMIT_METRICS.REGION_BORROWED, {
+      description: "Units admitted from a region's borrow ledger (bounded mode)",
+      unit: "{unit}",
+    }),
+  };
 }
 
 /** The adaptive concurrency gauges, where the meter makes gauges. */
