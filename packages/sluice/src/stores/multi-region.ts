@@ -28,7 +28,6 @@
  */
 import type { Clock, Timers } from "../clock.js";
 import { systemClock } from "../clock.js";
-import type { RuleDecision } from "../decision.js";
 import { StoreError, ValidationError } from "../errors.js";
 import { type Problem, type Resolved, option, resolveOptions } from "../options.js";
 import type { Policy, RuleInput } from "../policy.js";
@@ -60,7 +59,10 @@ export interface MultiRegionStoreOptions {
   horizonMs?: number;
   /** After a call to a region fails, how long that region counts as out of reach before it is tried again (ms, default 1,000). */
   probeAfterMs?: number;
-  /** Most keys whose region leases this process tracks (default 100,000; the oldest go first). */
+  /**
+   * Most keys whose region leases this process tracks (default 20,000, about 320 bytes each;
+   * when full, the longest-tracked tenth that holds nothing goes).
+   */
   maxKeys?: number;
   /** The clock region leases are timed by (epoch ms; default the system's). */
   now?: Clock;
@@ -78,7 +80,7 @@ const OPTIONS = {
   homes: option.custom<Record<string, string> | undefined>(homesOption, undefined),
   horizonMs: option.int(1, 250, 3_600_000, "must be an integer from 1 to 3600000 (ms)"),
   probeAfterMs: option.int(1, 1000, 3_600_000, "must be an integer from 1 to 3600000 (ms)"),
-  maxKeys: option.int(1, 100_000, Number.MAX_SAFE_INTEGER, "must be a positive integer"),
+  maxKeys: option.int(1, 20_000, Number.MAX_SAFE_INTEGER, "must be a positive integer"),
   now: option.fn<Clock>("must be a function returning epoch ms", systemClock),
   timers: option.timers(),
 } satisfies { readonly [K in keyof Required<MultiRegionStoreOptions>]: unknown };
@@ -110,13 +112,9 @@ interface RegionLease {
   expires: number;
   /** Whether the held units go back when the lease ends (not for fixed-window: its window ends). */
   refundable: boolean;
-  /** The home's answer at the last grant (for the figures a local decision reports), and when. */
-  base: readonly RuleDecision[] | undefined;
-  baseAt: number;
   /** The home denied: until then (lease clock), requests of `deniedCost` or more are denied. */
   deniedUntil: number;
   deniedCost: number;
-  denial: StoreDecision | undefined;
   /** A call for units in flight. */
   asking: Promise<void> | undefined;
   /** Whether the key ever had a grant. */
@@ -283,7 +281,7 @@ export class MultiRegionStore implements Store {
     }
     this.totalsOf(policy.name).underAdmitted += cost;
     const retry = Math.max(1, Math.min(this.o.probeAfterMs, this.o.horizonMs));
-    return cutOffDenial(policy, retry, l.base, this.o.now() - l.baseAt);
+    return denied(policy, this.o.now(), retry);
   }
 
   /** Bounded mode: a decision from the region's borrow ledger, or undefined when it has nothing left. */
@@ -352,15 +350,12 @@ export class MultiRegionStore implements Store {
     sentAt: number,
     asked: number,
   ): void {
-    l.base = d.rules;
-    l.baseAt = sentAt;
     if (!d.allowed) {
       // Denied until the first request the home would admit: requests above what is left
       // wait for the window's end (fixed-window) or for the missing units to come back.
       const left = Math.min(...d.rules.map((r) => r.remaining));
       l.deniedCost = left + 1;
       l.deniedUntil = sentAt + deniedFor(policy, d, l.deniedCost);
-      l.denial = d;
       return;
     }
     this.totalsOf(policy.name).unitsLeased += asked;
@@ -376,7 +371,6 @@ export class MultiRegionStore implements Store {
     l.refundable = !fixed;
     l.granted = true;
     l.deniedUntil = 0;
-    l.denial = undefined;
   }
 
   /** A decision from the held units, or undefined when they cannot answer it. */
@@ -392,8 +386,8 @@ export class MultiRegionStore implements Store {
       this.refillAhead(policy, l, now);
       return spent(policy, l, now);
     }
-    if (now < l.deniedUntil && cost >= l.deniedCost && l.denial !== undefined)
-      return shifted(l.denial, l.deniedUntil - now, now - l.baseAt);
+    if (now < l.deniedUntil && cost >= l.deniedCost)
+      return denied(policy, now, l.deniedUntil - now);
     return undefined;
   }
 
@@ -458,18 +452,15 @@ export class MultiRegionStore implements Store {
     const k = leaseKey(policy, key);
     let l = this.leases.get(k);
     if (l === undefined) {
-      if (this.leases.size >= this.o.maxKeys) this.evictOldest();
+      if (this.leases.size >= this.o.maxKeys) this.evict();
       l = {
         policy,
         key,
         units: 0,
         expires: 0,
         refundable: false,
-        base: undefined,
-        baseAt: now,
         deniedUntil: 0,
         deniedCost: 0,
-        denial: undefined,
         asking: undefined,
         granted: false,
         seen: 0,
@@ -483,12 +474,27 @@ export class MultiRegionStore implements Store {
     return l;
   }
 
-  /** Drops the longest-tracked key that has nothing in flight (its units count as lost). */
-  private evictOldest(): void {
+  /**
+   * Makes room: drops a tenth of the keys at once, the longest-tracked first, passing over those
+   * that hold units or have a call in flight (a hot key keeps its lease through a flood of new
+   * keys). Dropping a tenth at a time keeps a flood's cost per key constant: a Map walked from
+   * its start after each single deletion would be walked over every hole left behind.
+   */
+  private evict(): void {
+    let room = Math.max(1, Math.floor(this.o.maxKeys / 10));
     for (const [k, l] of this.leases) {
-      if (l.asking !== undefined) continue;
+      if (room === 0) return;
+      if (l.asking !== undefined || l.units > 0 || l.owed > 0) continue;
       this.leases.delete(k);
-      return;
+      room--;
+    }
+    // Every key holds something: the oldest go all the same (their units count as lapsed).
+    for (const [k, l] of this.leases) {
+      if (room === 0) return;
+      if (l.asking !== undefined) continue;
+      if (l.units > 0) this.lapse(l.policy, l);
+      this.leases.delete(k);
+      room--;
     }
   }
 
@@ -646,55 +652,48 @@ function deniedFor(policy: Policy, d: StoreDecision, cost: number): number {
   return Math.max(1, wait);
 }
 
-/** A decision made from held units: every rule allowed, what this region still holds as remaining. */
+/**
+ * When a rule's window or replenishment ends, by this process's clock: for fixed-window the
+ * aligned window's end, otherwise a full period (an estimate: the home holds the state).
+ */
+function resetAfter(policy: Policy, periodMs: number, now: number): number {
+  return policy.algorithm === "fixed-window" ? periodMs - (now % periodMs) : periodMs;
+}
+
+/**
+ * A decision made from held units: every rule allowed, the units this region still holds as
+ * remaining (the home may have more).
+ */
 function spent(policy: Policy, l: RegionLease, now: number): StoreDecision {
-  const elapsed = now - l.baseAt;
   return {
     allowed: true,
     blockedForMs: 0,
-    rules: policy.rules.map((r, i) => ({
+    rules: policy.rules.map((r) => ({
       limit: r.limit,
       periodMs: r.periodMs,
       burst: r.burst,
       allowed: true,
       remaining: l.units,
-      resetAfterMs: Math.max(0, (l.base?.[i]?.resetAfterMs ?? r.periodMs) - elapsed),
+      resetAfterMs: resetAfter(policy, r.periodMs, now),
       retryAfterMs: 0,
     })),
   };
 }
 
-/** The home's denial, `elapsed` ms later: its waits shortened by that much. */
-function shifted(d: StoreDecision, retryMs: number, elapsed: number): StoreDecision {
+/** A denial without units from the home (it said no, or cannot be asked now): retry after `retryMs`. */
+function denied(policy: Policy, now: number, retryMs: number): StoreDecision {
+  const retry = Math.max(1, retryMs);
   return {
     allowed: false,
     blockedForMs: 0,
-    rules: d.rules.map((r) => ({
-      ...r,
-      resetAfterMs: Math.max(0, r.resetAfterMs - elapsed),
-      retryAfterMs: r.allowed ? 0 : Math.max(1, Math.min(retryMs, r.retryAfterMs - elapsed)),
-    })),
-  };
-}
-
-/** A denial because no units can come from the home now: retry after `retryMs`. */
-function cutOffDenial(
-  policy: Policy,
-  retryMs: number,
-  base: readonly RuleDecision[] | undefined,
-  elapsed: number,
-): StoreDecision {
-  return {
-    allowed: false,
-    blockedForMs: 0,
-    rules: policy.rules.map((r, i) => ({
+    rules: policy.rules.map((r) => ({
       limit: r.limit,
       periodMs: r.periodMs,
       burst: r.burst,
       allowed: false,
       remaining: 0,
-      resetAfterMs: Math.max(retryMs, (base?.[i]?.resetAfterMs ?? r.periodMs) - elapsed),
-      retryAfterMs: retryMs,
+      resetAfterMs: Math.max(retry, resetAfter(policy, r.periodMs, now)),
+      retryAfterMs: retry,
     })),
   };
 }
