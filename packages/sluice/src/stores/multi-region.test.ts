@@ -268,6 +268,9 @@ describe("multiRegionStore", () => {
     );
     expect(b.allowed).toBe(true);
     expect(tookBounded).toBe(0);
+    // Reported against the policy's limit; remaining is what the borrow ledger has left.
+    expect(b.limit).toBe(600);
+    expect(b.remaining).toBe(4);
     expect(bounded.wans.eu.calls).toBe(0);
     // The borrowed unit is charged to the home afterwards (at the next upkeep), in its window.
     await time.advance(300);

@@ -295,7 +295,15 @@ export class MultiRegionStore implements Store {
     if (!d.allowed) return undefined;
     l.owed += cost;
     this.totalsOf(policy.name).borrowed += cost;
-    return d;
+    // Reported as the policy's rules (the ledger's limit is the borrow), with what it has left.
+    return {
+      ...d,
+      rules: d.rules.map((r, i) => ({
+        ...r,
+        limit: policy.rules[i]!.limit,
+        burst: policy.rules[i]!.burst,
+      })),
+    };
   }
 
   /**

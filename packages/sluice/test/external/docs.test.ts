@@ -27,6 +27,7 @@ const DOCS = [
   "docs/observability.md",
   "docs/quotas.md",
   "docs/adaptive.md",
+  "docs/multi-region.md",
   "packages/sluice/README.md",
   "packages/sluice/src/algorithms/README.md",
 ];
