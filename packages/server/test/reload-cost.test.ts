@@ -1,5 +1,5 @@
 /**
- * An admin write costs the same whatever the number of policies: with 10,000 policies, the
+ * An admin write costs the same whatever the number of policies: with 3,000 policies, the
  * node that makes a change, and another node on the same database, read and rebuild that one
  * change — counted (the registry's own account of each load), not timed. On every SQL database.
  */
@@ -13,7 +13,7 @@ import { forEachDatabase } from "./databases.js";
 import { waitFor } from "../../../test/support/ports.js";
 import { type TestService, call, startService } from "./helpers.js";
 
-const POLICIES = 10_000;
+const POLICIES = 3_000;
 
 forEachDatabase((database) => {
   let s: TestService;

@@ -26,17 +26,16 @@ class Wan {
   ) {}
 
   to(store: Store): Store {
-    const wan = this;
     const via = <T>(f: () => Promise<T>): Promise<T> => {
-      wan.calls++;
+      this.calls++;
       return new Promise<T>((resolve, reject) => {
-        wan.time.timers.setTimeout(() => {
-          if (wan.cut) {
+        this.time.timers.setTimeout(() => {
+          if (this.cut) {
             reject(new StoreError("SLUICE_ERR_STORE_TIMEOUT", "cut off"));
             return;
           }
-          f().then((v) => wan.time.timers.setTimeout(() => resolve(v), wan.oneWayMs), reject);
-        }, wan.oneWayMs);
+          f().then((v) => this.time.timers.setTimeout(() => resolve(v), this.oneWayMs), reject);
+        }, this.oneWayMs);
       });
     };
     return {

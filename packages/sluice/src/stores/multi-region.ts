@@ -519,7 +519,7 @@ export class MultiRegionStore implements Store {
   }
 
   /** One round of upkeep (also run by `close`). */
-  async upkeep(closing = false): Promise<void> {
+  private async upkeep(closing = false): Promise<void> {
     const now = this.o.now();
     const calls: Promise<void>[] = [];
     for (const [k, l] of this.leases) {

@@ -24,6 +24,7 @@ import {
   StoreError,
   createLimiter,
   memoryStore,
+  multiRegionStore,
   RATELIMIT_METRICS,
 } from "sluice";
 import { SluiceStore } from "sluice/compat/express-rate-limit";
@@ -330,6 +331,44 @@ describe("OpenTelemetry through sluice/express", () => {
     expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_LIMIT)).toBe(limiter.adaptiveState()!.limit);
     expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_LIMIT)).toBeGreaterThanOrEqual(20);
     expect(await gauge(RATELIMIT_METRICS.CONCURRENCY_RTT_BASELINE)).toBeCloseTo(0.06, 6);
+  });
+
+  it("a multi-region store's bound, under-admission and borrowing are instruments per policy", async () => {
+    // Region us, the key's home eu out of reach (its store fails): bounded mode borrows 2 a
+    // window, then denies.
+    const down: Store = {
+      kind: "down",
+      decide: () => Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "cut off")),
+      peek: () => Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "cut off")),
+      adjust: () => Promise.reject(new StoreError("SLUICE_ERR_STORE_UNAVAILABLE", "cut off")),
+      release: () => Promise.resolve(false),
+      reset: () => Promise.resolve(),
+    };
+    const store = multiRegionStore({
+      region: "us",
+      regions: { us: memoryStore({ now: clock }), eu: down, ap: down },
+      homes: { "otel-regions": "eu" },
+      mode: "bounded",
+      borrow: 2,
+      now: clock,
+    });
+    closers.push(() => store.close());
+    const limiter = createLimiter({
+      store,
+      policy: {
+        name: "otel-regions",
+        algorithm: "fixed-window",
+        rules: [{ limit: 10, period: "1m" }],
+        lease: true,
+      },
+    });
+    const allowed = [];
+    for (let i = 0; i < 5; i++) allowed.push((await limiter.limit("k")).allowed);
+    expect(allowed).toEqual([true, true, false, false, false]);
+    const value = async (name: string) => valueOf(await points(name, "otel-regions"), {});
+    expect(await value(RATELIMIT_METRICS.REGION_BOUND)).toBe(10 + 2 * 2);
+    expect(await value(RATELIMIT_METRICS.REGION_BORROWED)).toBe(2);
+    expect(await value(RATELIMIT_METRICS.REGION_UNDER_ADMITTED)).toBe(3);
   });
 
   it("peeks are not decisions: nothing counted", async () => {
