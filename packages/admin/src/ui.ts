@@ -433,6 +433,54 @@ export interface RulesEditor {
   setBurst(visible: boolean): void;
 }
 
+/** One field of a rule's row (`data-part` names the rule's field its issues land on). */
+function rulePart(
+  name: keyof Rule,
+  label: string,
+  value: unknown,
+  placeholder: string,
+  disabled: boolean | undefined,
+): HTMLElement {
+  const el = input({
+    name,
+    value: value === undefined ? "" : String(value),
+    placeholder,
+    disabled,
+    inputmode: name === "limit" || name === "burst" ? "numeric" : undefined,
+  });
+  return h(
+    "div",
+    { class: `field rule-${name}`, "data-part": name },
+    h("label", {}, label),
+    el,
+    h("div", { class: "field-error", role: "alert" }),
+  );
+}
+
+/** A rule as its row is written: a calendar rule when the period is a calendar word. */
+function readRule(row: Element, burstVisible: boolean): Rule {
+  const val = (n: string) => row.querySelector<HTMLInputElement>(`input[name="${n}"]`)?.value ?? "";
+  const limit = numberOrRaw(val("limit"));
+  const calendar = val("period").trim();
+  if (CALENDAR_WORDS.includes(calendar)) {
+    const timeZone = val("timeZone").trim();
+    const anchor = numberOrRaw(val("anchor"));
+    return {
+      ...(limit !== undefined ? { limit } : {}),
+      calendar,
+      ...(timeZone !== "" ? { timeZone } : {}),
+      ...(anchor !== undefined ? { anchor } : {}),
+    } as Rule;
+  }
+  const period = durationOrRaw(val("period"));
+  const burst = burstVisible ? numberOrRaw(val("burst")) : undefined;
+  return {
+    ...(limit !== undefined ? { limit } : {}),
+    ...(period !== undefined ? { period } : {}),
+    ...(burst !== undefined ? { burst } : {}),
+  } as Rule;
+}
+
 /** Creates a {@link RulesEditor} under the issue path `rules`. */
 export function rulesEditor(
   rules: readonly Rule[],
@@ -457,22 +505,8 @@ export function rulesEditor(
     });
   };
   const addRow = (r: Partial<Rule>) => {
-    const part = (name: keyof Rule, label: string, value: unknown, placeholder: string) => {
-      const el = input({
-        name,
-        value: value === undefined ? "" : String(value),
-        placeholder,
-        disabled: options.disabled,
-        inputmode: name === "limit" || name === "burst" ? "numeric" : undefined,
-      });
-      return h(
-        "div",
-        { class: `field rule-${name}`, "data-part": name },
-        h("label", {}, label),
-        el,
-        h("div", { class: "field-error", role: "alert" }),
-      );
-    };
+    const part = (name: keyof Rule, label: string, value: unknown, placeholder: string) =>
+      rulePart(name, label, value, placeholder, options.disabled);
     const row = h(
       "div",
       { class: "rule-row" },
@@ -530,29 +564,7 @@ export function rulesEditor(
   return {
     element: wrapper,
     read() {
-      return [...rows.children].map((row) => {
-        const val = (n: string) =>
-          row.querySelector<HTMLInputElement>(`input[name="${n}"]`)?.value ?? "";
-        const limit = numberOrRaw(val("limit"));
-        const calendar = val("period").trim();
-        if (CALENDAR_WORDS.includes(calendar)) {
-          const timeZone = val("timeZone").trim();
-          const anchor = numberOrRaw(val("anchor"));
-          return {
-            ...(limit !== undefined ? { limit } : {}),
-            calendar,
-            ...(timeZone !== "" ? { timeZone } : {}),
-            ...(anchor !== undefined ? { anchor } : {}),
-          } as Rule;
-        }
-        const period = durationOrRaw(val("period"));
-        const burst = burstVisible ? numberOrRaw(val("burst")) : undefined;
-        return {
-          ...(limit !== undefined ? { limit } : {}),
-          ...(period !== undefined ? { period } : {}),
-          ...(burst !== undefined ? { burst } : {}),
-        } as Rule;
-      });
+      return [...rows.children].map((row) => readRule(row, burstVisible));
     },
     setBurst(visible) {
       burstVisible = visible;

@@ -648,44 +648,55 @@ function crossFieldIssues(p: KnownFields, input: unknown): ValidationIssue[] {
   if (algorithm === "concurrency" && p.rules !== undefined && p.rules.length > 1) {
     issues.push({ path: "rules", message: "concurrency takes exactly one rule" });
   }
-  if (raw.lease !== undefined && raw.lease !== false) {
-    if (algorithm !== undefined && !ALLOTMENT_ALGORITHMS.includes(algorithm)) {
-      issues.push({
-        path: "lease",
-        message: `allotments apply to ${ALLOTMENT_ALGORITHMS.join(", ")}, not ${algorithm} (its state is a log of times that an allotment cannot move exactly)`,
-      });
-    }
-    if (blocks) {
-      issues.push({
-        path: "lease",
-        message:
-          "allotments and blockDuration do not go together (an allotment would admit during a block)",
-      });
-    }
-    if (p.windowStart === "first-request") {
-      issues.push({
-        path: "lease",
-        message:
-          "allotments need aligned windows (windowStart first-request gives each key its own)",
-      });
-    }
-    if (calendars) {
-      issues.push({
-        path: "lease",
-        message: "allotments and calendar windows do not go together (yet): remove lease",
-      });
-    }
-    if (p.refill === "interval") {
-      issues.push({
-        path: "lease",
-        message:
-          "allotments need a continuous refill (refill interval adds tokens at each key's own anchor)",
-      });
-    }
-    if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
-      issues.push({ path: "lease.ttl", message: "must be more than 0" });
-  }
+  issues.push(...allotmentIssues(p, raw, blocks, calendars));
   issues.push(...adaptiveIssues(p, raw));
+  return issues;
+}
+
+/** How `lease` (allotments) goes with the rest of the policy. */
+function allotmentIssues(
+  p: KnownFields,
+  raw: Record<string, unknown>,
+  blocks: boolean,
+  calendars: boolean,
+): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (raw.lease === undefined || raw.lease === false) return issues;
+  const algorithm = p.algorithm;
+  if (algorithm !== undefined && !ALLOTMENT_ALGORITHMS.includes(algorithm)) {
+    issues.push({
+      path: "lease",
+      message: `allotments apply to ${ALLOTMENT_ALGORITHMS.join(", ")}, not ${algorithm} (its state is a log of times that an allotment cannot move exactly)`,
+    });
+  }
+  if (blocks) {
+    issues.push({
+      path: "lease",
+      message:
+        "allotments and blockDuration do not go together (an allotment would admit during a block)",
+    });
+  }
+  if (p.windowStart === "first-request") {
+    issues.push({
+      path: "lease",
+      message: "allotments need aligned windows (windowStart first-request gives each key its own)",
+    });
+  }
+  if (calendars) {
+    issues.push({
+      path: "lease",
+      message: "allotments and calendar windows do not go together (yet): remove lease",
+    });
+  }
+  if (p.refill === "interval") {
+    issues.push({
+      path: "lease",
+      message:
+        "allotments need a continuous refill (refill interval adds tokens at each key's own anchor)",
+    });
+  }
+  if (typeof p.lease === "object" && p.lease.ttl !== undefined && p.lease.ttl <= 0)
+    issues.push({ path: "lease.ttl", message: "must be more than 0" });
   return issues;
 }
 

@@ -279,6 +279,17 @@ export class RateLimitCore<Raw, Fallback = never> {
         decision: d,
       };
     }
+    return this.tooMany(d, headers, input, req);
+  }
+
+  /** The 429 of a denial: the problem document, or what the reject strategy's `body` makes. */
+  private tooMany(
+    d: Decision,
+    headers: HeaderList,
+    input: RequestInput<Raw>,
+    req: HttpRequest<Raw>,
+  ): Outcome<Fallback> {
+    const s = this.o.strategy;
     let custom: unknown;
     if (s.type === "reject" && s.body) {
       try {
