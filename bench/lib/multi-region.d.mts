@@ -30,6 +30,8 @@ export interface ScenarioOptions {
   home?: Region;
   /** The region that decides the cold keys (default us). */
   coldRegion?: Region;
+  /** The limit (600) and the demand both times this (default 1). */
+  scale?: number;
   /** How many cold keys (default 30). */
   coldKeys?: number;
   /** Progress lines (default: none). */
@@ -37,7 +39,7 @@ export interface ScenarioOptions {
 }
 
 /** The scenario's defaults. */
-export declare const DEFAULTS: Required<Omit<ScenarioOptions, "log">>;
+export declare const DEFAULTS: Required<Omit<ScenarioOptions, "log" | "scale">>;
 
 /** Who decides: sluice's multiRegionStore in a mode, or @upstash/ratelimit's MultiRegionRatelimit. */
 export type Contestant =
@@ -71,8 +73,13 @@ export interface ContestantResult {
   failed: number;
   /** Decisions made by `onStoreError` (sluice) or by Upstash's timeout: the store was not heard. */
   storeErrors: number;
-  /** Hot decisions' latencies (ms). */
+  /** Hot decisions' latencies (ms), from the second window on (all regions, and per region). */
   hot: { p50: number; p99: number };
+  hotByRegion: Record<Region, { p50: number; p99: number }>;
+  /** The first window's latencies (ms): the key is new, its first requests wait for the home. */
+  first: { p50: number; p99: number };
+  /** The limit and the demand times this (1: as given). */
+  scale: number;
   /** sluice only: the store's bound and figures over the hot phase, all regions. */
   bound: number | undefined;
   crossRegionCalls: number | undefined;

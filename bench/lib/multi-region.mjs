@@ -137,6 +137,11 @@ const addUp = (arrays) => arrays[0].map((_, i) => sum(arrays.map((a) => a[i])));
 export async function runContestant(regions, options) {
   const o = { ...DEFAULTS, ...options };
   const { kind, windows, cutWindow, delayMs, home } = o;
+  // `scale`: the limit and the demand both times it (the same demand over the limit, 10×).
+  const scale = o.scale ?? 1;
+  const limit = Math.round(POLICY.rules[0].limit * scale);
+  const policy = { ...POLICY, rules: [{ ...POLICY.rules[0], limit }] };
+  const demand = Object.fromEntries(REGIONS.map((r) => [r, Math.round(o.demand[r] * scale)]));
   const log = o.log ?? (() => {});
   const label = kind === "upstash" ? "upstash" : `sluice ${o.mode}`;
   const children = {};
@@ -158,7 +163,7 @@ export async function runContestant(regions, options) {
         region: r,
         regions: REGIONS,
         redisPort: regions.ports[r],
-        policy: POLICY,
+        policy,
         mode: o.mode,
         borrow: o.borrow,
         home,
@@ -192,7 +197,7 @@ export async function runContestant(regions, options) {
       hot = await Promise.all(
         REGIONS.map((r) =>
           children[r].ask(
-            { type: "run", t0, windows, rate: o.demand[r], batchMs: o.batchMs, key: "hot" },
+            { type: "run", t0, windows, rate: demand[r], batchMs: o.batchMs, key: "hot" },
             (windows + 30) * 1000,
           ),
         ),
@@ -208,7 +213,11 @@ export async function runContestant(regions, options) {
     );
     const byRegion = Object.fromEntries(REGIONS.map((r, i) => [r, hot[i]]));
     const counted = kind === "upstash" ? "admittedAsked" : "admittedDone";
+    // Hot decisions: from the second window on. In the first, the key is new: its first
+    // requests wait for the home (one round trip, two in bounded mode when borrowed units are
+    // settled first) until the region has seen enough of it (`lease.hotAfter`) to lease ahead.
     const latencies = hot.flatMap((h) => h.latencies);
+    const firstLatencies = hot.flatMap((h) => h.firstLatencies);
     const decisions = sum(hot.map((h) => sum(h.decisions)));
     const stats = hot.map((h) => h.stats).filter((s) => s !== undefined && s !== null);
     const total = (field) => (stats.length > 0 ? sum(stats.map((s) => s[field])) : undefined);
@@ -217,10 +226,11 @@ export async function runContestant(regions, options) {
       kind,
       mode: o.mode,
       borrow: o.borrow,
-      limit: POLICY.rules[0].limit,
+      limit,
+      scale,
       windows,
       cutWindow,
-      demand: o.demand,
+      demand,
       delayMs,
       // Per window, all regions; the last entry holds what was answered after the last window.
       admitted: addUp(hot.map((h) => h[counted])),
@@ -230,6 +240,16 @@ export async function runContestant(regions, options) {
       failed: sum(hot.map((h) => sum(h.failed))),
       storeErrors: sum(hot.map((h) => sum(h.storeErrors))),
       hot: { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) },
+      first: { p50: quantile(firstLatencies, 0.5), p99: quantile(firstLatencies, 0.99) },
+      hotByRegion: Object.fromEntries(
+        REGIONS.map((r) => [
+          r,
+          {
+            p50: quantile(byRegion[r].latencies, 0.5),
+            p99: quantile(byRegion[r].latencies, 0.99),
+          },
+        ]),
+      ),
       bound: stats[0]?.bound,
       crossRegionCalls: total("crossRegionCalls"),
       unitsLeased: total("unitsLeased"),
@@ -247,6 +267,7 @@ export async function runContestant(regions, options) {
             : undefined,
       },
     };
+    if (o.debug) result.raw = byRegion;
     if (result.crossRegionCalls !== undefined)
       result.crossRegionPer1000 = (result.crossRegionCalls / decisions) * 1000;
     return result;
@@ -260,10 +281,10 @@ export async function runContestant(regions, options) {
 export function summaryLine(r) {
   const f = (x, d = 1) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(d));
   const parts = [
-    `${r.label}${r.borrow !== undefined ? ` (borrow ${r.borrow})` : ""}:`,
+    `${r.label}${r.borrow !== undefined ? ` (borrow ${r.borrow})` : ""}`,
     `admitted/window ${r.admitted.slice(0, r.windows).join(" ")} (cut window ${r.cutWindow}; limit ${r.limit}${r.bound !== undefined ? `, bound ${r.bound}` : ""})`,
     `decisions ${r.decisions} (failed ${r.failed}, store errors ${r.storeErrors})`,
-    `hot p50 ${f(r.hot.p50, 2)} ms p99 ${f(r.hot.p99, 2)} ms`,
+    `hot p50 ${f(r.hot.p50, 2)} ms p99 ${f(r.hot.p99, 2)} ms (first window: p99 ${f(r.first.p99, 2)} ms)`,
   ];
   if (r.crossRegionPer1000 !== undefined)
     parts.push(
