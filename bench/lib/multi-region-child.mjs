@@ -65,6 +65,13 @@ async function connect(ports) {
   if (setup.kind === "upstash") {
     const { Redis: UpstashRedis } = await import("@upstash/redis");
     const { MultiRegionRatelimit } = await import("@upstash/ratelimit");
+    // Its calls to other regions: every HTTP request @upstash/redis makes to another's REST.
+    state.remoteCalls = 0;
+    const fetch = globalThis.fetch;
+    globalThis.fetch = (input, init) => {
+      if (!String(input.url ?? input).startsWith(state.rest.url)) state.remoteCalls++;
+      return fetch(input, init);
+    };
     const url = (r) => (r === region ? state.rest.url : `http://127.0.0.1:${ports[r]}`);
     const limit = policy.rules[0].limit;
     state.ratelimit = new MultiRegionRatelimit({
@@ -72,9 +79,8 @@ async function connect(ports) {
         (r) => new UpstashRedis({ url: url(r), token: state.rest.token, enableTelemetry: false }),
       ),
       limiter: MultiRegionRatelimit.fixedWindow(limit, "1 s"),
-      // Upstash's documented default, which MultiRegionRatelimit does not create when left out:
-      // a key denied is denied here until its window ends, without a call.
-      ephemeralCache: new Map(),
+      // Its defaults otherwise: an ephemeral cache (a key denied is denied here until its
+      // window ends, without a call) and a 5 s timeout, after which a decision is allowed.
     });
     // Loads the script in every region before the run.
     await state.ratelimit.limit("warm-up");
@@ -126,8 +132,9 @@ async function connect(ports) {
   };
 }
 
-/** The store's figures so far (sluice), or undefined. */
+/** The store's figures so far (sluice), or the calls to other regions so far (upstash). */
 function stats() {
+  if (state.remoteCalls !== undefined) return { crossRegionCalls: state.remoteCalls };
   return state.store?.regionStats(state.policy);
 }
 

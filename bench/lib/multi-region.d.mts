@@ -73,6 +73,7 @@ export interface ContestantResult {
   failed: number;
   /** Decisions made by `onStoreError` (sluice) or by Upstash's timeout: the store was not heard. */
   storeErrors: number;
+  storeErrorsPerWindow: number[];
   /** Hot decisions' latencies (ms), from the second window on (all regions, and per region). */
   hot: { p50: number; p99: number };
   hotByRegion: Record<Region, { p50: number; p99: number }>;

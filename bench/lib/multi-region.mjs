@@ -143,7 +143,7 @@ export async function runContestant(regions, options) {
   const policy = { ...POLICY, rules: [{ ...POLICY.rules[0], limit }] };
   const demand = Object.fromEntries(REGIONS.map((r) => [r, Math.round(o.demand[r] * scale)]));
   const log = o.log ?? (() => {});
-  const label = kind === "upstash" ? "upstash" : `sluice ${o.mode}`;
+  const label = kind === "upstash" ? "Upstash MultiRegionRatelimit" : `sluice ${o.mode}`;
   const children = {};
   const links = [];
   try {
@@ -220,7 +220,10 @@ export async function runContestant(regions, options) {
     const firstLatencies = hot.flatMap((h) => h.firstLatencies);
     const decisions = sum(hot.map((h) => sum(h.decisions)));
     const stats = hot.map((h) => h.stats).filter((s) => s !== undefined && s !== null);
-    const total = (field) => (stats.length > 0 ? sum(stats.map((s) => s[field])) : undefined);
+    const total = (field) => {
+      const known = stats.map((s) => s[field]).filter((x) => typeof x === "number");
+      return known.length > 0 ? sum(known) : undefined;
+    };
     const result = {
       label,
       kind,
@@ -239,6 +242,7 @@ export async function runContestant(regions, options) {
       decisions,
       failed: sum(hot.map((h) => sum(h.failed))),
       storeErrors: sum(hot.map((h) => sum(h.storeErrors))),
+      storeErrorsPerWindow: addUp(hot.map((h) => h.storeErrors)),
       hot: { p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) },
       first: { p50: quantile(firstLatencies, 0.5), p99: quantile(firstLatencies, 0.99) },
       hotByRegion: Object.fromEntries(
