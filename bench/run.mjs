@@ -8,8 +8,7 @@
 //          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry,adaptive,
 //          multi-region (a subset, comma-separated; adaptive is a simulation in virtual time that
 //          needs no Redis, writes only its own section of RESULTS.md and docs/adaptive-plot.svg;
-//          multi-region starts its own three redis-servers, writes only its own section, and is
-//          left out of --quick unless named),
+//          multi-region starts its own three redis-servers and writes only its own section),
 //          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode),
 //          --render=bench/RESULTS.md (render a saved run again, e.g. after changing lib/report.mjs).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own
@@ -80,8 +79,8 @@ const log = (msg) => console.error(msg);
 await ensureBuilt(log);
 const wantsAdaptive = only === undefined || only.includes("adaptive");
 const adaptiveCommand = `node bench/run.mjs --only=adaptive${quick ? " --quick" : ""}`;
-// Three regions for ~35 s: in a full run, and in a quick one only when named.
-const wantsMultiRegion = only === undefined ? !quick : only.includes("multi-region");
+// Three regions: ~40 s in a full run, ~17 s in a quick one (three windows, five cold keys).
+const wantsMultiRegion = only === undefined || only.includes("multi-region");
 const multiRegionCommand = `node bench/run.mjs --only=multi-region${quick ? " --quick" : ""}`;
 if (only !== undefined && only.every((s) => s === "adaptive" || s === "multi-region")) {
   // Sections that write only their own part of the results and need no shared redis-server.

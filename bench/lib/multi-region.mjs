@@ -271,7 +271,6 @@ export async function runContestant(regions, options) {
             : undefined,
       },
     };
-    if (o.debug) result.raw = byRegion;
     if (result.crossRegionCalls !== undefined)
       result.crossRegionPer1000 = (result.crossRegionCalls / decisions) * 1000;
     return result;
@@ -291,11 +290,9 @@ export function summaryLine(r) {
     `hot p50 ${f(r.hot.p50, 2)} ms p99 ${f(r.hot.p99, 2)} ms (first window: p99 ${f(r.first.p99, 2)} ms)`,
   ];
   if (r.crossRegionPer1000 !== undefined)
-    parts.push(
-      `cross-region ${r.crossRegionCalls} (${f(r.crossRegionPer1000, 2)}/1000)`,
-      `under-admitted ${r.underAdmitted}`,
-      `borrowed ${r.borrowed}`,
-    );
+    parts.push(`cross-region ${r.crossRegionCalls} (${f(r.crossRegionPer1000, 2)}/1000)`);
+  if (r.kind === "sluice")
+    parts.push(`under-admitted ${r.underAdmitted}`, `borrowed ${r.borrowed}`);
   parts.push(
     `cold (${r.cold.keys} keys from ${r.cold.region}) p50 ${f(r.cold.p50)} ms p99 ${f(r.cold.p99)} ms`,
   );
