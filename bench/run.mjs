@@ -5,9 +5,10 @@
 //   npm run bench:quick    tiny counts (< 1 min): checks that every case runs; writes nothing
 //
 // Options: --quick, --only=memory,memory-hot,memory-sync,memory-flood,heap,redis,redis-policies,
-//          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry,adaptive (a subset,
-//          comma-separated; adaptive is a simulation in virtual time that needs no Redis, writes
-//          only its own section of RESULTS.md and docs/adaptive-plot.svg),
+//          ceiling,redis-memory,hot-key,service,compat,leases,grpc,telemetry,adaptive,
+//          multi-region (a subset, comma-separated; adaptive is a simulation in virtual time that
+//          needs no Redis, writes only its own section of RESULTS.md and docs/adaptive-plot.svg;
+//          multi-region starts its own three redis-servers and writes only its own section),
 //          --out=PATH (where to write the results; default bench/RESULTS.md, none in quick mode),
 //          --render=bench/RESULTS.md (render a saved run again, e.g. after changing lib/report.mjs).
 // Every case runs in its own Node process (lib/child.mjs); the bench starts its own
@@ -16,6 +17,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { adaptiveSection } from "./cases/adaptive.mjs";
+import { multiRegionSection } from "./cases/multi-region.mjs";
 import { distIsStale, ensureBuilt } from "./lib/children.mjs";
 import { ensureRedisInstalled, startRedis } from "./lib/redis.mjs";
 import { environment, loadNow, renderReport } from "./lib/report.mjs";
@@ -77,9 +79,16 @@ const log = (msg) => console.error(msg);
 await ensureBuilt(log);
 const wantsAdaptive = only === undefined || only.includes("adaptive");
 const adaptiveCommand = `node bench/run.mjs --only=adaptive${quick ? " --quick" : ""}`;
-if (only !== undefined && only.every((s) => s === "adaptive")) {
-  // The simulation alone: no Redis, and only its own section of the results is written.
-  await adaptiveSection({ quick, out, command: adaptiveCommand, log });
+// Three regions: ~40 s in a full run, ~17 s in a quick one (three windows, five cold keys).
+const wantsMultiRegion = only === undefined || only.includes("multi-region");
+const multiRegionCommand = `node bench/run.mjs --only=multi-region${quick ? " --quick" : ""}`;
+if (only !== undefined && only.every((s) => s === "adaptive" || s === "multi-region")) {
+  // Sections that write only their own part of the results and need no shared redis-server.
+  if (wantsAdaptive) await adaptiveSection({ quick, out, command: adaptiveCommand, log });
+  if (wantsMultiRegion) {
+    await ensureRedisInstalled(log);
+    await multiRegionSection({ quick, out, command: multiRegionCommand, log });
+  }
   log(`bench: done in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   process.exit(0);
 }
@@ -120,6 +129,10 @@ try {
   };
   write(renderReport({ results, meta }), { results, meta });
   if (wantsAdaptive) await adaptiveSection({ quick, out, command: adaptiveCommand, log });
+  if (wantsMultiRegion) {
+    // After the shared redis-server's cases: the section starts its own three.
+    await multiRegionSection({ quick, out, command: multiRegionCommand, log });
+  }
   if (results.failures.length > 0) {
     log(`bench: ${results.failures.length} case(s) failed:`);
     for (const f of results.failures) log(`  - ${f}`);

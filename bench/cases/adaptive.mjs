@@ -85,13 +85,16 @@ export function adaptiveMarkdown({ r, seconds }, command) {
   return lines.join("\n");
 }
 
-/** Puts the section into RESULTS.md between its markers (appended, before the raw results, the first time). */
-export function spliceResults(path, markdown) {
-  const block = `${BEGIN}\n${markdown}\n${END}`;
+/**
+ * Puts a section into RESULTS.md between its markers (appended, before the raw results, the
+ * first time); `markers` default to this section's.
+ */
+export function spliceResults(path, markdown, { begin = BEGIN, end = END } = {}) {
+  const block = `${begin}\n${markdown}\n${end}`;
   const text = existsSync(path) ? readFileSync(path, "utf8") : "";
   let next;
-  if (text.includes(BEGIN) && text.includes(END)) {
-    next = text.slice(0, text.indexOf(BEGIN)) + block + text.slice(text.indexOf(END) + END.length);
+  if (text.includes(begin) && text.includes(end)) {
+    next = text.slice(0, text.indexOf(begin)) + block + text.slice(text.indexOf(end) + end.length);
   } else {
     const raw = text.indexOf("<!-- bench-results");
     next =

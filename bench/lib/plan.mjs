@@ -27,6 +27,7 @@ export const SECTIONS = [
   "grpc",
   "telemetry",
   "adaptive",
+  "multi-region",
 ];
 
 /** Every algorithm, in the order the tables list them. */
