@@ -125,6 +125,8 @@ interface RegionLease {
   perSecond: number;
   /** Borrowed units (bounded) not yet charged to the home. */
   owed: number;
+  /** Units of the requests waiting for a call in flight (the next call asks for them all). */
+  waiting: number;
   lastUse: number;
 }
 
@@ -258,7 +260,12 @@ export class MultiRegionStore implements Store {
       if (b !== undefined) return b;
     }
     l.asking ??= this.ask(policy, key, home, l, cost);
-    await l.asking;
+    l.waiting += cost;
+    try {
+      await l.asking;
+    } finally {
+      l.waiting -= cost;
+    }
     const after = this.fromHeld(policy, l, cost, this.o.now());
     if (after !== undefined) return after;
     if (waited) return this.cutOff(policy, key, l, cost);
@@ -322,11 +329,15 @@ export class MultiRegionStore implements Store {
     const capacity = policyCapacity(policy);
     const fair = Math.max(1, Math.ceil(capacity / this.names.length));
     const demand = l.granted ? Math.ceil((l.perSecond * this.o.horizonMs) / 1000) : 0;
-    const want = Math.min(capacity, Math.max(cost, 1, Math.min(fair, cost + demand)));
+    // The requests waiting for this call (an earlier one's, which fell short) are asked for too.
+    const need = Math.max(cost, l.waiting);
+    const want = Math.min(capacity, Math.max(need, 1, Math.min(fair, need + demand)));
     const t = this.totalsOf(policy.name);
     const sentAt = this.o.now();
+    // Borrowed units are charged beside the call, not before it: a grant that does not see
+    // them yet is still within the bound (they were admitted from the borrow ledger).
+    const settled = this.settle(policy, key, home, l);
     try {
-      await this.settle(policy, key, home, l);
       t.crossRegionCalls++;
       let asked = want;
       let d = await store.decide({ policy: remote, key, cost: asked });
@@ -346,6 +357,7 @@ export class MultiRegionStore implements Store {
       if (!(err instanceof StoreError)) throw err;
       this.down.set(home, this.o.now() + this.o.probeAfterMs);
     } finally {
+      await settled; // never rejects
       l.asking = undefined;
     }
   }
@@ -475,6 +487,7 @@ export class MultiRegionStore implements Store {
         since: now,
         perSecond: 0,
         owed: 0,
+        waiting: 0,
         lastUse: now,
       };
       this.leases.set(k, l);
