@@ -106,6 +106,14 @@ export function multiRegionMarkdown({ results, seconds }, command) {
     `cold keys p50 / p99 (${first.cold.keys} new keys from ${first.cold.region}, one at a time)`,
     (r) => `${n(r.cold.p50, 1)} / ${n(r.cold.p99, 1)} ms`,
   );
+  // Max-min fairness: with every region's demand above a third of the limit, each should get
+  // about a third of what is admitted where all reach the home.
+  row(`share by region, ${REGIONS.join(" / ")} (windows the home was reachable)`, (r) => {
+    const reach = (xs) => xs.slice(0, windows).filter((_, w) => w !== cutWindow);
+    const by = REGIONS.map((g) => reach(r.admittedByRegion[g]).reduce((a, b) => a + b, 0));
+    const all = by.reduce((a, b) => a + b, 0);
+    return all > 0 ? by.map((x) => `${Math.round((100 * x) / all)}%`).join(" / ") : "–";
+  });
   row("under-admitted units (counted by the store)", (r) =>
     r.underAdmitted !== undefined ? String(r.underAdmitted) : "–",
   );

@@ -214,8 +214,8 @@ export async function runContestant(regions, options) {
     const byRegion = Object.fromEntries(REGIONS.map((r, i) => [r, hot[i]]));
     const counted = kind === "upstash" ? "admittedAsked" : "admittedDone";
     // Hot decisions: from the second window on. In the first, the key is new: its first
-    // requests wait for the home (one round trip, two in bounded mode when borrowed units are
-    // settled first) until the region has seen enough of it (`lease.hotAfter`) to lease ahead.
+    // requests wait for the home (a round trip) until the region has seen enough of it
+    // (`lease.hotAfter`) to lease ahead.
     const latencies = hot.flatMap((h) => h.latencies);
     const firstLatencies = hot.flatMap((h) => h.firstLatencies);
     const decisions = sum(hot.map((h) => sum(h.decisions)));

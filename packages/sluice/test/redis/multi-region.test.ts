@@ -7,7 +7,7 @@
  * windows aligned to the wall clock; in window 3 eu is cut off from the other two (both ways).
  * Then us decides 30 new keys homed in eu, one at a time. Hot decisions' latency is taken from
  * the second window on: in the first the key is new, and its first requests wait for the home
- * (a round trip, two in bounded mode) until the region has seen it often enough to lease ahead;
+ * (a round trip) until the region has seen it often enough to lease ahead;
  * that start is printed (`first window`), not asserted. The harness is the bench's
  * (bench/lib/multi-region.mjs; `node bench/run.mjs --only=multi-region` runs it with
  * @upstash/ratelimit's MultiRegionRatelimit beside it). Timing is real: the processes are paced
