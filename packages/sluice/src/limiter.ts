@@ -599,8 +599,9 @@ class PolicyLimiter implements Limiter {
     options: LimitOptions | undefined,
     face: Face,
   ): Decision | Promise<Decision> | undefined {
-    // A key's override, else the policy: the one look-up a key without an override costs.
-    const policy = this.overrides.get(key) ?? this.policy;
+    // A key's override, else the policy: one look-up, none while the limiter has no override.
+    const overrides = this.overrides;
+    const policy = overrides.size === 0 ? this.policy : (overrides.get(key) ?? this.policy);
     const cost = options === undefined ? 1 : this.checkCost(options.cost ?? 1, "cost", policy);
     checkKey(key);
     const commit = face !== "peek" && face !== "peekSync";
