@@ -27,13 +27,13 @@
  * the held units cannot cover waits for its home's answer (one round trip).
  */
 import type { Clock, Timers } from "../clock.js";
-import { systemClock } from "../clock.js";
 import { StoreError, ValidationError } from "../errors.js";
 import { type Problem, type Resolved, option, resolveOptions } from "../options.js";
 import type { Policy, RuleInput } from "../policy.js";
 import { definePolicy, policyCapacity, policyToInput } from "../policy.js";
 import { unrefTimer } from "../platform.js";
 import type { LocalAnswer, RegionStats, Store, StoreDecision, StoreRequest } from "../store.js";
+import { monoNow } from "./redis-health.js";
 
 export type { RegionStats } from "../store.js";
 
@@ -60,11 +60,14 @@ export interface MultiRegionStoreOptions {
   /** After a call to a region fails, how long that region counts as out of reach before it is tried again (ms, default 1,000). */
   probeAfterMs?: number;
   /**
-   * Most keys whose region leases this process tracks (default 20,000, about 320 bytes each;
+   * Most keys whose region leases this process tracks (default 20,000, about 380 bytes each;
    * when full, the longest-tracked tenth that holds nothing goes).
    */
   maxKeys?: number;
-  /** The clock region leases are timed by (epoch ms; default the system's). */
+  /**
+   * The clock region leases are timed by, in ms (default a monotonic one: a lease is a duration
+   * the home measured, and must not stretch when the wall clock is set back).
+   */
   now?: Clock;
   /** Timers for the store's upkeep (giving back, settling borrowed units); default the system's. */
   timers?: Timers;
@@ -81,7 +84,7 @@ const OPTIONS = {
   horizonMs: option.int(1, 250, 3_600_000, "must be an integer from 1 to 3600000 (ms)"),
   probeAfterMs: option.int(1, 1000, 3_600_000, "must be an integer from 1 to 3600000 (ms)"),
   maxKeys: option.int(1, 20_000, Number.MAX_SAFE_INTEGER, "must be a positive integer"),
-  now: option.fn<Clock>("must be a function returning epoch ms", systemClock),
+  now: option.fn<Clock>("must be a function returning ms", monoNow),
   timers: option.timers(),
 } satisfies { readonly [K in keyof Required<MultiRegionStoreOptions>]: unknown };
 
@@ -288,7 +291,7 @@ export class MultiRegionStore implements Store {
     }
     this.totalsOf(policy.name).underAdmitted += cost;
     const retry = Math.max(1, Math.min(this.o.probeAfterMs, this.o.horizonMs));
-    return denied(policy, this.o.now(), retry);
+    return denied(policy, l, this.o.now(), retry);
   }
 
   /** Bounded mode: a decision from the region's borrow ledger, or undefined when it has nothing left. */
@@ -407,7 +410,7 @@ export class MultiRegionStore implements Store {
       return spent(policy, l, now);
     }
     if (now < l.deniedUntil && cost >= l.deniedCost)
-      return denied(policy, now, l.deniedUntil - now);
+      return denied(policy, l, now, l.deniedUntil - now);
     return undefined;
   }
 
@@ -674,11 +677,11 @@ function deniedFor(policy: Policy, d: StoreDecision, cost: number): number {
 }
 
 /**
- * When a rule's window or replenishment ends, by this process's clock: for fixed-window the
- * aligned window's end, otherwise a full period (an estimate: the home holds the state).
+ * Until a rule is whole again, as far as this region knows: for fixed-window, until the lease
+ * ends (the home's window, or earlier); otherwise a full period (the home holds the state).
  */
-function resetAfter(policy: Policy, periodMs: number, now: number): number {
-  return policy.algorithm === "fixed-window" ? periodMs - (now % periodMs) : periodMs;
+function resetAfter(policy: Policy, periodMs: number, l: RegionLease, now: number): number {
+  return policy.algorithm === "fixed-window" && l.expires > now ? l.expires - now : periodMs;
 }
 
 /**
@@ -695,14 +698,14 @@ function spent(policy: Policy, l: RegionLease, now: number): StoreDecision {
       burst: r.burst,
       allowed: true,
       remaining: l.units,
-      resetAfterMs: resetAfter(policy, r.periodMs, now),
+      resetAfterMs: resetAfter(policy, r.periodMs, l, now),
       retryAfterMs: 0,
     })),
   };
 }
 
 /** A denial without units from the home (it said no, or cannot be asked now): retry after `retryMs`. */
-function denied(policy: Policy, now: number, retryMs: number): StoreDecision {
+function denied(policy: Policy, l: RegionLease, now: number, retryMs: number): StoreDecision {
   const retry = Math.max(1, retryMs);
   return {
     allowed: false,
@@ -713,7 +716,7 @@ function denied(policy: Policy, now: number, retryMs: number): StoreDecision {
       burst: r.burst,
       allowed: false,
       remaining: 0,
-      resetAfterMs: Math.max(retry, resetAfter(policy, r.periodMs, now)),
+      resetAfterMs: Math.max(retry, resetAfter(policy, r.periodMs, l, now)),
       retryAfterMs: retry,
     })),
   };
