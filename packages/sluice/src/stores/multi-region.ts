@@ -109,6 +109,8 @@ function homesOption(v: unknown): Record<string, string> | Problem {
 interface RegionLease {
   readonly policy: Policy;
   readonly key: string;
+  /** The key's home region (where its units come from and go back to). */
+  readonly home: string;
   /** Units held, unspent. */
   units: number;
   /** Lease clock: units cannot be spent from then on. */
@@ -147,6 +149,8 @@ export class MultiRegionStore implements Store {
   private readonly o: Resolved<typeof OPTIONS>;
   private readonly local: Store;
   private readonly names: readonly string[];
+  /** Each region's hash, mixed with a key's for its score (see {@link MultiRegionStore.homeOf}). */
+  private readonly seeds: readonly number[];
   private readonly leases = new Map<string, RegionLease>();
   /** Regions out of reach until then (lease clock). */
   private readonly down = new Map<string, number>();
@@ -177,6 +181,7 @@ export class MultiRegionStore implements Store {
     });
     this.local = this.o.regions[this.o.region]!;
     this.names = Object.keys(this.o.regions).sort();
+    this.seeds = this.names.map((name) => fnv1a(name));
   }
 
   /** The region whose ledger holds the key (its home). */
@@ -184,17 +189,19 @@ export class MultiRegionStore implements Store {
     const pinned = this.o.homes?.[policy.name];
     if (pinned !== undefined) return pinned;
     // Rendezvous hashing: the region with the highest score for the key; adding a region moves
-    // only the keys it now wins.
-    let best = this.names[0]!;
+    // only the keys it now wins. The key is hashed once; each region's score mixes that hash
+    // with the region's own (a decision costs one pass over the key, not one per region).
+    const h = fnv1a(`${policy.name}\u0000${key}`);
+    let best = 0;
     let bestScore = -1;
-    for (const name of this.names) {
-      const score = fnv1a(`${name}\u0000${policy.name}\u0000${key}`);
+    for (let i = 0; i < this.seeds.length; i++) {
+      const score = mix(h ^ this.seeds[i]!);
       if (score > bestScore) {
-        best = name;
+        best = i;
         bestScore = score;
       }
     }
-    return best;
+    return this.names[best]!;
   }
 
   /** Keys whose region leases this process tracks now (at most `maxKeys`). */
@@ -238,7 +245,7 @@ export class MultiRegionStore implements Store {
     if (home === this.o.region) return this.local.decide(req);
     this.start();
     const now = this.o.now();
-    const l = this.leaseOf(policy, key, now);
+    const l = this.leaseOf(policy, key, home, now);
     this.saw(l, now);
     const held = this.fromHeld(policy, l, cost, now);
     if (held !== undefined) return Promise.resolve(held);
@@ -421,7 +428,7 @@ export class MultiRegionStore implements Store {
   private refillAhead(policy: Policy, l: RegionLease, now: number): void {
     if (l.asking !== undefined || now < l.deniedUntil || this.closed) return;
     if (l.perSecond < (policy.lease?.hotAfter ?? 20)) return;
-    const home = this.homeOf(policy, l.key);
+    const home = l.home;
     if ((this.down.get(home) ?? 0) > now) return;
     const rtt = this.rtt.get(home) ?? this.o.horizonMs;
     if (l.units > Math.ceil((l.perSecond * rtt * 1.5) / 1000)) return;
@@ -437,9 +444,8 @@ export class MultiRegionStore implements Store {
       this.totalsOf(policy.name).underAdmitted += units;
       return;
     }
-    const home = this.homeOf(policy, l.key);
     this.totalsOf(policy.name).crossRegionCalls++;
-    this.o.regions[home]!.adjust(this.remotePolicy(policy), l.key, -units).catch(() => {
+    this.o.regions[l.home]!.adjust(this.remotePolicy(policy), l.key, -units).catch(() => {
       this.totalsOf(policy.name).underAdmitted += units;
     });
   }
@@ -471,7 +477,7 @@ export class MultiRegionStore implements Store {
     }
   }
 
-  private leaseOf(policy: Policy, key: string, now: number): RegionLease {
+  private leaseOf(policy: Policy, key: string, home: string, now: number): RegionLease {
     const k = leaseKey(policy, key);
     let l = this.leases.get(k);
     if (l === undefined) {
@@ -479,6 +485,7 @@ export class MultiRegionStore implements Store {
       l = {
         policy,
         key,
+        home,
         units: 0,
         expires: 0,
         refundable: false,
@@ -541,7 +548,7 @@ export class MultiRegionStore implements Store {
     for (const [k, l] of this.leases) {
       const { policy, key } = l;
       if (l.units > 0 && (closing || now >= l.expires)) this.lapse(policy, l);
-      if (l.owed > 0) calls.push(this.settle(policy, key, this.homeOf(policy, key), l));
+      if (l.owed > 0) calls.push(this.settle(policy, key, l.home, l));
       if (l.asking === undefined && l.units === 0 && l.owed === 0 && now - l.lastUse > 10_000)
         this.leases.delete(k);
     }
@@ -646,13 +653,19 @@ function leaseKey(policy: Policy, key: string): string {
   return `${policy.name}\u0000${key}`;
 }
 
-/** FNV-1a of the text, mixed (murmur3's finaliser) so that near texts score far apart. */
+/** FNV-1a of the text, mixed (see {@link mix}). */
 function fnv1a(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);
     h = Math.imul(h, 0x01000193);
   }
+  return mix(h);
+}
+
+/** murmur3's finaliser: near inputs score far apart. */
+function mix(x: number): number {
+  let h = x;
   h ^= h >>> 16;
   h = Math.imul(h, 0x85ebca6b);
   h ^= h >>> 13;
