@@ -213,6 +213,37 @@ export function sendingForm(
   );
 }
 
+/** What a {@link titledForm} shows around its body. */
+export interface TitledForm {
+  /** The form element's id. */
+  readonly id: string;
+  /** Its class (`"card"` for a form of its own on a page; none inside a card). */
+  readonly class?: string;
+  /** Its heading: a string becomes an `h2`; an element (an `h3` inside a card) stands as it is. */
+  readonly title: string | HTMLElement;
+  /** The submit button's id and label. */
+  readonly submit: readonly [id: string, label: string];
+}
+
+/**
+ * A {@link sendingForm} laid out as the console's forms are: its heading, the form-level error
+ * box, `body` (fields), and one submit button.
+ */
+export function titledForm(
+  form: TitledForm,
+  send: (form: HTMLFormElement) => Promise<void>,
+  ...body: Child[]
+): HTMLFormElement {
+  return sendingForm(
+    { class: form.class, id: form.id },
+    send,
+    typeof form.title === "string" ? h("h2", {}, form.title) : form.title,
+    formError(),
+    body,
+    submitActions(...form.submit),
+  );
+}
+
 /** A small select of windows (`5m`, `15m`…) whose change calls `onChange`. */
 export function windowSelect<W extends string>(
   id: string,

@@ -43,12 +43,12 @@ export { ALGORITHMS, algorithms } from "./algorithms/index.js";
 export type {
   AlgorithmName,
   Algorithm,
-  InPlaceAlgorithm,
   ResolvedRule,
   RuleOutcome,
   Step,
   Adjusted,
 } from "./algorithms/index.js";
+export type { InPlaceAlgorithm } from "./algorithms/types.js";
 export { parseDuration, formatDuration } from "./duration.js";
 export type { Duration } from "./duration.js";
 export {

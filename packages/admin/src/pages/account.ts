@@ -1,7 +1,7 @@
 /** Your account (`#/account`): who you are, and changing your own password. */
 import { ApiError } from "../api.js";
 import { h, mount } from "../dom.js";
-import { type Ctx, field, formError, heading, input, sendingForm, submitActions } from "../ui.js";
+import { type Ctx, field, heading, input, titledForm } from "../ui.js";
 
 /** `#/account`: your role and apps, and the password form. */
 export function accountPage(ctx: Ctx): Promise<void> {
@@ -13,8 +13,13 @@ export function accountPage(ctx: Ctx): Promise<void> {
   });
   const next = input({ name: "newPassword", type: "password", autocomplete: "new-password" });
   const again = input({ name: "repeat", type: "password", autocomplete: "new-password" });
-  const form = sendingForm(
-    { class: "card", id: "password-form" },
+  const form = titledForm(
+    {
+      class: "card",
+      id: "password-form",
+      title: "Change your password",
+      submit: ["change-password", "Change password"],
+    },
     async () => {
       if (next.value !== again.value) {
         throw new ApiError(400, "invalid_request", "Password not changed", [
@@ -25,12 +30,9 @@ export function accountPage(ctx: Ctx): Promise<void> {
       for (const el of [current, next, again]) el.value = "";
       ctx.flash("Password changed. Your other sessions have ended; this one goes on.");
     },
-    h("h2", {}, "Change your password"),
-    formError(),
     field("Current password", "currentPassword", current),
     field("New password", "newPassword", next, "At least 8 characters."),
     field("New password again", "repeat", again),
-    submitActions("change-password", "Change password"),
   );
   mount(
     ctx.main,

@@ -17,15 +17,13 @@ import {
   failed,
   field,
   flashingErrors,
-  formError,
   heading,
   input,
   isAdmin,
   listTable,
   loading,
   scroller,
-  sendingForm,
-  submitActions,
+  titledForm,
 } from "../ui.js";
 
 const enc = encodeURIComponent;
@@ -147,22 +145,24 @@ export async function appsPage(ctx: Ctx, fresh?: { app: AppWithKey; verb: string
     name: "description",
     placeholder: "What calls sluice with this key",
   });
-  const form = sendingForm(
-    { class: "card inline-form", id: "app-form" },
+  const form = titledForm(
+    {
+      class: "card inline-form",
+      id: "app-form",
+      title: "New app",
+      submit: ["create-app", "Create app"],
+    },
     async () => {
       const created = await ctx.api.createApp(name.value.trim(), description.value.trim());
       ctx.flash(`Created app ${created.name}`);
       await reload(created);
     },
-    h("h2", {}, "New app"),
-    formError(),
     h(
       "div",
       { class: "row" },
       field("Name", "name", name),
       field("Description", "description", description),
     ),
-    submitActions("create-app", "Create app"),
   );
 
   mount(

@@ -12,7 +12,6 @@ import {
   type Ctx,
   deleteButton,
   field,
-  formError,
   headedCard,
   input,
   listTable,
@@ -21,8 +20,7 @@ import {
   ruleText,
   rulesEditor,
   scroller,
-  sendingForm,
-  submitActions,
+  titledForm,
 } from "../ui.js";
 
 /** Overrides shown per page. */
@@ -199,8 +197,12 @@ function overrideForm(
   const rules = rulesEditor(o?.rules ?? p.rules);
   const algorithm = p.algorithm ?? "gcra";
   rules.setBurst(algorithm === "gcra" || algorithm === "token-bucket");
-  return sendingForm(
-    { id: "override-form" },
+  return titledForm(
+    {
+      id: "override-form",
+      title: h("h3", {}, o ? `Change the override of ${o.key}` : "Add an override"),
+      submit: ["save-override", "Save override"],
+    },
     async () => {
       const k = key.value.trim();
       // An empty key names no route to send to: refused here, at its field.
@@ -212,10 +214,7 @@ function overrideForm(
       ctx.flash(`Override of ${k} saved`);
       await saved();
     },
-    h("h3", {}, o ? `Change the override of ${o.key}` : "Add an override"),
-    formError(),
     field("Key", "key", key, "The identifier the override applies to, as decisions name it."),
     rules.element,
-    submitActions("save-override", "Save override"),
   );
 }

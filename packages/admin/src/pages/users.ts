@@ -11,7 +11,6 @@ import {
   deleteButton,
   field,
   fieldGroup,
-  formError,
   heading,
   input,
   isAdmin,
@@ -20,8 +19,7 @@ import {
   messageOf,
   scroller,
   select,
-  sendingForm,
-  submitActions,
+  titledForm,
 } from "../ui.js";
 
 const ROLE_OPTIONS = [
@@ -138,8 +136,8 @@ function newUserForm(
   const owned = appChecks(apps, []);
   const ownedField = fieldGroup("apps", h("label", {}, "Apps owned"), owned);
   showForOwners(role, ownedField);
-  return sendingForm(
-    { class: "card", id: "user-form" },
+  return titledForm(
+    { class: "card", id: "user-form", title: "New user", submit: ["create-user", "Create user"] },
     async () => {
       const r = role.value as Role;
       await ctx.api.createUser({
@@ -151,8 +149,6 @@ function newUserForm(
       ctx.flash(`Created ${username.value.trim()} (${r})`);
       await reload();
     },
-    h("h2", {}, "New user"),
-    formError(),
     h(
       "div",
       { class: "row" },
@@ -161,7 +157,6 @@ function newUserForm(
       field("Role", "role", role),
     ),
     ownedField,
-    submitActions("create-user", "Create user"),
   );
 }
 

@@ -22,26 +22,7 @@
  * A state is kept for `ttlMs` after it changed; past that it must be treated as no state
  * (`undefined`), as the stores do.
  */
-export {
-  ALGORITHMS,
-  algorithms,
-  concurrency,
-  fixedWindow,
-  fixedWindowFromFirstRequest,
-  gcra,
-  slidingLog,
-  slidingWindow,
-  tokenBucket,
-  tokenBucketInterval,
-} from "./index.js";
-export type {
-  AlgorithmName,
-  Algorithm,
-  Adjusted,
-  ResolvedRule,
-  RuleOutcome,
-  Step,
-} from "./index.js";
+export * from "./index.js";
 export { evaluate } from "../evaluate.js";
 export type { Evaluation, KeyState } from "../evaluate.js";
 export * from "../policy-exports.js";

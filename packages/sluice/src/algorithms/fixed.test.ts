@@ -1,12 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { type FixedAlgorithm, type StepFigures, isFixedAlgorithm } from "./types.js";
 import {
-  type FixedAlgorithm,
-  type StepFigures,
   fixedWindow,
   fixedWindowFromFirstRequest,
   gcra,
-  isFixedAlgorithm,
   slidingWindow,
   tokenBucket,
   tokenBucketInterval,

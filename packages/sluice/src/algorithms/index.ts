@@ -6,17 +6,9 @@ import { slidingWindow } from "./sliding-window.js";
 import { tokenBucket, tokenBucketInterval } from "./token-bucket.js";
 import type { Algorithm } from "./types.js";
 
-export type {
-  Algorithm,
-  FixedAlgorithm,
-  InPlaceAlgorithm,
-  StepFigures,
-  ResolvedRule,
-  RuleOutcome,
-  Step,
-  Adjusted,
-} from "./types.js";
-export { EPS, ceilMs, floorUnits, isFixedAlgorithm } from "./types.js";
+// What `sluice/algorithms` publishes (entry.ts re-exports all of it); the stores' internals
+// (`EPS`, `isFixedAlgorithm`, the in-place and fixed forms) are imported from types.js.
+export type { Algorithm, ResolvedRule, RuleOutcome, Step, Adjusted } from "./types.js";
 export {
   concurrency,
   fixedWindow,

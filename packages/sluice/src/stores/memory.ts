@@ -1,3 +1,4 @@
+import { concurrency } from "../algorithms/index.js";
 import {
   type Algorithm,
   type FixedAlgorithm,
@@ -6,9 +7,8 @@ import {
   type RuleOutcome,
   type Step,
   type StepFigures,
-  concurrency,
   isFixedAlgorithm,
-} from "../algorithms/index.js";
+} from "../algorithms/types.js";
 import { type Clock, systemClock } from "../clock.js";
 import { ruleDecision, ruleDecisions } from "../decision.js";
 import {
