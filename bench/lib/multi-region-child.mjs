@@ -2,7 +2,8 @@
 // IPC): it reaches its own region's Redis directly and the other two through the harness's delay
 // proxies, decides the hot key at the rate the parent sets, and reports what it admitted per
 // window, its latencies and its store's figures. `kind: "sluice"` runs a `multiRegionStore` over
-// one `redisStore` per region; `kind: "upstash"` runs @upstash/ratelimit's MultiRegionRatelimit
+// one `redisStore` per region, each on an ioredis client, or a node-redis one (`client:
+// "node-redis"`); `kind: "upstash"` runs @upstash/ratelimit's MultiRegionRatelimit
 // over the REST fixture of each region (this process serves its own region's fixture; it is a
 // TypeScript file: the parent starts this process with `--import tsx` for that kind).
 import { performance } from "node:perf_hooks";
@@ -59,6 +60,28 @@ async function init(message) {
   return { port: setup.redisPort };
 }
 
+/**
+ * A connected client of the server at `port`: ioredis (the default) or node-redis. Either way a
+ * link cut and healed reconnects soon (every 50 ms), not after the client's growing back-off;
+ * node-redis also gives up on a connection that does not answer within 500 ms (a cut link holds
+ * new connections silent), where its default would wait 5 s.
+ */
+async function redisClient(kind = "ioredis", port) {
+  if (kind === "node-redis") {
+    const { createClient } = await import("redis");
+    const client = createClient({
+      socket: { host: "127.0.0.1", port, connectTimeout: 500, reconnectStrategy: () => 50 },
+    });
+    // A cut link's errors are the scenario's; the store reports what it could not decide.
+    client.on("error", () => {});
+    await client.connect();
+    return client;
+  }
+  const client = new Redis({ host: "127.0.0.1", port, lazyConnect: true, retryStrategy: () => 50 });
+  await client.connect();
+  return client;
+}
+
 /** Builds the limiter: this region's server directly, the others' through `ports` (the proxies). */
 async function connect(ports) {
   const { regions, region, policy } = setup;
@@ -97,14 +120,7 @@ async function connect(ports) {
   state.clients = {};
   const stores = {};
   for (const r of regions) {
-    const client = new Redis({
-      host: "127.0.0.1",
-      port: r === region ? setup.redisPort : ports[r],
-      lazyConnect: true,
-      // A link cut and healed: reconnect soon, not after ioredis's growing back-off.
-      retryStrategy: () => 50,
-    });
-    await client.connect();
+    const client = await redisClient(setup.client, r === region ? setup.redisPort : ports[r]);
     state.clients[r] = client;
     stores[r] = sluice.redisStore({ client, logger: false });
   }
@@ -215,6 +231,10 @@ async function runCold({ count, prefix }) {
 async function stop() {
   await state?.store?.close();
   for (const s of Object.values(state?.regionStores ?? {})) await s.close?.();
-  for (const c of Object.values(state?.clients ?? {})) c.disconnect();
+  // ioredis's disconnect; node-redis's destroy (its disconnect is deprecated from 5 on).
+  for (const c of Object.values(state?.clients ?? {})) {
+    if (typeof c.destroy === "function") c.destroy();
+    else c.disconnect();
+  }
   await state?.rest?.stop();
 }

@@ -41,11 +41,17 @@ export interface ScenarioOptions {
 /** The scenario's defaults. */
 export declare const DEFAULTS: Required<Omit<ScenarioOptions, "log" | "scale">>;
 
-/** Who decides: sluice's multiRegionStore in a mode, or @upstash/ratelimit's MultiRegionRatelimit. */
+/**
+ * Who decides: sluice's multiRegionStore in a mode, over ioredis clients (the default) or
+ * node-redis ones, or @upstash/ratelimit's MultiRegionRatelimit.
+ */
 export type Contestant =
-  | { kind: "sluice"; mode: "strict"; borrow?: undefined }
-  | { kind: "sluice"; mode: "bounded"; borrow: number }
-  | { kind: "upstash"; mode?: undefined; borrow?: undefined };
+  | { kind: "sluice"; mode: "strict"; borrow?: undefined; client?: RedisClientName }
+  | { kind: "sluice"; mode: "bounded"; borrow: number; client?: RedisClientName }
+  | { kind: "upstash"; mode?: undefined; borrow?: undefined; client?: undefined };
+
+/** The Redis client each region's `redisStore` runs on. */
+export type RedisClientName = "ioredis" | "node-redis";
 
 /** The three regions' redis-servers. */
 export interface Regions {

@@ -126,7 +126,7 @@ const addUp = (arrays) => arrays[0].map((_, i) => sum(arrays.map((a) => a[i])));
 
 /**
  * Runs one contestant over `regions` (from {@link startRegions}): `kind` "sluice" (`mode`
- * "strict", or "bounded" with `borrow`) or "upstash" (MultiRegionRatelimit.fixedWindow over a
+ * "strict", or "bounded" with `borrow`; `client` "ioredis", the default, or "node-redis") or "upstash" (MultiRegionRatelimit.fixedWindow over a
  * REST fixture per region). Options default to {@link DEFAULTS}. Resolves its figures:
  * `admitted[w]` (all regions; sluice by when each decision was answered, which for a region
  * lease is inside the home's window that granted it; upstash by when it was asked, which picks
@@ -143,7 +143,10 @@ export async function runContestant(regions, options) {
   const policy = { ...POLICY, rules: [{ ...POLICY.rules[0], limit }] };
   const demand = Object.fromEntries(REGIONS.map((r) => [r, Math.round(o.demand[r] * scale)]));
   const log = o.log ?? (() => {});
-  const label = kind === "upstash" ? "Upstash MultiRegionRatelimit" : `sluice ${o.mode}`;
+  const label =
+    kind === "upstash"
+      ? "Upstash MultiRegionRatelimit"
+      : `sluice ${o.mode}${o.client === "node-redis" ? " on node-redis" : ""}`;
   const children = {};
   const links = [];
   try {
@@ -166,6 +169,7 @@ export async function runContestant(regions, options) {
         policy,
         mode: o.mode,
         borrow: o.borrow,
+        client: o.client,
         home,
         sluiceDist: SLUICE_DIST,
         restFixture: REST_FIXTURE,
