@@ -10,7 +10,10 @@
  * - a temporary app folder runs `npm init -y`, installs the library's tarball and Express, runs
  *   the README's first Express program and sees the 429 after the limit; then makes the
  *   README's one change for Redis and sees two processes share the limit on a real redis-server;
- * - the service's four tarballs install together and give a working `npx sluice`.
+ * - the service's four tarballs install together and give a working `npx sluice`;
+ * - @sluice/nest installs into a Nest app as npm installs Nest today (12: ES modules only; the
+ *   workspace's own suites run Nest 11) and limits HTTP on Express and Fastify, GraphQL and a
+ *   WebSocket gateway, also where `require` cannot load an ES module (Node before 20.19).
  *
  * Installs use `--prefer-offline`: the npm cache the repository's own install filled, the
  * registry only for what is missing. The one departure from the README: packing does not
@@ -25,6 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { blocks, repoRoot as root } from "./support/markdown.js";
 import { freePort, waitFor } from "./support/ports.js";
 import { type RedisServer, startRedis } from "./support/redis.js";
+import WebSocket from "ws";
 
 /** The published packages: folder under packages/, and files each must ship. */
 const PACKAGES = [
@@ -265,10 +269,11 @@ describe("the README's Install and first program, in a new app outside the repos
     file: string,
     env: NodeJS.ProcessEnv = {},
     output: string[] = [],
+    where: { cwd?: string; nodeArgs?: string[] } = {},
   ): Promise<string> {
     const port = await freePort();
-    const child = spawn(process.execPath, [file], {
-      cwd: app,
+    const child = spawn(process.execPath, [...(where.nodeArgs ?? []), file], {
+      cwd: where.cwd ?? app,
       env: { ...process.env, ...env, PORT: String(port) },
       stdio: ["ignore", "pipe", "pipe"],
     });
@@ -361,6 +366,82 @@ describe("the README's Install and first program, in a new app outside the repos
         upstash: [true, true, false],
         throttler: [false, false, false, true],
       });
+    }
+  });
+
+  it("installs @sluice/nest into an app on Nest as npm installs it today, and limits HTTP, GraphQL and a gateway", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "sluice-nest-app-"));
+    try {
+      run("npm", ["init", "-y"], dir);
+      run("npm", ["pkg", "set", "type=module"], dir);
+      // Plain `npm install`: a peer range that left out today's Nest would fail it (ERESOLVE).
+      install(
+        dir,
+        tarball("sluice"),
+        tarball("sluice-nest"),
+        "@nestjs/common",
+        "@nestjs/core",
+        "@nestjs/platform-express",
+        "@nestjs/platform-fastify",
+        "@nestjs/websockets",
+        "@nestjs/platform-ws",
+        "@nestjs/graphql",
+        "@nestjs/apollo",
+        "@apollo/server",
+        "@as-integrations/express5",
+        "graphql",
+        "reflect-metadata",
+        "rxjs",
+      );
+      const nest = readJson<PackageJson>(join(dir, "node_modules/@nestjs/core/package.json"));
+      expect(Number(nest.version.split(".")[0])).toBeGreaterThanOrEqual(12);
+      writeFileSync(join(dir, "nest-app.mjs"), NEST_PROGRAM);
+      for (const platform of ["express", "fastify"]) {
+        const url = await start("nest-app.mjs", { PLATFORM: platform }, [], { cwd: dir });
+        const statuses = async (path: string, n: number) => {
+          const out: number[] = [];
+          for (let i = 0; i < n; i++) out.push((await fetch(`${url}${path}`)).status);
+          return out;
+        };
+        expect(await statuses("health", 3), platform).toEqual([200, 200, 200]);
+        // login: its own policy (2) and the default one (5), all or nothing.
+        expect(await statuses("login", 3), platform).toEqual([200, 200, 429]);
+        expect(await statuses("hello", 4), platform).toEqual([200, 200, 200, 429]);
+        const denied = await fetch(`${url}hello`);
+        expect(denied.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+        expect(denied.headers.get("ratelimit-policy")).toBe('"api";q=5;w=60');
+      }
+      // GraphQL and the gateway (Express), once as Node runs today and once as a Node that
+      // cannot require an ES module: Nest 12's WsException is still found.
+      for (const nodeArgs of [[], ["--no-experimental-require-module"]]) {
+        const base = await start("nest-app.mjs", { PLATFORM: "express" }, [], {
+          cwd: dir,
+          nodeArgs,
+        });
+        const answers: unknown[] = [];
+        for (let i = 0; i < 3; i++) {
+          const r = await fetch(`${base}graphql`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ query: "{ me }" }),
+          });
+          answers.push(await r.json());
+        }
+        expect(answers.slice(0, 2)).toEqual([{ data: { me: "me" } }, { data: { me: "me" } }]);
+        expect(answers[2]).toMatchObject({
+          errors: [{ extensions: { code: "RATE_LIMITED", limit: 2, remaining: 0 } }],
+        });
+        // The gateway names SluiceGuard, as the guide says, and Nest 12 runs the global one
+        // too: each message is still one charge (limit 2: two said, then the exception).
+        const messages = await chat(`${base.replace("http", "ws")}chat`, 3);
+        const said = messages.filter((m) => m.event === "said");
+        expect(said, nodeArgs.join(" ")).toHaveLength(2);
+        expect(messages.find((m) => m.event === "exception")).toMatchObject({
+          data: { code: "RATE_LIMITED", limit: 2, remaining: 0, policies: ["messages"] },
+        });
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
@@ -505,4 +586,107 @@ for (const [name, make] of Object.entries(makers)) {
   clients.forEach(close);
 }
 console.log(JSON.stringify(report));
+`;
+
+/** Opens a `ws` connection to `url`, sends `n` "say" messages, resolves its first `n` answers. */
+function chat(url: string, n: number): Promise<Array<{ event: string; data: unknown }>> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url);
+    const got: Array<{ event: string; data: unknown }> = [];
+    // A denial the gateway could not answer (its exception class not found) answers nothing.
+    const silent = setTimeout(() => {
+      socket.terminate();
+      reject(new Error(`${n} answers expected, ${got.length} came: ${JSON.stringify(got)}`));
+    }, 10_000);
+    socket.on("error", reject);
+    socket.on("open", () => {
+      for (let i = 0; i < n; i++) socket.send(JSON.stringify({ event: "say", data: `hi ${i}` }));
+    });
+    socket.on("message", (data: Buffer) => {
+      got.push(JSON.parse(data.toString("utf8")) as { event: string; data: unknown });
+      if (got.length === n) {
+        clearTimeout(silent);
+        socket.close();
+        resolve(got);
+      }
+    });
+  });
+}
+
+/**
+ * A Nest app as plain JavaScript (no compiler: each decorator applied as the function it is):
+ * HTTP routes on Express or Fastify (PLATFORM), and on Express a GraphQL query (Apollo) and a
+ * WebSocket gateway (platform-ws) that names SluiceGuard and the WebSocket filter as the guide
+ * says. Policies: "api" (5 a minute) for every route, "login" (2) on /login, none on /health;
+ * "gql" (2) on the query, "messages" (2) on the gateway's "say".
+ */
+const NEST_PROGRAM = `
+import "reflect-metadata";
+import { Controller, Get, Module, UseFilters, UseGuards } from "@nestjs/common";
+import { NestFactory } from "@nestjs/core";
+import { RateLimit, SkipRateLimit, SluiceGuard, SluiceModule, SluiceWsExceptionFilter } from "@sluice/nest";
+
+const method = (decorator, cls, name) =>
+  decorator(cls.prototype, name, Object.getOwnPropertyDescriptor(cls.prototype, name));
+const fixed = (name) => ({ name, algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] });
+
+class HelloController {
+  hello() { return "hello"; }
+  login() { return "welcome"; }
+  health() { return "ok"; }
+}
+Controller()(HelloController);
+method(Get("hello"), HelloController, "hello");
+method(Get("login"), HelloController, "login");
+method(RateLimit(fixed("login")), HelloController, "login");
+method(Get("health"), HelloController, "health");
+method(SkipRateLimit(), HelloController, "health");
+
+const express = process.env.PLATFORM === "express";
+const imports = [
+  SluiceModule.forRoot({
+    policies: [{ name: "api", algorithm: "gcra", rules: [{ limit: 5, period: "1m" }] }],
+    defaultPolicies: ["api"],
+  }),
+];
+const providers = [];
+if (express) {
+  const { GraphQLModule, Query, Resolver } = await import("@nestjs/graphql");
+  const { ApolloDriver } = await import("@nestjs/apollo");
+  const { SubscribeMessage, WebSocketGateway } = await import("@nestjs/websockets");
+  class QueryResolver {
+    me() { return "me"; }
+  }
+  Resolver()(QueryResolver);
+  method(Query("me"), QueryResolver, "me");
+  method(SkipRateLimit("api"), QueryResolver, "me");
+  method(RateLimit(fixed("gql")), QueryResolver, "me");
+  class ChatGateway {
+    say(_client, text) { return { event: "said", data: text }; }
+  }
+  WebSocketGateway({ path: "/chat" })(ChatGateway);
+  UseGuards(SluiceGuard)(ChatGateway);
+  UseFilters(SluiceWsExceptionFilter)(ChatGateway);
+  method(SubscribeMessage("say"), ChatGateway, "say");
+  method(SkipRateLimit("api"), ChatGateway, "say");
+  method(RateLimit(fixed("messages")), ChatGateway, "say");
+  imports.push(GraphQLModule.forRoot({ driver: ApolloDriver, typeDefs: "type Query { me: String! }" }));
+  providers.push(QueryResolver, ChatGateway);
+}
+
+class AppModule {}
+Module({ imports, controllers: [HelloController], providers })(AppModule);
+
+const options = { logger: false, abortOnError: false };
+let app;
+if (express) {
+  app = await NestFactory.create(AppModule, options);
+  const { WsAdapter } = await import("@nestjs/platform-ws");
+  app.useWebSocketAdapter(new WsAdapter(app));
+} else {
+  const { FastifyAdapter } = await import("@nestjs/platform-fastify");
+  app = await NestFactory.create(AppModule, new FastifyAdapter(), options);
+}
+await app.listen(Number(process.env.PORT), "127.0.0.1");
+console.log(\`listening on http://localhost:\${process.env.PORT}\`);
 `;

@@ -29,12 +29,30 @@ function keyResult(found: unknown, plan: Plan, source: string): string | undefin
   return found;
 }
 
+/**
+ * What each execution context was answered. Nest runs a call's guards in one pass over one
+ * context, the app's global ones first: where SluiceGuard is both global and named on a
+ * controller or gateway (Nest 12 runs global guards on gateways too, where Nest 10 and 11 did
+ * not and the guide names it), the second answers as the first did instead of charging again.
+ */
+const answered = new WeakMap<ExecutionContext, Promise<boolean>>();
+
 /** Limits every handler it guards by its `@RateLimit` policies and the module's defaults. */
 @Injectable()
 export class SluiceGuard implements CanActivate {
   constructor(@Inject(SluiceLimits) private readonly limits: SluiceLimits) {}
 
-  async canActivate(context: ExecutionContext): Promise<boolean> {
+  canActivate(context: ExecutionContext): Promise<boolean> {
+    let answer = answered.get(context);
+    if (answer === undefined) {
+      answer = this.decide(context);
+      answered.set(context, answer);
+    }
+    return answer;
+  }
+
+  /** The decision of one call: its plan's charges, decided at once, all or nothing. */
+  private async decide(context: ExecutionContext): Promise<boolean> {
     const kind = kindOf(context);
     if (kind === undefined) return true;
     const plan = this.limits.planFor(context.getClass(), context.getHandler());

@@ -26,6 +26,7 @@ import {
 import { type Charge, type CombinedDecision, decideAll } from "./decide.js";
 import type { CostEntry, RateLimitEntry, SkipEntry } from "./decorators.js";
 import { type ResolvedOptions, known, policyProblem, resolveModuleOptions } from "./options.js";
+import { preloadNestPeers } from "./optional.js";
 import type { CostFunction, KeyFunction, SluiceModuleOptions } from "./types.js";
 
 /** One policy of a handler, resolved. @internal */
@@ -72,8 +73,11 @@ export class SluiceLimits implements OnModuleInit {
     this.options = resolveModuleOptions(options);
   }
 
-  /** Reads every handler's decorators now: a bad one stops the app from starting. */
-  onModuleInit(): void {
+  /**
+   * Reads every handler's decorators now: a bad one stops the app from starting. Then imports
+   * the optional Nest packages the app has (optional.ts).
+   */
+  async onModuleInit(): Promise<void> {
     const problems: string[] = [];
     const wrappers = [...this.discovery.getControllers(), ...this.discovery.getProviders()];
     for (const wrapper of wrappers) {
@@ -103,6 +107,7 @@ export class SluiceLimits implements OnModuleInit {
         "Invalid rate limit decorators",
         problems.map((message) => ({ path: "", message })),
       );
+    await preloadNestPeers();
   }
 
   /** The limiter of policy `name` (a module policy, an inline one, or the service's). */

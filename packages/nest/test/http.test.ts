@@ -2,10 +2,10 @@
  * HTTP on Express and on Fastify: a real Nest app per platform on 127.0.0.1, asked with fetch.
  * Time is the memory store's injected clock; nothing waits.
  */
-import { Controller, Get, Inject, Module, Req } from "@nestjs/common";
+import { Controller, Get, Inject, Module, Req, UseGuards } from "@nestjs/common";
 import { describe, expect, it } from "vitest";
 import { ManualTime } from "../../../test/support/manual-time.js";
-import { RateLimit, SkipRateLimit, SluiceLimits, SluiceModule } from "../src/index.js";
+import { RateLimit, SkipRateLimit, SluiceGuard, SluiceLimits, SluiceModule } from "../src/index.js";
 import { PLATFORMS, get, startApp } from "./support.js";
 
 const time = new ManualTime();
@@ -46,6 +46,20 @@ class AppController {
   }
 }
 
+/**
+ * The guard named on the controller while the module's is global: Nest runs both on each call
+ * (as Nest 12 does on a gateway whose guide names it). One call is one charge.
+ */
+@Controller("named")
+@UseGuards(SluiceGuard)
+class NamedGuardController {
+  @Get("three")
+  @RateLimit("three")
+  three(): string {
+    return "ok";
+  }
+}
+
 @Module({
   imports: [
     SluiceModule.forRoot({
@@ -63,7 +77,7 @@ class AppController {
       clock: time.now,
     }),
   ],
-  controllers: [AppController],
+  controllers: [AppController, NamedGuardController],
 })
 class AppModule {}
 
@@ -137,5 +151,16 @@ describe.each(PLATFORMS)("on %s", (platform) => {
     expect((await limits.limiter("wide").peek(user)).remaining).toBe(3);
     for (let i = 0; i < 3; i++) expect((await get(`${url}/wide`, who)).status).toBe(200);
     expect((await get(`${url}/wide`, who)).status).toBe(429);
+  });
+
+  it("charges a call once where the guard is both global and named on its controller", async () => {
+    const { app, url } = await startApp(AppModule, platform);
+    const user = `named-${platform}`;
+    const who = { "x-user": user };
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push((await get(`${url}/named/three`, who)).status);
+    expect(statuses).toEqual([200, 200, 200, 429]);
+    // The default policies too: one unit each per call that passed (burst allows 8).
+    expect((await app.get(SluiceLimits).limiter("burst").peek(user)).remaining).toBe(8 - 3);
   });
 });
