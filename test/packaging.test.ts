@@ -369,7 +369,7 @@ describe("the README's Install and first program, in a new app outside the repos
     }
   });
 
-  it("installs @sluice/nest into an app on Nest as npm installs it today, and limits HTTP, GraphQL and a gateway", async () => {
+  it("installs @sluice/nest into an app on Nest as npm installs it today: HTTP, GraphQL, a gateway, and the throttler face", async () => {
     const dir = mkdtempSync(join(tmpdir(), "sluice-nest-app-"));
     try {
       run("npm", ["init", "-y"], dir);
@@ -389,6 +389,7 @@ describe("the README's Install and first program, in a new app outside the repos
         "@nestjs/apollo",
         "@apollo/server",
         "@as-integrations/express5",
+        "@nestjs/throttler",
         "graphql",
         "reflect-metadata",
         "rxjs",
@@ -440,6 +441,12 @@ describe("the README's Install and first program, in a new app outside the repos
           data: { code: "RATE_LIMITED", limit: 2, remaining: 0, policies: ["messages"] },
         });
       }
+      // The @nestjs/throttler face on the same Nest: ThrottlerGuard over SluiceThrottlerStorage.
+      writeFileSync(join(dir, "throttler.mjs"), THROTTLER_PROGRAM);
+      const port = await freePort();
+      expect(run(process.execPath, ["throttler.mjs"], dir, { PORT: String(port) }).stdout).toBe(
+        "200 1 null\n200 0 null\n429 null 60\n",
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -689,4 +696,36 @@ if (express) {
 }
 await app.listen(Number(process.env.PORT), "127.0.0.1");
 console.log(\`listening on http://localhost:\${process.env.PORT}\`);
+`;
+
+/**
+ * @nestjs/throttler's guard over sluice's storage in the same Nest app (limit 2 a minute): asks
+ * itself three times and prints each answer's status, X-RateLimit-Remaining and Retry-After.
+ */
+const THROTTLER_PROGRAM = `
+import "reflect-metadata";
+import { Controller, Get, Module } from "@nestjs/common";
+import { APP_GUARD, NestFactory } from "@nestjs/core";
+import { ThrottlerGuard, ThrottlerModule } from "@nestjs/throttler";
+import { SluiceThrottlerStorage } from "sluice/compat/nestjs-throttler";
+
+class HelloController {
+  hello() { return "hi"; }
+}
+Controller()(HelloController);
+Get("hello")(HelloController.prototype, "hello", Object.getOwnPropertyDescriptor(HelloController.prototype, "hello"));
+class AppModule {}
+Module({
+  imports: [ThrottlerModule.forRoot({ throttlers: [{ ttl: 60000, limit: 2 }], storage: new SluiceThrottlerStorage() })],
+  controllers: [HelloController],
+  providers: [{ provide: APP_GUARD, useClass: ThrottlerGuard }],
+})(AppModule);
+
+const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+await app.listen(Number(process.env.PORT), "127.0.0.1");
+for (let i = 0; i < 3; i++) {
+  const r = await fetch(\`http://127.0.0.1:\${process.env.PORT}/hello\`);
+  console.log(r.status, r.headers.get("x-ratelimit-remaining"), r.headers.get("retry-after"));
+}
+await app.close();
 `;
