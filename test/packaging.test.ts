@@ -11,9 +11,10 @@
  *   the README's first Express program and sees the 429 after the limit; then makes the
  *   README's one change for Redis and sees two processes share the limit on a real redis-server;
  * - the service's four tarballs install together and give a working `npx sluice`;
- * - @sluice/nest installs into a Nest app as npm installs Nest today (12: ES modules only; the
- *   workspace's own suites run Nest 11) and limits HTTP on Express and Fastify, GraphQL and a
- *   WebSocket gateway, also where `require` cannot load an ES module (Node before 20.19).
+ * - @sluice/nest installs into a Nest app as npm installs Nest today (12: ES modules only), and
+ *   into one on Nest 11, and limits HTTP on Express and Fastify, GraphQL and a WebSocket
+ *   gateway, also where `require` cannot load an ES module (Node before 20.19); the throttler
+ *   face guards the same app.
  *
  * Installs use `--prefer-offline`: the npm cache the repository's own install filled, the
  * registry only for what is missing. The one departure from the README: packing does not
@@ -106,6 +107,30 @@ function run(cmd: string, args: string[], cwd: string, env: NodeJS.ProcessEnv = 
   if (r.status !== 0)
     throw new Error(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${r.stderr}${r.stdout}`);
   return { stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * {@link run} without blocking this test's thread: for the long installs, where a blocked
+ * worker misses vitest's own messages (its RPC times out after 60 s).
+ */
+function runAsync(
+  cmd: string,
+  args: string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv = {},
+): Promise<{ stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code) => {
+      if (code === 0) resolve({ stdout, stderr });
+      else reject(new Error(`${cmd} ${args.join(" ")} failed in ${cwd}:\n${stderr}${stdout}`));
+    });
+  });
 }
 
 /** `npm install` as a reader types it, from the cache where it can. */
@@ -228,9 +253,9 @@ describe("the README's Install and first program, in a new app outside the repos
       ) as PackageJson
     ).version;
 
-  beforeAll(() => {
+  beforeAll(async () => {
     const before = untracked();
-    run("npm", ["run", "pack"], root, { SLUICE_PACK_BUILT: "1" });
+    await runAsync("npm", ["run", "pack"], root, { SLUICE_PACK_BUILT: "1" });
     expect(untracked()).toBe(before);
     app = mkdtempSync(join(tmpdir(), "sluice-my-app-"));
   }, 300_000);
@@ -369,88 +394,107 @@ describe("the README's Install and first program, in a new app outside the repos
     }
   });
 
-  it("installs @sluice/nest into an app on Nest as npm installs it today: HTTP, GraphQL, a gateway, and the throttler face", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "sluice-nest-app-"));
-    try {
-      run("npm", ["init", "-y"], dir);
-      run("npm", ["pkg", "set", "type=module"], dir);
-      // Plain `npm install`: a peer range that left out today's Nest would fail it (ERESOLVE).
-      install(
-        dir,
-        tarball("sluice"),
-        tarball("sluice-nest"),
-        "@nestjs/common",
-        "@nestjs/core",
-        "@nestjs/platform-express",
-        "@nestjs/platform-fastify",
-        "@nestjs/websockets",
-        "@nestjs/platform-ws",
-        "@nestjs/graphql",
-        "@nestjs/apollo",
-        "@apollo/server",
-        "@as-integrations/express5",
-        "@nestjs/throttler",
-        "graphql",
-        "reflect-metadata",
-        "rxjs",
-      );
-      const nest = readJson<PackageJson>(join(dir, "node_modules/@nestjs/core/package.json"));
-      expect(Number(nest.version.split(".")[0])).toBeGreaterThanOrEqual(12);
-      writeFileSync(join(dir, "nest-app.mjs"), NEST_PROGRAM);
-      for (const platform of ["express", "fastify"]) {
-        const url = await start("nest-app.mjs", { PLATFORM: platform }, [], { cwd: dir });
-        const statuses = async (path: string, n: number) => {
-          const out: number[] = [];
-          for (let i = 0; i < n; i++) out.push((await fetch(`${url}${path}`)).status);
-          return out;
-        };
-        expect(await statuses("health", 3), platform).toEqual([200, 200, 200]);
-        // login: its own policy (2) and the default one (5), all or nothing.
-        expect(await statuses("login", 3), platform).toEqual([200, 200, 429]);
-        expect(await statuses("hello", 4), platform).toEqual([200, 200, 200, 429]);
-        const denied = await fetch(`${url}hello`);
-        expect(denied.headers.get("content-type")).toMatch(/^application\/problem\+json/);
-        expect(denied.headers.get("ratelimit-policy")).toBe('"api";q=5;w=60');
-      }
-      // GraphQL and the gateway (Express), once as Node runs today and once as a Node that
-      // cannot require an ES module: Nest 12's WsException is still found.
-      for (const nodeArgs of [[], ["--no-experimental-require-module"]]) {
-        const base = await start("nest-app.mjs", { PLATFORM: "express" }, [], {
-          cwd: dir,
-          nodeArgs,
-        });
-        const answers: unknown[] = [];
-        for (let i = 0; i < 3; i++) {
-          const r = await fetch(`${base}graphql`, {
-            method: "POST",
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ query: "{ me }" }),
-          });
-          answers.push(await r.json());
+  // Nest as npm installs it today (12 or later: the workspace's suites run on it too), and the
+  // major before (11), side by side: a framework whose packages require each other by name
+  // cannot be held twice under npm aliases in one tree, so each is its own app.
+  it.each([
+    { nest: "as npm installs it today", at: "", graphql: "", major: (m: number) => m >= 12 },
+    { nest: "11", at: "@11", graphql: "@13", major: (m: number) => m === 11 },
+  ])(
+    "installs @sluice/nest into an app on Nest $nest: HTTP, GraphQL, a gateway, and the throttler face",
+    async ({ at, graphql, major }) => {
+      const dir = mkdtempSync(join(tmpdir(), "sluice-nest-app-"));
+      try {
+        run("npm", ["init", "-y"], dir);
+        run("npm", ["pkg", "set", "type=module"], dir);
+        // Plain `npm install`: a peer range that left out this Nest would fail it (ERESOLVE).
+        await runAsync(
+          "npm",
+          [
+            "install",
+            "--prefer-offline",
+            "--no-audit",
+            "--no-fund",
+            tarball("sluice"),
+            tarball("sluice-nest"),
+            ...[
+              "common",
+              "core",
+              "platform-express",
+              "platform-fastify",
+              "websockets",
+              "platform-ws",
+            ].map((p) => `@nestjs/${p}${at}`),
+            `@nestjs/graphql${graphql}`,
+            `@nestjs/apollo${graphql}`,
+            "@apollo/server",
+            "@as-integrations/express5",
+            "@nestjs/throttler",
+            "graphql",
+            "reflect-metadata",
+            "rxjs",
+          ],
+          dir,
+        );
+        const nest = readJson<PackageJson>(join(dir, "node_modules/@nestjs/core/package.json"));
+        expect(major(Number(nest.version.split(".")[0])), nest.version).toBe(true);
+        writeFileSync(join(dir, "nest-app.mjs"), NEST_PROGRAM);
+        for (const platform of ["express", "fastify"]) {
+          const url = await start("nest-app.mjs", { PLATFORM: platform }, [], { cwd: dir });
+          const statuses = async (path: string, n: number) => {
+            const out: number[] = [];
+            for (let i = 0; i < n; i++) out.push((await fetch(`${url}${path}`)).status);
+            return out;
+          };
+          expect(await statuses("health", 3), platform).toEqual([200, 200, 200]);
+          // login: its own policy (2) and the default one (5), all or nothing.
+          expect(await statuses("login", 3), platform).toEqual([200, 200, 429]);
+          expect(await statuses("hello", 4), platform).toEqual([200, 200, 200, 429]);
+          const denied = await fetch(`${url}hello`);
+          expect(denied.headers.get("content-type")).toMatch(/^application\/problem\+json/);
+          expect(denied.headers.get("ratelimit-policy")).toBe('"api";q=5;w=60');
         }
-        expect(answers.slice(0, 2)).toEqual([{ data: { me: "me" } }, { data: { me: "me" } }]);
-        expect(answers[2]).toMatchObject({
-          errors: [{ extensions: { code: "RATE_LIMITED", limit: 2, remaining: 0 } }],
-        });
-        // The gateway names SluiceGuard, as the guide says, and Nest 12 runs the global one
-        // too: each message is still one charge (limit 2: two said, then the exception).
-        const messages = await chat(`${base.replace("http", "ws")}chat`, 3);
-        const said = messages.filter((m) => m.event === "said");
-        expect(said, nodeArgs.join(" ")).toHaveLength(2);
-        expect(messages.find((m) => m.event === "exception")).toMatchObject({
-          data: { code: "RATE_LIMITED", limit: 2, remaining: 0, policies: ["messages"] },
-        });
+        // GraphQL and the gateway (Express), once as Node runs today and once as a Node that
+        // cannot require an ES module: Nest 12's WsException is still found.
+        for (const nodeArgs of [[], ["--no-experimental-require-module"]]) {
+          const base = await start("nest-app.mjs", { PLATFORM: "express" }, [], {
+            cwd: dir,
+            nodeArgs,
+          });
+          const answers: unknown[] = [];
+          for (let i = 0; i < 3; i++) {
+            const r = await fetch(`${base}graphql`, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ query: "{ me }" }),
+            });
+            answers.push(await r.json());
+          }
+          expect(answers.slice(0, 2)).toEqual([{ data: { me: "me" } }, { data: { me: "me" } }]);
+          expect(answers[2]).toMatchObject({
+            errors: [{ extensions: { code: "RATE_LIMITED", limit: 2, remaining: 0 } }],
+          });
+          // The gateway names SluiceGuard, as the guide says, and Nest 12 runs the global one
+          // too (11 does not): either way one charge a message (limit 2: two said, then the
+          // exception).
+          const messages = await chat(`${base.replace("http", "ws")}chat`, 3);
+          const said = messages.filter((m) => m.event === "said");
+          expect(said, nodeArgs.join(" ")).toHaveLength(2);
+          expect(messages.find((m) => m.event === "exception")).toMatchObject({
+            data: { code: "RATE_LIMITED", limit: 2, remaining: 0, policies: ["messages"] },
+          });
+        }
+        // The @nestjs/throttler face on the same Nest: ThrottlerGuard over SluiceThrottlerStorage.
+        writeFileSync(join(dir, "throttler.mjs"), THROTTLER_PROGRAM);
+        const port = await freePort();
+        expect(
+          (await runAsync(process.execPath, ["throttler.mjs"], dir, { PORT: String(port) })).stdout,
+        ).toBe("200 1 null\n200 0 null\n429 null 60\n");
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
-      // The @nestjs/throttler face on the same Nest: ThrottlerGuard over SluiceThrottlerStorage.
-      writeFileSync(join(dir, "throttler.mjs"), THROTTLER_PROGRAM);
-      const port = await freePort();
-      expect(run(process.execPath, ["throttler.mjs"], dir, { PORT: String(port) }).stdout).toBe(
-        "200 1 null\n200 0 null\n429 null 60\n",
-      );
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
+    },
+  );
 
   it("installs the service from its four tarballs: `npx sluice` runs and finds the console", () => {
     const dir = mkdtempSync(join(tmpdir(), "sluice-service-"));
