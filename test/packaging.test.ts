@@ -679,7 +679,8 @@ import { RateLimit, SkipRateLimit, SluiceGuard, SluiceModule, SluiceWsExceptionF
 
 const method = (decorator, cls, name) =>
   decorator(cls.prototype, name, Object.getOwnPropertyDescriptor(cls.prototype, name));
-const fixed = (name) => ({ name, algorithm: "fixed-window", rules: [{ limit: 2, period: "1m" }] });
+// GCRA, not a window aligned to the clock: a run that crossed a minute would be let in again.
+const twoAMinute = (name) => ({ name, algorithm: "gcra", rules: [{ limit: 2, period: "1m" }] });
 
 class HelloController {
   hello() { return "hello"; }
@@ -689,7 +690,7 @@ class HelloController {
 Controller()(HelloController);
 method(Get("hello"), HelloController, "hello");
 method(Get("login"), HelloController, "login");
-method(RateLimit(fixed("login")), HelloController, "login");
+method(RateLimit(twoAMinute("login")), HelloController, "login");
 method(Get("health"), HelloController, "health");
 method(SkipRateLimit(), HelloController, "health");
 
@@ -711,7 +712,7 @@ if (express) {
   Resolver()(QueryResolver);
   method(Query("me"), QueryResolver, "me");
   method(SkipRateLimit("api"), QueryResolver, "me");
-  method(RateLimit(fixed("gql")), QueryResolver, "me");
+  method(RateLimit(twoAMinute("gql")), QueryResolver, "me");
   class ChatGateway {
     say(_client, text) { return { event: "said", data: text }; }
   }
@@ -720,7 +721,7 @@ if (express) {
   UseFilters(SluiceWsExceptionFilter)(ChatGateway);
   method(SubscribeMessage("say"), ChatGateway, "say");
   method(SkipRateLimit("api"), ChatGateway, "say");
-  method(RateLimit(fixed("messages")), ChatGateway, "say");
+  method(RateLimit(twoAMinute("messages")), ChatGateway, "say");
   imports.push(GraphQLModule.forRoot({ driver: ApolloDriver, typeDefs: "type Query { me: String! }" }));
   providers.push(QueryResolver, ChatGateway);
 }
