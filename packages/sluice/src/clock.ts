@@ -5,6 +5,12 @@ export type Clock = () => number;
 export const systemClock: Clock = () => Date.now();
 
 /**
+ * A monotonic clock in ms (never goes back with the wall clock): for durations — deadlines,
+ * round trips, leases. The only place in sluice that reads it.
+ */
+export const monoNow: Clock = () => performance.now();
+
+/**
  * Timers, injectable beside a {@link Clock} so that tests drive waits without real time
  * passing. `setTimeout` calls `callback` once, about `ms` milliseconds later, and returns a
  * handle that `clearTimeout` cancels (calling it for a timer that already ran does nothing).

@@ -85,6 +85,16 @@ export function sha256Base64url(text: string): string {
   return base64url(sha256(utf8Bytes(text)));
 }
 
+/**
+ * FNV-1a (32 bits, unsigned) over the text's UTF-16 code units: a fast, stable, non-secure hash
+ * for short names and for spreading keys.
+ */
+export function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
 /** For tests: the pure functions only (`true`), or the runtime's own again (`false`). */
 export function usePureHashes(pure: boolean): void {
   native = pure ? null : undefined;

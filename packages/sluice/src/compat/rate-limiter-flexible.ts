@@ -20,6 +20,7 @@
  */
 import type { Decision } from "../decision.js";
 import { StoreError, ValidationError, type ValidationIssue } from "../errors.js";
+import { fnv1a } from "../hash.js";
 import { type Limiter, type SyncLimiter, createLimiter } from "../limiter.js";
 import { type Policy, definePolicy, policyCapacity } from "../policy.js";
 import { type Store, isSyncStore } from "../store.js";
@@ -1113,10 +1114,5 @@ function overCapacity(now: Decision, points: number): Decision {
 
 /** A short stable name for a long one (FNV-1a, base 36). */
 function hashName(s: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h.toString(36);
+  return fnv1a(s).toString(36);
 }

@@ -20,6 +20,7 @@
  * and `resetUsedTokens` behave as Upstash's. Differences that remain: docs/migrating.md.
  */
 import type { Decision } from "../decision.js";
+import { fnv1a } from "../hash.js";
 import { ValidationError, type ValidationIssue } from "../errors.js";
 import { COUNTING_POLICIES, type Limiter, createLimiter, toDecision } from "../limiter.js";
 import { type Policy, type PolicyInput, definePolicy } from "../policy.js";
@@ -630,7 +631,5 @@ function policyOf(a: Algorithm, name: string): Policy {
 function nameOf(prefix: string): string {
   const name = prefix.replace(/[^A-Za-z0-9._:-]+/g, ".").replace(/^\.+|\.+$/g, "");
   if (name.length >= 1 && name.length <= 128) return name;
-  let h = 0x811c9dc5;
-  for (let i = 0; i < prefix.length; i++) h = Math.imul(h ^ prefix.charCodeAt(i), 0x01000193) >>> 0;
-  return `upstash.${name.slice(0, 100)}.${h.toString(36)}`.replace(/\.+/g, ".");
+  return `upstash.${name.slice(0, 100)}.${fnv1a(prefix).toString(36)}`.replace(/\.+/g, ".");
 }

@@ -29,7 +29,7 @@
  * from another request's context (which Workers refuse).
  */
 import type { RuleOutcome } from "../algorithms/index.js";
-import type { Clock } from "../clock.js";
+import { type Clock, monoNow } from "../clock.js";
 import { ruleDecisions } from "../decision.js";
 import { SluiceError, StoreError } from "../errors.js";
 import { type Logger, loggerOption } from "../logger.js";
@@ -37,7 +37,6 @@ import { type Resolved, option, resolveOptions } from "../options.js";
 import { type KeyState, adjustState, evaluate, releaseState, setCountState } from "../evaluate.js";
 import { type Policy, type PolicyInput, definePolicy, policyToInput } from "../policy.js";
 import type { Store, StoreDecision, StoreRequest } from "../store.js";
-import { monoNow } from "./redis-health.js";
 import { type Queued, RemoteCalls, errorMessage } from "./remote-calls.js";
 import {
   OP_ADJUST,

@@ -26,14 +26,14 @@
  * not held up for a WAN round trip: it is denied (strict) or borrows (bounded). Any other request
  * the held units cannot cover waits for its home's answer (one round trip).
  */
-import type { Clock, Timers } from "../clock.js";
+import { type Clock, type Timers, monoNow } from "../clock.js";
+import { fnv1a } from "../hash.js";
 import { StoreError, ValidationError } from "../errors.js";
 import { type Problem, type Resolved, option, resolveOptions } from "../options.js";
 import type { Policy, RuleInput } from "../policy.js";
 import { definePolicy, policyCapacity, policyToInput } from "../policy.js";
 import { unrefTimer } from "../platform.js";
 import type { LocalAnswer, RegionStats, Store, StoreDecision, StoreRequest } from "../store.js";
-import { monoNow } from "./redis-health.js";
 
 export type { RegionStats } from "../store.js";
 
@@ -181,7 +181,7 @@ export class MultiRegionStore implements Store {
     });
     this.local = this.o.regions[this.o.region]!;
     this.names = Object.keys(this.o.regions).sort();
-    this.seeds = this.names.map((name) => fnv1a(name));
+    this.seeds = this.names.map((name) => mix(fnv1a(name)));
   }
 
   /** The region whose ledger holds the key (its home). */
@@ -191,7 +191,7 @@ export class MultiRegionStore implements Store {
     // Rendezvous hashing: the region with the highest score for the key; adding a region moves
     // only the keys it now wins. The key is hashed once; each region's score mixes that hash
     // with the region's own (a decision costs one pass over the key, not one per region).
-    const h = fnv1a(`${policy.name}\u0000${key}`);
+    const h = mix(fnv1a(`${policy.name}\u0000${key}`));
     let best = 0;
     let bestScore = -1;
     for (let i = 0; i < this.seeds.length; i++) {
@@ -651,16 +651,6 @@ export class MultiRegionStore implements Store {
 /** The key of a lease in the store's map. */
 function leaseKey(policy: Policy, key: string): string {
   return `${policy.name}\u0000${key}`;
-}
-
-/** FNV-1a of the text, mixed (see {@link mix}). */
-function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return mix(h);
 }
 
 /** murmur3's finaliser: near inputs score far apart. */

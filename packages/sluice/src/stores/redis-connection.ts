@@ -4,11 +4,12 @@
  * Sentinel failover (from the sentinels' first word of it until the client reaches the new
  * master) — and what the client's events mean for the calls (redis-client.ts follows them).
  */
+import { monoNow } from "../clock.js";
 import { StoreError } from "../errors.js";
 import type { Logger } from "../logger.js";
 import { unrefTimer } from "../platform.js";
 import type { ClientEvent, ClientPort, ClientStatus } from "./redis-client.js";
-import { causeOf, isUnreachable, monoNow } from "./redis-health.js";
+import { causeOf, isUnreachable } from "./redis-health.js";
 import type { Gate, Queued, RemoteCalls } from "./remote-calls.js";
 import type { SentinelWatch } from "./sentinel-watch.js";
 

@@ -7,9 +7,6 @@
 
 import type { Logger } from "../logger.js";
 
-/** A monotonic clock in ms (never goes back with the wall clock). */
-export const monoNow: () => number = () => performance.now();
-
 /**
  * One circuit breaker. Closed, it lets every call through and counts failures in a row; at
  * `threshold` it opens. Open, it refuses calls until `retryAt`, then lets one call through as a

@@ -1,4 +1,4 @@
-import { type Clock, systemClock } from "../clock.js";
+import { type Clock, monoNow, systemClock } from "../clock.js";
 import { StoreError } from "../errors.js";
 import { type Logger, loggerOption } from "../logger.js";
 import { option, resolveOptions } from "../options.js";
@@ -17,7 +17,7 @@ import {
   serverTimeOf,
 } from "./redis-codec.js";
 import { RedisConnection } from "./redis-connection.js";
-import { ClockOffsets, causeOf, monoNow } from "./redis-health.js";
+import { ClockOffsets, causeOf } from "./redis-health.js";
 import {
   OP_ADJUST,
   OP_ALLOT,

@@ -12,10 +12,11 @@
  * What a call carries and how it travels is the transport's (redis.ts with redis-codec.ts,
  * durable-object.ts).
  */
-import type { Logger } from "../logger.js";
+import { monoNow } from "../clock.js";
 import { StoreError } from "../errors.js";
+import type { Logger } from "../logger.js";
 import { unrefTimer } from "../platform.js";
-import { Breakers, CallTimes, Outage, SlotCalls, monoNow } from "./redis-health.js";
+import { Breakers, CallTimes, Outage, SlotCalls } from "./redis-health.js";
 
 /** An operation in the queue: its budget's end and how to answer it with an error. */
 export interface Queued {
